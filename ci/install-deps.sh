@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# Installs every build and test dependency of pav from Debian 12 packages.
+# Idempotent; run as root (or through sudo). Nothing is downloaded at build time.
+#   PAV_DEPS_GPU=0  skip the HIP toolchain (hipcc, libamdhip64-dev, rocm-device-libs)
+set -euo pipefail
+
+pkgs=(
+  build-essential cmake ninja-build ccache pkg-config git rsync patch
+  libgtest-dev libgmock-dev libbenchmark-dev librapidcheck-dev
+  libeigen3-dev libboost-math-dev nlohmann-json3-dev
+  libcli11-dev libfmt-dev libtbb-dev
+  gnuplot-nox
+)
+if [[ "${PAV_DEPS_GPU:-1}" != 0 ]]; then
+  pkgs+=(hipcc libamdhip64-dev rocm-device-libs)
+fi
+
+missing=()
+for p in "${pkgs[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if ((${#missing[@]} == 0)); then
+  echo "install-deps: all ${#pkgs[@]} packages present"
+  exit 0
+fi
+
+SUDO=""
+if [[ $(id -u) -ne 0 ]]; then SUDO=sudo; fi
+echo "install-deps: installing ${missing[*]}"
+export DEBIAN_FRONTEND=noninteractive
+$SUDO apt-get update -qq
+$SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
+echo "install-deps: done"

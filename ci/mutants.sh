@@ -1,0 +1,85 @@
+#!/usr/bin/env bash
+# Re-injects every defect kept under ci/mutants/ and proves the suite catches it.
+#
+# Each ci/mutants/*.patch starts with a header, then a git diff:
+#   pav-mutant: one line saying what defect the patch injects
+#   pav-tests:  a ctest -R regex naming the tests that must go red
+#   pav-labels: (optional) a ctest -L regex; default: any label
+#   pav-preset: (optional) cpu (default) or nvidia: mutants of GPU code run
+#               only where that preset builds and runs (ci/gpu.sh passes
+#               PAV_MUTANT_PRESET=nvidia)
+#
+# For each patch: apply it to a scratch copy of the tree, build, run the named
+# tests; "caught" when they fail, "MISSED" when they pass, "BROKEN" when the patch
+# does not apply or the tree does not build. Exit 1 if any is missed or broken.
+#
+# Usage: ci/mutants.sh [PATTERN]   (only patches whose file name contains PATTERN)
+set -uo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+preset=${PAV_MUTANT_PRESET:-cpu}
+scratch=${PAV_MUTANT_DIR:-$root/build/mutants-$preset}
+filter=${1:-}
+jobs=${PAV_JOBS:-$(nproc)}
+
+mkdir -p "$scratch"
+src="$scratch/src"
+bld="$scratch/build"
+
+sync_tree() {
+  mkdir -p "$src"
+  # Mirror the committed-or-not working tree minus build outputs; keep mtimes so
+  # ninja only rebuilds what a patch touched.
+  (cd "$root" && git ls-files -co --exclude-standard -z) |
+    rsync -a --delete-after --from0 --files-from=- "$root/" "$src/" 2>/dev/null ||
+    (cd "$root" && git ls-files -co --exclude-standard | tar cf - -T - | (cd "$src" && tar xf -))
+}
+
+header() { sed -n "s/^$2:[[:space:]]*//p" "$1" | head -1; }
+
+declare -a results=()
+status=0
+count=0
+for patch in "$root"/ci/mutants/*.patch; do
+  [[ -e "$patch" ]] || continue
+  name=$(basename "$patch" .patch)
+  [[ -n "$filter" && "$name" != *"$filter"* ]] && continue
+  ppreset=$(header "$patch" pav-preset); ppreset=${ppreset:-cpu}
+  [[ "$ppreset" != "$preset" ]] && continue
+  tests=$(header "$patch" pav-tests)
+  labels=$(header "$patch" pav-labels)
+  what=$(header "$patch" pav-mutant)
+  count=$((count + 1))
+  echo "== mutant $name: $what"
+  sync_tree
+  if ! (cd "$src" && git apply --unidiff-zero "$patch" 2>&1 || patch -p1 --forward -s < "$patch"); then
+    results+=("BROKEN  $name (patch does not apply)"); status=1; continue
+  fi
+  if [[ ! -f "$bld/build.ninja" ]]; then
+    cmake -S "$src" -B "$bld" -G Ninja --preset "$preset" >/dev/null 2>&1 ||
+      cmake -S "$src" -B "$bld" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+        $([[ $preset == nvidia ]] && echo -DPAV_GPU_NVIDIA=ON) >/dev/null
+  fi
+  if ! cmake --build "$bld" -j "$jobs" >"$scratch/$name.build.log" 2>&1; then
+    results+=("BROKEN  $name (build failed: $scratch/$name.build.log)"); status=1; continue
+  fi
+  args=(--test-dir "$bld" -R "$tests" --timeout 600 -j "$jobs" --no-tests=error)
+  [[ -n "$labels" ]] && args+=(-L "$labels")
+  if ctest "${args[@]}" >"$scratch/$name.test.log" 2>&1; then
+    results+=("MISSED  $name: $what"); status=1
+  else
+    failed=$(grep -cE '\(Failed\)|\(SEGFAULT\)|\(Subprocess aborted\)|\(Timeout\)' "$scratch/$name.test.log")
+    if grep -q "No tests were found" "$scratch/$name.test.log"; then
+      results+=("BROKEN  $name (no test matches '$tests')"); status=1
+    else
+      results+=("caught  $name ($failed failing test(s))")
+    fi
+  fi
+done
+# Leave the scratch tree clean for the next run.
+sync_tree
+echo
+echo "mutants ($preset preset): $count run"
+for r in "${results[@]}"; do echo "  $r"; done
+caught=$(printf '%s\n' "${results[@]}" | grep -c '^caught' || true)
+echo "$caught caught, $((count - caught)) not caught"
+exit $status
