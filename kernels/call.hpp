@@ -1,0 +1,109 @@
+#pragma once
+// The views of one paged-attention decode call (REFERENCE section 2) and the
+// geometry derived from them. Views do not own memory.
+#include <cmath>
+#include <cstdint>
+
+#include "kernels/types.hpp"
+
+namespace pav::kernels {
+
+inline constexpr int kTileTokens = 256;  // partition / planner tile size, in tokens
+
+enum class VLayout : uint8_t { plain, trans, unknown };
+
+struct DecodeOptions {
+  Arch arch = Arch::sm90;
+  DType compute = DType::fp8_e4m3fn;  // the arch's fp8 flavour, or bf16 ("bf16 compute")
+  DType partial = DType::bf16;        // dtype of the normalized partials in scratch
+  float softmax_scale = 0.0f;         // 0 means 1/sqrt(head_dim)
+  int cu = 132;                       // compute units (SMs) the work is spread over
+  int partition_size = kTileTokens;   // tokens per partition tile; must be 256
+  int uniform_partitions = 0;         // uniform split count; 0 = dense_decode_splits()
+  // Features the kernels do not implement; requesting any is a hard reject.
+  bool alibi = false;
+  bool sinks = false;
+  int sliding_window = 0;
+  bool q_prequantized = false;
+};
+
+struct DecodeCall {
+  TensorView q;             // [num_seqs*q_len, Hq, D], bf16/f16, head_dim stride 1
+  TensorView out;           // like q
+  TensorView k_cache;       // [nb, Hkv, D/16, bs, 16], fp8
+  TensorView v_cache;       // [nb, Hkv, D, bs] (plain) or [nb, Hkv, bs/16, D, 16] (trans)
+  TensorView block_tables;  // [num_seqs, max_blocks], i32
+  TensorView context_lens;  // [num_seqs], i32
+  TensorView k_scale;       // absent, [1] or [nb, Hkv, bs], f32
+  TensorView v_scale;       // like k_scale
+  int q_len = 1;            // MTP query positions per sequence
+  DecodeOptions opt;
+};
+
+// Geometry read off a call. Only meaningful for a call that passed validation.
+struct CallDims {
+  int64_t num_seqs = 0, q_len = 1, hq = 0, hkv = 0, head_dim = 0, group = 0;
+  int64_t block_size = 0, num_blocks = 0, max_blocks = 0;
+  int64_t rows = 0;  // q_len * group: query rows per (sequence, KV head)
+  VLayout v_layout = VLayout::unknown;
+  float softmax_scale = 0.0f;
+};
+
+inline VLayout v_layout_of(const TensorView& k, const TensorView& v) {
+  if (k.rank != 5) return VLayout::unknown;
+  const int64_t hkv = k.shape[1], d = k.shape[2] * 16, bs = k.shape[3];
+  if (v.rank == 4 && v.shape[1] == hkv && v.shape[2] == d && v.shape[3] == bs) return VLayout::plain;
+  if (v.rank == 5 && bs % 16 == 0 && v.shape[1] == hkv && v.shape[2] == bs / 16 && v.shape[3] == d &&
+      v.shape[4] == 16)
+    return VLayout::trans;
+  return VLayout::unknown;
+}
+
+inline CallDims dims_of(const DecodeCall& c) {
+  CallDims d;
+  d.num_seqs = c.context_lens.shape[0];
+  d.q_len = c.q_len;
+  d.hq = c.q.shape[1];
+  d.head_dim = c.q.shape[2];
+  d.hkv = c.k_cache.shape[1];
+  d.group = d.hkv > 0 ? d.hq / d.hkv : 0;
+  d.block_size = c.k_cache.shape[3];
+  d.num_blocks = c.k_cache.shape[0];
+  d.max_blocks = c.block_tables.shape[1];
+  d.rows = d.q_len * d.group;
+  d.v_layout = v_layout_of(c.k_cache, c.v_cache);
+  d.softmax_scale = c.opt.softmax_scale != 0.0f ? c.opt.softmax_scale
+                                                : 1.0f / std::sqrt(float(d.head_dim));
+  return d;
+}
+
+// Element offsets into the caches (REFERENCE section 2).
+inline int64_t k_offset(int64_t blk, int64_t h, int64_t d, int64_t off, int64_t hkv, int64_t hd,
+                        int64_t bs) {
+  return ((blk * hkv + h) * (hd / 16) + d / 16) * bs * 16 + off * 16 + d % 16;
+}
+inline int64_t v_offset(VLayout l, int64_t blk, int64_t h, int64_t d, int64_t off, int64_t hkv,
+                        int64_t hd, int64_t bs) {
+  if (l == VLayout::plain) return ((blk * hkv + h) * hd + d) * bs + off;
+  return ((blk * hkv + h) * (bs / 16) + off / 16) * hd * 16 + d * 16 + off % 16;
+}
+
+// Scratch the split kernels write: partial [slots..., rows, D] in the partial
+// dtype, m and l [slots..., rows] in f32. Planned: slots = [Hkv, capacity];
+// uniform: slots = [num_seqs * Hkv * splits].
+struct Scratch {
+  TensorView partial;
+  TensorView m;
+  TensorView l;
+};
+
+// Result of a planned decode: the plan's recorded lengths are checked against
+// the live ones task by task; a stale task is not attended.
+enum class DecodeStatus : uint32_t { ok = 0, stale_plan = 1 };
+struct DecodeResult {
+  DecodeStatus status = DecodeStatus::ok;
+  int64_t stale_tasks = 0;     // tasks whose recorded length differs from the live one
+  int64_t stale_rows = 0;      // empty plan rows whose live length is now positive
+};
+
+}  // namespace pav::kernels

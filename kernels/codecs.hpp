@@ -1,0 +1,143 @@
+#pragma once
+// fp8 (e4m3fn, e4m3fnuz), bf16 and f16 codecs, shared by host and GPU code.
+// Encoders round to nearest even; the fp8 encoders saturate to the largest
+// finite value (satfinite), infinities included.
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <limits>
+
+#include "kernels/platform_hd.hpp"
+#include "kernels/types.hpp"
+
+namespace pav::kernels {
+
+PAV_HD inline uint32_t f32_bits(float f) {
+#ifdef __CUDA_ARCH__
+  return __float_as_uint(f);
+#else
+  uint32_t u;
+  std::memcpy(&u, &f, 4);
+  return u;
+#endif
+}
+PAV_HD inline float f32_from_bits(uint32_t u) {
+#ifdef __CUDA_ARCH__
+  return __uint_as_float(u);
+#else
+  float f;
+  std::memcpy(&f, &u, 4);
+  return f;
+#endif
+}
+
+// ---- bf16 -------------------------------------------------------------------
+PAV_HD inline float bf16_to_f32(uint16_t h) { return f32_from_bits(uint32_t(h) << 16); }
+PAV_HD inline uint16_t f32_to_bf16(float f) {
+  uint32_t u = f32_bits(f);
+  if ((u & 0x7fffffffu) > 0x7f800000u) return uint16_t((u >> 16) | 0x40);  // quiet NaN
+  u += 0x7fffu + ((u >> 16) & 1u);
+  return uint16_t(u >> 16);
+}
+
+// ---- f16 --------------------------------------------------------------------
+PAV_HD inline float f16_to_f32(uint16_t h) {
+  uint32_t sign = uint32_t(h & 0x8000u) << 16;
+  uint32_t e = (h >> 10) & 0x1f, m = h & 0x3ff;
+  if (e == 0x1f) return f32_from_bits(sign | 0x7f800000u | (m << 13));
+  if (e == 0) {
+    float v = float(m) * 5.9604644775390625e-08f;  // m * 2^-24
+    return sign ? -v : v;
+  }
+  return f32_from_bits(sign | ((e + 112) << 23) | (m << 13));
+}
+PAV_HD inline uint16_t f32_to_f16(float f) {
+  uint32_t u = f32_bits(f);
+  uint16_t sign = uint16_t((u >> 16) & 0x8000u);
+  uint32_t a = u & 0x7fffffffu;
+  if (a > 0x7f800000u) return uint16_t(sign | 0x7e00u);   // NaN
+  if (a >= 0x477ff000u) return uint16_t(sign | 0x7c00u);  // rounds to >= 65520: inf
+  if (a < 0x38800000u) {                                  // below 2^-14: subnormal
+    // Value in units of 2^-24, rounded to nearest even by adding the magic 0.5.
+    float v = f32_from_bits(a) * 16777216.0f;             // exact: power-of-two scale
+#ifdef __CUDA_ARCH__
+    float r = rintf(v);
+#else
+    float r = std::nearbyint(v);
+#endif
+    return uint16_t(sign | uint16_t(r));
+  }
+  uint32_t e = (a >> 23) - 112, m = a & 0x7fffffu;
+  uint32_t h = (e << 10) | (m >> 13);
+  uint32_t rest = m & 0x1fffu;
+  if (rest > 0x1000u || (rest == 0x1000u && (h & 1u))) ++h;  // carry may bump the exponent
+  return uint16_t(sign | h);
+}
+
+// ---- fp8 --------------------------------------------------------------------
+struct Fp8Format {
+  int bias;
+  float max_finite;
+  uint8_t max_code;  // largest finite magnitude code
+  bool fnuz;         // no negative zero, NaN is 0x80
+};
+PAV_HD constexpr Fp8Format fp8_format(DType d) {
+  return d == DType::fp8_e4m3fnuz ? Fp8Format{8, 240.0f, 0x7f, true}
+                                  : Fp8Format{7, 448.0f, 0x7e, false};
+}
+PAV_HD constexpr float fp8_max(DType d) { return fp8_format(d).max_finite; }
+
+PAV_HD inline float fp8_to_f32(uint8_t b, DType flavour) {
+  const Fp8Format f = fp8_format(flavour);
+  if (f.fnuz) {
+    if (b == 0x80) return std::numeric_limits<float>::quiet_NaN();
+  } else if ((b & 0x7f) == 0x7f) {
+    return std::numeric_limits<float>::quiet_NaN();
+  }
+  const int e = (b >> 3) & 0xf, m = b & 7;
+  // Subnormal: m * 2^(1 - bias - 3); normal: (8 + m) * 2^(e - bias - 3).
+  float v = e == 0 ? ldexpf(float(m), 1 - f.bias - 3) : ldexpf(float(8 + m), e - f.bias - 3);
+  return (b & 0x80) ? -v : v;
+}
+
+PAV_HD inline uint8_t f32_to_fp8(float x, DType flavour) {
+  const Fp8Format f = fp8_format(flavour);
+  if (x != x) return f.fnuz ? uint8_t(0x80) : uint8_t(0x7f);
+  const uint8_t sign = (f32_bits(x) >> 24) & 0x80;
+  float a = fabsf(x);
+  uint8_t code;
+  if (a >= f.max_finite) {
+    code = f.max_code;
+  } else {
+    int e;
+    frexpf(a, &e);  // a = frac * 2^e, frac in [0.5, 1)
+    int exp_unbiased = e - 1;
+    const int emin = 1 - f.bias;
+    if (exp_unbiased < emin) exp_unbiased = emin;  // subnormal range shares the min scale
+    // Quantize to 3 mantissa bits at this binade: units of 2^(exp - 3).
+    float q = ldexpf(a, 3 - exp_unbiased);  // exact scaling
+#ifdef __CUDA_ARCH__
+    float r = rintf(q);
+#else
+    float r = std::nearbyint(q);
+#endif
+    int units = int(r);  // 0..16
+    int biased;
+    int mant;
+    if (units >= 8) {  // normal (a carry to 16 moves up one binade)
+      int ex = exp_unbiased;
+      if (units == 16) { ex += 1; units = 8; }
+      biased = ex + f.bias;
+      mant = units - 8;
+    } else {           // only reachable at emin: a subnormal (or zero)
+      biased = 0;
+      mant = units;
+    }
+    int c = (biased << 3) | mant;
+    code = c > f.max_code ? f.max_code : uint8_t(c);
+  }
+  if (f.fnuz && code == 0) return 0;  // fnuz has no negative zero
+  return uint8_t(code | sign);
+}
+
+}  // namespace pav::kernels

@@ -1,0 +1,139 @@
+#pragma once
+// The work planner (REFERENCE section 6, "proportional" policy) and the uniform
+// split count (section 5). The arithmetic below is PAV_HD: the GPU refresh
+// kernel and the host planner share it, so their plans agree bit for bit.
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "kernels/call.hpp"
+#include "kernels/platform_hd.hpp"
+
+namespace pav::kernels {
+
+inline constexpr int kMaxPlanBatch = 4096;       // largest num_seqs a plan supports
+inline constexpr int kMaxUniformPartitions = 256;
+inline constexpr int kDenseSplitCap = 32;
+
+PAV_HD inline int64_t ceil_div64(int64_t a, int64_t b) { return (a + b - 1) / b; }
+PAV_HD inline int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
+PAV_HD inline int64_t max64(int64_t a, int64_t b) { return a > b ? a : b; }
+
+// Tiles of a raw context length; negative and zero lengths have none.
+PAV_HD inline int64_t plan_tiles(int32_t len) {
+  return len > 0 ? ceil_div64(int64_t(len), kTileTokens) : 0;
+}
+
+PAV_HD inline int64_t plan_capacity(int64_t num_seqs, int64_t kv_heads, int64_t max_partitions,
+                                    int64_t workgroup_budget) {
+  return min64(num_seqs * max_partitions, max64(num_seqs, ceil_div64(workgroup_budget, kv_heads)));
+}
+
+// Partition count of one sequence given the inclusive tile prefix sum cum.
+PAV_HD inline int64_t plan_count(int64_t tiles, int64_t cum, int64_t remaining, int64_t total,
+                                 int64_t max_partitions) {
+  const int64_t nonempty = tiles > 0 ? 1 : 0;
+  const int64_t share = cum * remaining / total - (cum - tiles) * remaining / total;
+  return min64(min64(nonempty + share, tiles), max_partitions);
+}
+
+// work_info row p of a sequence with `count` partitions over `tiles` tiles.
+PAV_HD inline void plan_task(int32_t* row, int32_t seq, int64_t p, int64_t tiles, int64_t count,
+                             int32_t len) {
+  row[0] = seq;
+  row[1] = int32_t(p * tiles / count);
+  row[2] = int32_t((p + 1) * tiles / count);
+  row[3] = len;
+}
+
+// Fills work_info [capacity, 4] and reduce_info [num_seqs, 2] from lens in one
+// pass, padding slots zeroed. Sequential; the GPU refresh parallelises the same
+// formulas.
+PAV_HD inline void plan_fill(const int32_t* lens, int64_t num_seqs, int64_t max_partitions,
+                             int64_t capacity, int32_t* work_info, int32_t* reduce_info) {
+  int64_t sum_tiles = 0, sum_nonempty = 0;
+  for (int64_t b = 0; b < num_seqs; ++b) {
+    const int64_t t = plan_tiles(lens[b]);
+    sum_tiles += t;
+    sum_nonempty += t > 0 ? 1 : 0;
+  }
+  const int64_t total = max64(sum_tiles, 1);
+  const int64_t remaining = capacity - sum_nonempty;
+  int64_t cum = 0, first = 0;
+  for (int64_t b = 0; b < num_seqs; ++b) {
+    const int64_t tiles = plan_tiles(lens[b]);
+    cum += tiles;
+    const int64_t count = plan_count(tiles, cum, remaining, total, max_partitions);
+    reduce_info[2 * b] = int32_t(first);
+    reduce_info[2 * b + 1] = int32_t(count);
+    for (int64_t p = 0; p < count; ++p)
+      plan_task(work_info + 4 * (first + p), int32_t(b), p, tiles, count, lens[b]);
+    first += count;
+  }
+  for (int64_t i = first * 4; i < capacity * 4; ++i) work_info[i] = 0;
+}
+
+// Uniform split count (REFERENCE section 5).
+PAV_HD inline int dense_decode_splits(int64_t batch, int64_t kv_heads, int64_t cu) {
+  const int64_t bh = max64(batch * kv_heads, 1);
+  const int64_t base = min64(ceil_div64(2 * cu, bh), 8);
+  int64_t boost = min64(32, ceil_div64(128, bh));
+  int64_t pow2 = 1;
+  while (pow2 * 2 <= boost) pow2 *= 2;
+  boost = pow2;
+  return int(min64(kDenseSplitCap, max64(base, boost)));
+}
+
+enum class PlanPolicy : uint8_t { proportional };
+
+struct PlanParams {
+  int64_t num_seqs = 0;
+  int64_t kv_heads = 1;
+  int64_t cu = 0;
+  int64_t max_partitions = 0;    // 0 = cu
+  int64_t workgroup_budget = 0;  // 0 = 2 * cu
+  PlanPolicy policy = PlanPolicy::proportional;
+};
+
+// Params with defaults resolved; throws std::invalid_argument naming the field
+// when a value is out of range (num_seqs 1..4096, kv_heads >= 1, cu >= 1,
+// max_partitions 1..cu, budget >= 1).
+PlanParams resolve(PlanParams p);
+
+// A non-owning view of a plan's buffers (host or device memory).
+struct PlanView {
+  int32_t* work_info = nullptr;    // [capacity, 4]
+  int32_t* reduce_info = nullptr;  // [num_seqs, 2]
+  int64_t num_seqs = 0, kv_heads = 0, max_partitions = 0, capacity = 0;
+};
+
+// A host plan. Buffers are sized once at construction; refresh() re-fills them
+// in place from new lengths without allocating.
+class WorkPlan {
+ public:
+  explicit WorkPlan(PlanParams params);
+  void refresh(const int32_t* lens);  // lens has params().num_seqs entries
+  const PlanParams& params() const { return params_; }
+  int64_t capacity() const { return capacity_; }
+  PlanView view();
+  const std::vector<int32_t>& work_info() const { return work_; }
+  const std::vector<int32_t>& reduce_info() const { return reduce_; }
+  int64_t active_tasks() const;  // sum of counts
+
+ private:
+  PlanParams params_;
+  int64_t capacity_;
+  std::vector<int32_t> work_, reduce_;
+};
+
+// Structural checks of a plan's own buffers against its header: counts within
+// 1..max_partitions (0 for empty rows), firsts contiguous, tiles covered in order,
+// padding zero, active tasks <= capacity. Empty string when valid, else the
+// first violation.
+std::string check_plan_structure(const PlanView& plan);
+
+// True when the plan was refreshed from exactly these live lengths: every task
+// records the live length of its sequence, and rows without tasks are empty.
+bool plan_is_fresh(const PlanView& plan, const int32_t* live_lens, int64_t num_seqs);
+
+}  // namespace pav::kernels
