@@ -1,0 +1,182 @@
+// Planner: hand-computed plans, and properties over generated uneven batches
+// (heavy-tailed, zero, negative and near-INT32_MAX lengths).
+#include <gtest/gtest.h>
+#include <rapidcheck/gtest.h>
+
+#include <algorithm>
+#include <climits>
+#include <numeric>
+
+#include "kernels/planner.hpp"
+
+using namespace pav::kernels;
+
+namespace {
+
+WorkPlan build(const std::vector<int32_t>& lens, int64_t hkv, int64_t cu, int64_t maxp = 0, int64_t budget = 0) {
+  WorkPlan p({int64_t(lens.size()), hkv, cu, maxp, budget});
+  p.refresh(lens.data());
+  return p;
+}
+
+std::vector<int32_t> row(const WorkPlan& p, int64_t i) {
+  return {p.work_info()[4 * i], p.work_info()[4 * i + 1], p.work_info()[4 * i + 2], p.work_info()[4 * i + 3]};
+}
+
+// Lengths for the properties: small batches mostly, heavy-tailed values.
+rc::Gen<int32_t> gen_len() {
+  return rc::gen::weightedOneOf<int32_t>({
+      {3, rc::gen::element<int32_t>(0, 1, 255, 256, 257, 511, 512, 513, 2303, 2304, 2305, 4099, 65537, 200003)},
+      {3, rc::gen::inRange<int32_t>(1, 9000)},
+      {2, rc::gen::mapcat(rc::gen::inRange(0, 31), [](int b) {
+         const int64_t lo = int64_t(1) << b;
+         return rc::gen::inRange<int32_t>(int32_t(lo), int32_t(std::min<int64_t>(2 * lo, INT32_MAX)));
+       })},
+      {1, rc::gen::element<int32_t>(INT32_MAX, -1, -300, INT32_MIN, 0)},
+  });
+}
+
+struct Shape {
+  std::vector<int32_t> lens;
+  int64_t hkv, cu, maxp, budget;
+};
+
+rc::Gen<Shape> gen_shape() {
+  return rc::gen::exec([] {
+    Shape s;
+    const int n = *rc::gen::weightedOneOf<int>({{8, rc::gen::inRange(1, 40)}, {1, rc::gen::inRange(1, 4097)}});
+    s.lens = *rc::gen::container<std::vector<int32_t>>(n, gen_len());
+    s.hkv = *rc::gen::element<int64_t>(1, 2, 4, 8, 3);
+    s.cu = *rc::gen::element<int64_t>(1, 8, 80, 132, 256, 304);
+    s.maxp = *rc::gen::weightedOneOf<int64_t>({{2, rc::gen::just<int64_t>(0)}, {1, rc::gen::inRange<int64_t>(1, s.cu + 1)}});
+    s.budget = *rc::gen::weightedOneOf<int64_t>({{2, rc::gen::just<int64_t>(0)}, {1, rc::gen::inRange<int64_t>(1, 5000)}});
+    return s;
+  });
+}
+
+int64_t tiles_of(int32_t len) { return len <= 0 ? 0 : (int64_t(len) + 255) / 256; }
+
+}  // namespace
+
+TEST(Planner, HandComputedExampleFromTheCli) {
+  // lens 5, 0, 9000; Hkv 1; CU 256: capacity min(3*256, max(3, 512)) = 512.
+  // tiles 1, 0, 36; remaining 512 - 2 = 510; total 37.
+  // count0 = min(1 + floor(1*510/37) - 0, 1) = 1; count1 = 0;
+  // count2 = min(1 + 510 - 13, 36) = 36.
+  const WorkPlan p = build({5, 0, 9000}, 1, 256);
+  EXPECT_EQ(p.capacity(), 512);
+  EXPECT_EQ(p.reduce_info(), (std::vector<int32_t>{0, 1, 1, 0, 1, 36}));
+  EXPECT_EQ(row(p, 0), (std::vector<int32_t>{0, 0, 1, 5}));
+  for (int k = 0; k < 36; ++k) EXPECT_EQ(row(p, 1 + k), (std::vector<int32_t>{2, k, k + 1, 9000}));
+  for (int i = 37; i < 512; ++i) EXPECT_EQ(row(p, i), (std::vector<int32_t>{0, 0, 0, 0}));
+}
+
+TEST(Planner, HandComputedProportionalSplit) {
+  // tiles 10, 30; CU 8 -> max_partitions 8, budget 16; capacity min(16, max(2, 16)) = 16.
+  // remaining 14, total 40: count0 = min(1 + floor(140/40), 10, 8) = 4;
+  // count1 = min(1 + 14 - 3, 30, 8) = 8.
+  const WorkPlan p = build({2560, 7680}, 1, 8);
+  EXPECT_EQ(p.capacity(), 16);
+  EXPECT_EQ(p.reduce_info(), (std::vector<int32_t>{0, 4, 4, 8}));
+  const int b0[] = {0, 2, 5, 7, 10};  // floor(p*10/4)
+  for (int k = 0; k < 4; ++k) EXPECT_EQ(row(p, k), (std::vector<int32_t>{0, b0[k], b0[k + 1], 2560}));
+  const int b1[] = {0, 3, 7, 11, 15, 18, 22, 26, 30};  // floor(p*30/8)
+  for (int k = 0; k < 8; ++k) EXPECT_EQ(row(p, 4 + k), (std::vector<int32_t>{1, b1[k], b1[k + 1], 7680}));
+  for (int i = 12; i < 16; ++i) EXPECT_EQ(row(p, i), (std::vector<int32_t>{0, 0, 0, 0}));
+}
+
+TEST(Planner, HandComputedKvHeadsShrinkCapacity) {
+  // Hkv 8, CU 132: budget 264 -> ceil(264/8) = 33; B = 2 -> capacity min(264, max(2, 33)) = 33.
+  const WorkPlan p = build({100000, 100}, 8, 132);
+  EXPECT_EQ(p.capacity(), 33);
+  // tiles 391, 1; remaining 31; total 392: count0 = min(1 + floor(391*31/392), 391, 132) = 1 + 30 = 31;
+  // count1 = min(1 + 31 - 30, 1) = 1.
+  EXPECT_EQ(p.reduce_info(), (std::vector<int32_t>{0, 31, 31, 1}));
+}
+
+TEST(Planner, DenseDecodeSplitsHandComputed) {
+  EXPECT_EQ(dense_decode_splits(1, 1, 132), 32);   // base 8, boost 32
+  EXPECT_EQ(dense_decode_splits(8, 8, 132), 5);    // base ceil(264/64)=5, boost 2
+  EXPECT_EQ(dense_decode_splits(3, 1, 80), 32);    // base 8, boost 43 -> 32
+  EXPECT_EQ(dense_decode_splits(5, 2, 16), 8);     // base 4, boost 13 -> 8
+  EXPECT_EQ(dense_decode_splits(100, 4, 132), 1);  // base 1, boost 1
+  EXPECT_EQ(dense_decode_splits(20, 1, 132), 8);   // base 8 (14 capped), boost ceil(6.4)=7 -> 4
+}
+
+TEST(Planner, ResolveRejectsOutOfRangeParams) {
+  EXPECT_THROW(WorkPlan({0, 1, 132}), std::invalid_argument);
+  EXPECT_THROW(WorkPlan({4097, 1, 132}), std::invalid_argument);
+  EXPECT_THROW(WorkPlan({1, 0, 132}), std::invalid_argument);
+  EXPECT_THROW(WorkPlan({1, 1, 132, 133}), std::invalid_argument);
+  try {
+    WorkPlan({1, 1, 132, 133});
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("max_partitions = 133"), std::string::npos) << e.what();
+  }
+}
+
+RC_GTEST_PROP(PlannerProps, CoversEveryTileOnceInOrder, ()) {
+  const Shape s = *gen_shape();
+  const WorkPlan p = build(s.lens, s.hkv, s.cu, s.maxp, s.budget);
+  const int64_t maxp = s.maxp ? s.maxp : s.cu;
+  const int64_t budget = s.budget ? s.budget : 2 * s.cu;
+  const int64_t B = int64_t(s.lens.size());
+  // Capacity formula, computed here without the planner's helpers.
+  const int64_t per_head = budget / s.hkv + (budget % s.hkv != 0);
+  RC_ASSERT(p.capacity() == std::min(B * maxp, std::max(B, per_head)));
+  int64_t next_first = 0;
+  for (int64_t b = 0; b < B; ++b) {
+    const int64_t first = p.reduce_info()[2 * b], count = p.reduce_info()[2 * b + 1];
+    const int64_t tiles = tiles_of(s.lens[b]);
+    RC_ASSERT(first == next_first);
+    if (tiles == 0) {
+      RC_ASSERT(count == 0);
+    } else {
+      RC_ASSERT(count >= 1);
+      RC_ASSERT(count <= std::min(tiles, maxp));
+    }
+    int64_t covered = 0;
+    for (int64_t k = 0; k < count; ++k) {
+      const auto r = row(p, first + k);
+      RC_ASSERT(r[0] == b);
+      RC_ASSERT(r[1] == covered);  // in order, no gap, no overlap
+      RC_ASSERT(r[2] > r[1]);
+      RC_ASSERT(r[3] == s.lens[b]);  // the raw length is recorded
+      covered = r[2];
+    }
+    RC_ASSERT(covered == (count ? tiles : 0));
+    next_first += count;
+  }
+  RC_ASSERT(next_first <= p.capacity());
+  for (int64_t i = next_first; i < p.capacity(); ++i) RC_ASSERT(row(p, i) == (std::vector<int32_t>{0, 0, 0, 0}));
+  RC_ASSERT(check_plan_structure(const_cast<WorkPlan&>(p).view()).empty());
+}
+
+RC_GTEST_PROP(PlannerProps, RefreshEqualsFreshBuildAndIsDeterministic, ()) {
+  const Shape s = *gen_shape();
+  const auto other = *rc::gen::container<std::vector<int32_t>>(s.lens.size(), gen_len());
+  WorkPlan live({int64_t(s.lens.size()), s.hkv, s.cu, s.maxp, s.budget});
+  live.refresh(other.data());
+  const int32_t* work_ptr = live.work_info().data();
+  live.refresh(s.lens.data());  // in place, over a plan built from other lengths
+  RC_ASSERT(live.work_info().data() == work_ptr);
+  const WorkPlan fresh = build(s.lens, s.hkv, s.cu, s.maxp, s.budget);
+  RC_ASSERT(live.work_info() == fresh.work_info());
+  RC_ASSERT(live.reduce_info() == fresh.reduce_info());
+  const WorkPlan again = build(s.lens, s.hkv, s.cu, s.maxp, s.budget);
+  RC_ASSERT(again.work_info() == fresh.work_info());
+}
+
+RC_GTEST_PROP(PlannerProps, FreshnessDetectsAnyLengthChange, ()) {
+  const Shape s = *gen_shape();
+  WorkPlan p = build(s.lens, s.hkv, s.cu, s.maxp, s.budget);
+  RC_ASSERT(plan_is_fresh(p.view(), s.lens.data(), int64_t(s.lens.size())));
+  auto live = s.lens;
+  const size_t i = *rc::gen::inRange<size_t>(0, live.size());
+  const int32_t delta = *rc::gen::element<int32_t>(1, 2, 3, -1, 256);
+  const int64_t changed = int64_t(live[i]) + delta;
+  RC_PRE(changed <= INT32_MAX && changed >= INT32_MIN);
+  live[i] = int32_t(changed);
+  const bool both_empty = s.lens[i] <= 0 && live[i] <= 0;
+  RC_ASSERT(plan_is_fresh(p.view(), live.data(), int64_t(live.size())) == both_empty);
+}

@@ -1,0 +1,269 @@
+#include "properties/host_case.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <numeric>
+#include <random>
+#include <stdexcept>
+
+#include "kernels/codecs.hpp"
+#include "kernels/cpu/decode_cpu.hpp"
+
+namespace pav::props {
+
+using namespace pav::kernels;
+
+namespace {
+
+uint8_t fp8_nan(DType flavour) { return flavour == DType::fp8_e4m3fnuz ? 0x80 : 0x7f; }
+constexpr uint32_t kF32Nan = 0x7fc00000u;
+float nanf_() { float f; std::memcpy(&f, &kF32Nan, 4); return f; }
+
+void bad(const std::string& field, const std::string& why) {
+  throw std::invalid_argument("case field '" + field + "': " + why);
+}
+
+}  // namespace
+
+PlanParams plan_params(const CaseSpec& s) {
+  PlanParams p;
+  p.num_seqs = int64_t(s.lens.size());
+  p.kv_heads = s.hkv;
+  p.cu = s.opt.cu;
+  p.max_partitions = s.max_partitions;
+  p.workgroup_budget = s.workgroup_budget;
+  return p;
+}
+
+bool row_has_visible_token(const CaseSpec& s, int64_t seq, int64_t pos) {
+  return int64_t(s.lens[seq]) - s.q_len + 1 + pos > 0;
+}
+
+HostCase build_case(const CaseSpec& spec) {
+  HostCase c;
+  c.spec = spec;
+  const int64_t B = int64_t(spec.lens.size());
+  if (B < 1) bad("lens", "needs at least one sequence");
+  if (spec.q_len < 1) bad("q_len", "must be >= 1, got " + std::to_string(spec.q_len));
+  if (spec.hkv < 1) bad("hkv", "must be >= 1, got " + std::to_string(spec.hkv));
+  if (spec.group < 1) bad("group", "must be >= 1, got " + std::to_string(spec.group));
+  if (spec.head_dim < 16 || spec.head_dim % 16) bad("head_dim", "must be a positive multiple of 16, got " + std::to_string(spec.head_dim));
+  if (spec.block_size < 16 || spec.block_size % 16) bad("block_size", "must be a positive multiple of 16, got " + std::to_string(spec.block_size));
+  if (!is_fp8(spec.cache_dtype)) bad("cache_dtype", "must be an fp8 dtype");
+  if (spec.q_dtype != DType::bf16 && spec.q_dtype != DType::f16) bad("q_dtype", "must be bf16 or f16");
+  if (spec.spare_blocks < 1) bad("spare_blocks", "must be >= 1 (unused table entries point at a poisoned block)");
+  const int64_t D = spec.head_dim, H = spec.hkv, G = spec.group, Hq = H * G, bs = spec.block_size;
+  const DType fl = spec.cache_dtype;
+
+  std::vector<int64_t> nblk(B);
+  int64_t needed = 0;
+  for (int64_t b = 0; b < B; ++b) {
+    nblk[b] = spec.lens[b] > 0 ? (int64_t(spec.lens[b]) + bs - 1) / bs : 0;
+    needed += nblk[b];
+  }
+  c.max_blocks = std::max<int64_t>(1, *std::max_element(nblk.begin(), nblk.end()));
+  std::mt19937_64 rng(spec.seed);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  std::uniform_real_distribution<float> unif(0.0f, 1.0f);
+
+  // Block tables: used entries take shuffled ids; the rest point at a spare
+  // (poisoned) block, which a kernel must never read.
+  if (spec.block_tables) {
+    c.block_tables = *spec.block_tables;
+    if (int64_t(c.block_tables.size()) % B != 0) bad("block_tables", "size is not a multiple of num_seqs");
+    c.max_blocks = int64_t(c.block_tables.size()) / B;
+    int32_t mx = 0;
+    for (int32_t id : c.block_tables) mx = std::max(mx, id);
+    c.num_blocks = mx + 1;
+    for (int64_t b = 0; b < B; ++b)
+      if (nblk[b] > c.max_blocks) bad("block_tables", "sequence " + std::to_string(b) + " needs " + std::to_string(nblk[b]) + " blocks");
+  } else {
+    c.num_blocks = needed + spec.spare_blocks;
+    std::vector<int32_t> ids(needed);
+    std::iota(ids.begin(), ids.end(), 0);
+    std::shuffle(ids.begin(), ids.end(), rng);
+    const int32_t spare = int32_t(needed);
+    c.block_tables.assign(B * c.max_blocks, spare);
+    int64_t k = 0;
+    for (int64_t b = 0; b < B; ++b)
+      for (int64_t i = 0; i < nblk[b]; ++i) c.block_tables[b * c.max_blocks + i] = ids[k++];
+  }
+  c.lens = spec.lens;
+
+  // Q: N(0, 1) rows, strided by q_row_pad.
+  const int64_t qrows = B * spec.q_len, qstride = Hq * D + spec.q_row_pad;
+  const uint16_t qnan = spec.q_dtype == DType::bf16 ? 0x7fc0 : 0x7e00;
+  c.q.assign(qrows * qstride, qnan);
+  for (int64_t r = 0; r < qrows; ++r)
+    for (int64_t i = 0; i < Hq * D; ++i) {
+      const float v = normal(rng);
+      c.q[r * qstride + i] = spec.q_dtype == DType::bf16 ? f32_to_bf16(v) : f32_to_f16(v);
+    }
+  if (spec.q_bits) {
+    if (int64_t(spec.q_bits->size()) != qrows * Hq * D) bad("q", "needs " + std::to_string(qrows * Hq * D) + " values");
+    for (int64_t r = 0; r < qrows; ++r)
+      std::copy_n(spec.q_bits->begin() + r * Hq * D, Hq * D, c.q.begin() + r * qstride);
+  }
+  c.out.assign(qrows * Hq * D, qnan);
+
+  // Caches, all poisoned first.
+  const int64_t cache_elems = c.num_blocks * H * D * bs;
+  c.k.assign(cache_elems, fp8_nan(fl));
+  c.v.assign(cache_elems, fp8_nan(fl));
+  if (spec.scales == ScaleKind::per_tensor) {
+    c.k_scale = {0.03125f * (0.75f + 0.5f * unif(rng))};
+    c.v_scale = {0.03125f * (0.75f + 0.5f * unif(rng))};
+  } else if (spec.scales == ScaleKind::per_token) {
+    c.k_scale.assign(c.num_blocks * H * bs, nanf_());
+    c.v_scale.assign(c.num_blocks * H * bs, nanf_());
+  }
+  // Codes ~ N(0, 1) * 32 so per-tensor scales near 1/32 give values near N(0, 1).
+  for (int64_t b = 0; b < B; ++b)
+    for (int64_t t = 0; t < std::max<int32_t>(spec.lens[b], 0); ++t) {
+      const int64_t blk = c.block_tables[b * c.max_blocks + t / bs], off = t % bs;
+      for (int64_t h = 0; h < H; ++h) {
+        float tk = 1.0f, tv = 1.0f;
+        if (spec.scales == ScaleKind::per_token) {
+          tk = 0.5f + unif(rng);
+          tv = 0.5f + unif(rng);
+          c.k_scale[(blk * H + h) * bs + off] = 0.03125f * tk;
+          c.v_scale[(blk * H + h) * bs + off] = 0.03125f * tv;
+        }
+        for (int64_t d = 0; d < D; ++d) {
+          c.k[k_offset(blk, h, d, off, H, D, bs)] = f32_to_fp8(normal(rng) * 32.0f / tk, fl);
+          c.v[v_offset(spec.v_layout, blk, h, d, off, H, D, bs)] = f32_to_fp8(normal(rng) * 32.0f / tv, fl);
+        }
+      }
+    }
+  if (spec.k_codes) {
+    if (int64_t(spec.k_codes->size()) != cache_elems) bad("k_cache", "needs " + std::to_string(cache_elems) + " codes");
+    c.k = *spec.k_codes;
+  }
+  if (spec.v_codes) {
+    if (int64_t(spec.v_codes->size()) != cache_elems) bad("v_cache", "needs " + std::to_string(cache_elems) + " codes");
+    c.v = *spec.v_codes;
+  }
+  if (spec.k_scale_values) c.k_scale = *spec.k_scale_values;
+  if (spec.v_scale_values) c.v_scale = *spec.v_scale_values;
+
+  // Sentinels: key codes follow the sign of the group's summed queries, value
+  // codes are a large alternating pattern.
+  for (size_t si = 0; si < spec.sentinels.size(); ++si) {
+    const Sentinel& s = spec.sentinels[si];
+    if (s.seq < 0 || s.seq >= B) bad("sentinels", "seq " + std::to_string(s.seq) + " out of range");
+    if (s.token < 0 || s.token >= spec.lens[s.seq]) continue;  // outside the context: nothing to plant
+    const int64_t blk = c.block_tables[s.seq * c.max_blocks + s.token / bs], off = s.token % bs;
+    for (int64_t h = 0; h < H; ++h) {
+      float kscale = 1.0f;
+      if (spec.scales == ScaleKind::per_token) {
+        c.k_scale[(blk * H + h) * bs + off] = 0.03125f;
+        c.v_scale[(blk * H + h) * bs + off] = 0.03125f;
+      }
+      (void)kscale;
+      for (int64_t d = 0; d < D; ++d) {
+        float sum = 0.0f;
+        for (int64_t p = 0; p < spec.q_len; ++p)
+          for (int64_t g = 0; g < G; ++g) {
+            const uint16_t bits = c.q[(s.seq * spec.q_len + p) * qstride + (h * G + g) * D + d];
+            sum += spec.q_dtype == DType::bf16 ? bf16_to_f32(bits) : f16_to_f32(bits);
+          }
+        c.k[k_offset(blk, h, d, off, H, D, bs)] = f32_to_fp8(sum >= 0 ? 224.0f : -224.0f, fl);
+        const float pattern = ((d + int64_t(si)) % 2 ? 1.0f : -1.0f) * (96.0f + 16.0f * float(si % 4));
+        c.v[v_offset(spec.v_layout, blk, h, d, off, H, D, bs)] = f32_to_fp8(pattern, fl);
+      }
+    }
+  }
+  return c;
+}
+
+DecodeCall HostCase::call() {
+  const CaseSpec& s = spec;
+  const int64_t B = int64_t(lens.size()), D = s.head_dim, H = s.hkv, Hq = H * s.group, bs = s.block_size;
+  DecodeCall c;
+  c.q = TensorView::contiguous_of(q.data(), s.q_dtype, {B * s.q_len, Hq, D});
+  c.q.stride[0] = Hq * D + s.q_row_pad;
+  c.out = TensorView::contiguous_of(out.data(), s.q_dtype, {B * s.q_len, Hq, D});
+  c.k_cache = TensorView::contiguous_of(k.data(), s.cache_dtype, {num_blocks, H, D / 16, bs, 16});
+  if (s.v_layout == VLayout::trans)
+    c.v_cache = TensorView::contiguous_of(v.data(), s.cache_dtype, {num_blocks, H, bs / 16, D, 16});
+  else
+    c.v_cache = TensorView::contiguous_of(v.data(), s.cache_dtype, {num_blocks, H, D, bs});
+  c.block_tables = TensorView::contiguous_of(block_tables.data(), DType::i32, {B, max_blocks});
+  c.context_lens = TensorView::contiguous_of(lens.data(), DType::i32, {B});
+  if (s.scales == ScaleKind::per_tensor || (s.k_scale_values && k_scale.size() == 1)) {
+    c.k_scale = TensorView::contiguous_of(k_scale.data(), DType::f32, {1});
+    c.v_scale = TensorView::contiguous_of(v_scale.data(), DType::f32, {1});
+  } else if (s.scales == ScaleKind::per_token) {
+    c.k_scale = TensorView::contiguous_of(k_scale.data(), DType::f32, {num_blocks, H, bs});
+    c.v_scale = TensorView::contiguous_of(v_scale.data(), DType::f32, {num_blocks, H, bs});
+  }
+  c.q_len = s.q_len;
+  c.opt = s.opt;
+  return c;
+}
+
+void HostCase::poison_output() {
+  std::fill(out.begin(), out.end(), spec.q_dtype == DType::bf16 ? uint16_t(0x7fc0) : uint16_t(0x7e00));
+}
+
+int64_t scratch_slots(const DecodeCall& call, Path path, int64_t capacity) {
+  const CallDims d = dims_of(call);
+  if (path == Path::planned) return d.hkv * capacity;
+  return d.num_seqs * d.hkv * cpu::uniform_splits(call);
+}
+
+HostScratch make_scratch(const DecodeCall& call, int64_t slots, int64_t heads) {
+  const CallDims d = dims_of(call);
+  HostScratch s;
+  s.slots = slots;
+  const int es = dtype_size(call.opt.partial);
+  const int64_t n = std::max<int64_t>(slots, 1) * d.rows * d.head_dim;
+  s.partial.resize(n * es);
+  if (call.opt.partial == DType::f32) {
+    for (int64_t i = 0; i < n; ++i) std::memcpy(&s.partial[i * 4], &kF32Nan, 4);
+  } else {
+    const uint16_t nan16 = call.opt.partial == DType::bf16 ? 0x7fc0 : 0x7e00;
+    for (int64_t i = 0; i < n; ++i) std::memcpy(&s.partial[i * 2], &nan16, 2);
+  }
+  s.m.assign(std::max<int64_t>(slots, 1) * d.rows, nanf_());
+  s.l.assign(std::max<int64_t>(slots, 1) * d.rows, nanf_());
+  if (heads > 0) {
+    const int64_t per = slots / heads;
+    s.view.partial = TensorView::contiguous_of(s.partial.data(), call.opt.partial, {heads, per, d.rows, d.head_dim});
+    s.view.m = TensorView::contiguous_of(s.m.data(), DType::f32, {heads, per, d.rows});
+    s.view.l = TensorView::contiguous_of(s.l.data(), DType::f32, {heads, per, d.rows});
+  } else {
+    s.view.partial = TensorView::contiguous_of(s.partial.data(), call.opt.partial, {slots, d.rows, d.head_dim});
+    s.view.m = TensorView::contiguous_of(s.m.data(), DType::f32, {slots, d.rows});
+    s.view.l = TensorView::contiguous_of(s.l.data(), DType::f32, {slots, d.rows});
+  }
+  return s;
+}
+
+int64_t scratch_touched_past(const HostScratch& s, const DecodeCall& call, int64_t first_unused_slot,
+                             int64_t slots_per_head, int64_t heads) {
+  const CallDims d = dims_of(call);
+  int64_t touched = 0;
+  for (int64_t h = 0; h < heads; ++h)
+    for (int64_t i = first_unused_slot; i < slots_per_head; ++i) {
+      const int64_t slot = h * slots_per_head + i;
+      for (int64_t r = 0; r < d.rows; ++r) {
+        if (!std::isnan(s.m[slot * d.rows + r]) || !std::isnan(s.l[slot * d.rows + r])) ++touched;
+        for (int64_t dd = 0; dd < d.head_dim; ++dd) {
+          const int64_t e = (slot * d.rows + r) * d.head_dim + dd;
+          float v;
+          if (call.opt.partial == DType::f32) std::memcpy(&v, &s.partial[e * 4], 4);
+          else {
+            uint16_t h16;
+            std::memcpy(&h16, &s.partial[e * 2], 2);
+            v = call.opt.partial == DType::bf16 ? bf16_to_f32(h16) : f16_to_f32(h16);
+          }
+          if (!std::isnan(v)) ++touched;
+        }
+      }
+    }
+  return touched;
+}
+
+}  // namespace pav::props

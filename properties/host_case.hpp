@@ -1,0 +1,89 @@
+#pragma once
+// An owning decode call: the shapes and options of one call (CaseSpec) and the
+// host buffers built from them (HostCase). Every cache byte outside the context,
+// the output and (by the runners) scratch are poisoned with NaN, so a kernel
+// that reads or leaves them shows up as a non-finite result.
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "kernels/call.hpp"
+#include "kernels/planner.hpp"
+
+namespace pav::props {
+
+enum class ScaleKind : uint8_t { none, per_tensor, per_token };
+enum class Path : uint8_t { uniform, planned };
+
+// A token whose key points along its group's queries (a dominant logit) and
+// whose value is distinctive: skipping or duplicating it is a gross error.
+struct Sentinel {
+  int64_t seq = 0;
+  int64_t token = 0;
+};
+
+struct CaseSpec {
+  std::vector<int32_t> lens;          // context_lens; num_seqs = lens.size()
+  int q_len = 1;
+  int hkv = 1;
+  int group = 1;                      // Hq / Hkv
+  int head_dim = 128;
+  int block_size = 16;
+  kernels::VLayout v_layout = kernels::VLayout::plain;
+  kernels::DType q_dtype = kernels::DType::bf16;
+  kernels::DType cache_dtype = kernels::DType::fp8_e4m3fn;
+  ScaleKind scales = ScaleKind::per_tensor;
+  kernels::DecodeOptions opt;         // arch, compute, partial, cu, uniform_partitions...
+  Path path = Path::planned;
+  int64_t max_partitions = 0;         // planned: 0 = cu
+  int64_t workgroup_budget = 0;       // planned: 0 = 2*cu
+  int64_t q_row_pad = 0;              // extra elements between q rows (a strided q)
+  int64_t spare_blocks = 1;           // blocks no table points to (poisoned)
+  uint64_t seed = 1;                  // data seed: q, caches, scales, block order
+  std::vector<Sentinel> sentinels;
+  // Inline tensors (small cases); when present they replace generated data.
+  std::optional<std::vector<int32_t>> block_tables;  // [num_seqs * max_blocks]
+  std::optional<std::vector<uint16_t>> q_bits;       // raw bf16/f16 bits
+  std::optional<std::vector<uint8_t>> k_codes, v_codes;
+  std::optional<std::vector<float>> k_scale_values, v_scale_values;
+};
+
+struct HostCase {
+  CaseSpec spec;
+  int64_t num_blocks = 0, max_blocks = 0;
+  std::vector<uint16_t> q, out;
+  std::vector<uint8_t> k, v;
+  std::vector<int32_t> block_tables, lens;
+  std::vector<float> k_scale, v_scale;
+
+  kernels::DecodeCall call();  // views into this case's buffers
+  void poison_output();        // NaN into every output element
+};
+
+// Builds the buffers a spec describes; throws std::invalid_argument naming the
+// field when the spec is inconsistent.
+HostCase build_case(const CaseSpec& spec);
+
+// Scratch buffers for one path, NaN-poisoned.
+struct HostScratch {
+  std::vector<uint8_t> partial;
+  std::vector<float> m, l;
+  kernels::Scratch view;
+  int64_t slots = 0;
+};
+// heads > 0 shapes it [heads, slots/heads, rows, D] (the planned layout),
+// else [slots, rows, D] (the uniform layout).
+HostScratch make_scratch(const kernels::DecodeCall& call, int64_t slots, int64_t heads = 0);
+int64_t scratch_slots(const kernels::DecodeCall& call, Path path, int64_t capacity);
+
+// Counts of scratch slots past `first_unused_slot` that are no longer NaN.
+int64_t scratch_touched_past(const HostScratch& s, const kernels::DecodeCall& call,
+                             int64_t first_unused_slot, int64_t slots_per_head, int64_t heads);
+
+kernels::PlanParams plan_params(const CaseSpec& spec);
+
+// Which rows of the output sees at least one token (for "exactly zero" checks).
+bool row_has_visible_token(const CaseSpec& spec, int64_t seq, int64_t pos);
+
+}  // namespace pav::props
