@@ -1,0 +1,123 @@
+// pav bench-compare: latency percentiles, interactivity and throughput of two
+// benchmark runs, with seeded bootstrap intervals for the relative deltas.
+#include "stats/bench.hpp"
+#include "stats/inputs.hpp"
+#include "tools/command.hpp"
+
+#include <fmt/core.h>
+#include <nlohmann/json.hpp>
+
+#include <cmath>
+
+namespace {
+
+using nlohmann::json;
+namespace st = pav::stats;
+
+json optional_json(const auto& v) { return v ? json(*v) : json(nullptr); }
+
+json summary_json(const st::BenchSummary& s) {
+  return {{"file", s.source},
+          {"samples", s.samples},
+          {"p50_ms", s.p50_ms},
+          {"p90_ms", s.p90_ms},
+          {"p99_ms", s.p99_ms},
+          {"interactivity_tok_s", s.interactivity_tok_s},
+          {"throughput_tok_s", s.throughput_tok_s},
+          {"throughput_source", s.throughput_source},
+          {"completed", optional_json(s.completed)},
+          {"duration_s", optional_json(s.duration_s)},
+          {"requests_per_s", optional_json(s.requests_per_s)}};
+}
+
+std::string pct(double x) { return fmt::format("{:+.2f}%", 100.0 * x); }
+
+void print_comparison(const st::BenchComparison& r) {
+  const int conf = static_cast<int>(std::lround(100.0 * r.options.confidence));
+  fmt::print("bench-compare: A = {}, B = {}\n", r.a.source, r.b.source);
+  fmt::print("bootstrap: {} resamples, seed {}, {}% percentile intervals of B/A - 1\n\n", r.options.resamples,
+             r.options.seed, conf);
+  fmt::print("  {:<24} {:>12} {:>12} {:>10}  {}\n", "metric", "A", "B", "B vs A", fmt::format("{}% CI", conf));
+  const auto row = [&](const char* name, double a, double b, const std::string& key) {
+    std::string delta = "-";
+    std::string ci = "-";
+    for (const auto& d : r.deltas) {
+      if (d.metric != key) continue;
+      delta = pct(d.delta);
+      ci = d.ci ? fmt::format("[{}, {}]", pct(d.ci->lo), pct(d.ci->hi)) : "(one duration per run)";
+    }
+    fmt::print("  {:<24} {:>12.3f} {:>12.3f} {:>10}  {}\n", name, a, b, delta, ci);
+  };
+  row("p50 latency (ms)", r.a.p50_ms, r.b.p50_ms, "p50_ms");
+  row("p90 latency (ms)", r.a.p90_ms, r.b.p90_ms, "p90_ms");
+  row("p99 latency (ms)", r.a.p99_ms, r.b.p99_ms, "p99_ms");
+  row("interactivity (tok/s)", r.a.interactivity_tok_s, r.b.interactivity_tok_s, "interactivity_tok_s");
+  row("throughput (tok/s)", r.a.throughput_tok_s, r.b.throughput_tok_s, "throughput_tok_s");
+  const auto opt = [](const auto& v) { return v ? fmt::format("{}", *v) : std::string("-"); };
+  fmt::print("  {:<24} {:>12} {:>12}\n", "samples", r.a.samples, r.b.samples);
+  fmt::print("  {:<24} {:>12} {:>12}\n", "completed requests", opt(r.a.completed), opt(r.b.completed));
+  fmt::print("  {:<24} {:>12} {:>12}\n", "duration (s)", opt(r.a.duration_s), opt(r.b.duration_s));
+  fmt::print("\n  interactivity = 1000 / p90; throughput from {} (A) and {} (B)\n", r.a.throughput_source,
+             r.b.throughput_source);
+}
+
+int run_bench_compare(std::vector<std::string> args) {
+  CLI::App app{
+      "Compare two latency benchmark runs (B against A). Each file is a JSON object: {\"latency_ms\": "
+      "[per-token latencies], \"completed\": optional completed requests, \"duration_s\": optional wall "
+      "seconds}.",
+      "bench-compare"};
+  std::string file_a;
+  std::string file_b;
+  bool as_json = false;
+  st::BootstrapOptions options;
+  double max_count_diff = st::kDefaultMaxCountDiff;
+  app.add_option("A", file_a, "baseline run (JSON)")->required();
+  app.add_option("B", file_b, "candidate run (JSON)")->required();
+  app.add_option("--seed", options.seed, "bootstrap seed")->capture_default_str();
+  app.add_option("--resamples", options.resamples, "bootstrap resamples")
+      ->check(CLI::Range(1, 1000000))
+      ->capture_default_str();
+  app.add_option("--confidence", options.confidence, "interval level")->capture_default_str();
+  app.add_option("--max-count-diff", max_count_diff,
+                 "warn when completed counts differ by more than this fraction")
+      ->check(CLI::Range(0.0, 1.0))
+      ->capture_default_str();
+  app.add_flag("--json", as_json, "print JSON instead of a table");
+  if (const int rc = pav::cli::parse(app, args); rc >= 0) return rc;
+  if (!(options.confidence > 0.0 && options.confidence < 1.0)) {
+    throw pav::cli::BadInput(
+        fmt::format("--confidence must lie strictly between 0 and 1, got {}", options.confidence));
+  }
+
+  st::BenchComparison r;
+  try {
+    r = st::compare_bench(st::read_bench(file_a), st::read_bench(file_b), options, max_count_diff);
+  } catch (const st::InputError& e) {
+    throw pav::cli::BadInput(e.what());
+  }
+  for (const auto& w : r.warnings) fmt::print(stderr, "warning: {}\n", w);
+  if (!as_json) {
+    print_comparison(r);
+    return pav::cli::kExitOk;
+  }
+  json j{{"a", summary_json(r.a)},
+         {"b", summary_json(r.b)},
+         {"seed", r.options.seed},
+         {"resamples", r.options.resamples},
+         {"confidence", r.options.confidence},
+         {"max_count_diff", r.max_count_diff},
+         {"warnings", r.warnings}};
+  j["deltas"] = json::object();
+  for (const auto& d : r.deltas) {
+    j["deltas"][d.metric] = {{"delta", d.delta},
+                             {"ci", d.ci ? json::array({d.ci->lo, d.ci->hi}) : json(nullptr)}};
+  }
+  fmt::print("{}\n", j.dump(2));
+  return pav::cli::kExitOk;
+}
+
+}  // namespace
+
+PAV_COMMAND("bench-compare", "latency percentiles, interactivity and throughput of two runs, bootstrap deltas",
+            run_bench_compare);
