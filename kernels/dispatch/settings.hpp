@@ -1,0 +1,35 @@
+#pragma once
+// The two opt-ins of the planned decode path (REFERENCE section 8). They are
+// read from the environment once per process, never per call, and can be
+// overridden in code (Router::override_settings, MetadataBuilder's constructor).
+#include <span>
+#include <string_view>
+
+namespace pav::kernels::dispatch {
+
+struct Settings {
+  bool planned_decode = false;  // PAV_PLANNED_DECODE: route decode calls to the planned kernel where the gate accepts
+  bool work_plan = true;        // PAV_WORK_PLAN: give dense call sites a work plan (only with planned_decode)
+  bool plans_enabled() const { return planned_decode && work_plan; }
+};
+
+struct SettingInfo {
+  std::string_view env;            // variable name
+  std::string_view default_value;  // "0" or "1"
+  std::string_view description;
+};
+// Every setting this module reads; docs/dispatch.md documents each (a test checks).
+std::span<const SettingInfo> setting_table();
+
+// Settings from the variables' values (nullptr or "" = unset: the default).
+// Accepts "0" and "1"; anything else throws std::invalid_argument naming the
+// variable and the value.
+Settings settings_from_values(const char* planned_decode, const char* work_plan);
+
+// Reads PAV_PLANNED_DECODE and PAV_WORK_PLAN now.
+Settings settings_from_env();
+
+// settings_from_env(), evaluated once per process on first use.
+const Settings& startup_settings();
+
+}  // namespace pav::kernels::dispatch
