@@ -76,6 +76,12 @@ HostCase build_case(const CaseSpec& spec) {
     int32_t mx = 0;
     for (int32_t id : c.block_tables) mx = std::max(mx, id);
     c.num_blocks = mx + 1;
+    if (spec.k_codes) {  // inline caches fix the block count
+      const int64_t per_block = H * D * bs;
+      if (int64_t(spec.k_codes->size()) % per_block != 0) bad("k_codes", "size is not a whole number of blocks");
+      if (int64_t(spec.k_codes->size()) / per_block < c.num_blocks) bad("block_tables", "refers past the inline k_codes");
+      c.num_blocks = int64_t(spec.k_codes->size()) / per_block;
+    }
     for (int64_t b = 0; b < B; ++b)
       if (nblk[b] > c.max_blocks) bad("block_tables", "sequence " + std::to_string(b) + " needs " + std::to_string(nblk[b]) + " blocks");
   } else {

@@ -1,0 +1,55 @@
+#include "properties/runner.hpp"
+
+#include <fmt/core.h>
+
+#include "kernels/cpu/decode_cpu.hpp"
+#include "reference/decode.hpp"
+
+namespace pav::props {
+
+using namespace pav::kernels;
+
+RunResult run_case(HostCase& c, Backend backend) {
+  RunResult r;
+  c.poison_output();
+  DecodeCall call = c.call();
+  const CallDims d = dims_of(call);
+  r.heads = d.hkv;
+  if (c.spec.path == Path::planned) {
+    r.plan.emplace(plan_params(c.spec));
+    r.plan->refresh(c.lens.data());
+    r.slots_per_head = r.plan->capacity();
+    r.active_tasks = r.plan->active_tasks();
+    r.scratch = make_scratch(call, d.hkv * r.slots_per_head, d.hkv);
+    PlanView view = r.plan->view();
+    r.status = launch_planned(call, &view, r.scratch.view, backend);
+  } else {
+    r.splits = cpu::uniform_splits(call);
+    r.slots_per_head = d.num_seqs * r.splits;
+    r.active_tasks = r.slots_per_head;
+    r.scratch = make_scratch(call, d.num_seqs * d.hkv * r.splits);
+    launch_uniform(call, r.scratch.view, backend);
+  }
+  return r;
+}
+
+CaseCheck check_case(HostCase& c, Backend backend) {
+  CaseCheck k;
+  k.run = run_case(c, backend);
+  DecodeCall call = c.call();
+  const reference::ReferenceResult ref = reference::decode(call);
+  k.compare = reference::compare(call.out, ref);
+  if (c.spec.path == Path::planned)
+    k.scratch_touched_past_active =
+        scratch_touched_past(k.run.scratch, call, k.run.active_tasks, k.run.slots_per_head, k.run.heads);
+  k.passed = k.compare.passed() && k.run.status.status == DecodeStatus::ok && k.scratch_touched_past_active == 0;
+  std::string extra;
+  if (k.run.status.status != DecodeStatus::ok)
+    extra += fmt::format("; stale plan ({} tasks, {} rows)", k.run.status.stale_tasks, k.run.status.stale_rows);
+  if (k.scratch_touched_past_active)
+    extra += fmt::format("; {} scratch elements past the active tasks were written", k.scratch_touched_past_active);
+  k.verdict = k.compare.verdict + extra;
+  return k;
+}
+
+}  // namespace pav::props
