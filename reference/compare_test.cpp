@@ -1,0 +1,238 @@
+// The comparison standard: each rule fails when broken and only then.
+#include "reference/compare.hpp"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <limits>
+#include <vector>
+
+#include "reference/test_call.hpp"
+
+namespace pav::reference {
+namespace {
+
+using kernels::DType;
+using kernels::TensorView;
+using testing::CallSpec;
+using testing::make_call;
+
+// A reference over a small call with empty rows (seq 1 is shorter than q_len).
+struct Fixture {
+  testing::OwnedCall c;
+  ReferenceResult ref;
+  std::vector<float> out;  // f32 output, starts as the reference's
+  TensorView view() { return TensorView::contiguous_of(out.data(), DType::f32, {ref.num_seqs * ref.q_len, ref.hq, ref.head_dim}); }
+};
+
+Fixture fixture(DType compute = DType::fp8_e4m3fn) {
+  CallSpec s;
+  s.lens = {300, 1};
+  s.q_len = 2;
+  s.group = 3;
+  s.hkv = 2;
+  s.compute = compute;
+  s.seed = 2000;
+  Fixture f{make_call(s), {}, {}};
+  f.ref = decode(f.c.call, {.precision = Precision::fp64});
+  f.out = f.ref.out;
+  return f;
+}
+
+// First element of a row that sees tokens, and one of a row that sees none.
+int64_t nonempty_index(const ReferenceResult& r, int64_t qrow, int64_t head, int64_t d) { return r.index(qrow, head, d); }
+
+TEST(ReferenceCompare, ReferenceItselfPasses) {
+  Fixture f = fixture();
+  const CompareReport rep = compare(f.view(), f.ref);
+  EXPECT_TRUE(rep.passed()) << rep.verdict;
+  EXPECT_EQ(rep.elements, int64_t(f.out.size()));
+  EXPECT_EQ(rep.max_abs_err, 0.0);
+  EXPECT_EQ(rep.rel_l2_err, 0.0);
+  EXPECT_EQ(rep.verdict.rfind("PASS", 0), 0u) << rep.verdict;
+}
+
+TEST(ReferenceCompare, Bf16RoundedReferencePasses) {
+  Fixture f = fixture();
+  std::vector<uint16_t> bf(f.out.size());
+  for (size_t i = 0; i < bf.size(); ++i) bf[i] = kernels::f32_to_bf16(f.out[i]);
+  const CompareReport rep = compare(
+      TensorView::contiguous_of(bf.data(), DType::bf16, {f.ref.num_seqs * f.ref.q_len, f.ref.hq, f.ref.head_dim}),
+      f.ref);
+  EXPECT_TRUE(rep.passed()) << rep.verdict;
+  EXPECT_GT(rep.max_abs_err, 0.0);
+  EXPECT_LT(rep.worst_ratio, 0.5);
+}
+
+TEST(ReferenceCompare, NonfiniteIsCountedAndFails) {
+  for (float bad : {std::numeric_limits<float>::quiet_NaN(), std::numeric_limits<float>::infinity()}) {
+    Fixture f = fixture();
+    const int64_t i = nonempty_index(f.ref, 0, 4, 7);
+    f.out[i] = bad;
+    const CompareReport rep = compare(f.view(), f.ref);
+    EXPECT_FALSE(rep.passed());
+    EXPECT_EQ(rep.nonfinite, 1);
+    EXPECT_EQ(rep.mismatches, 1);
+    EXPECT_EQ(rep.first.kind, "nonfinite");
+    EXPECT_EQ(rep.first.index, i);
+    EXPECT_EQ(rep.verdict.rfind("FAIL", 0), 0u) << rep.verdict;
+  }
+}
+
+// A NaN must fail even where the allowed error is infinite (a degenerate pq term).
+TEST(ReferenceCompare, NonfiniteFailsWhateverTheTolerance) {
+  Fixture f = fixture();
+  f.out[5] = std::numeric_limits<float>::infinity();
+  CompareOptions loose;
+  loose.atol = std::numeric_limits<double>::infinity();
+  const CompareReport rep = compare(f.view(), f.ref, loose);
+  EXPECT_FALSE(rep.passed()) << rep.verdict;
+  EXPECT_EQ(rep.nonfinite, 1);
+}
+
+TEST(ReferenceCompare, NonzeroInEmptyRowFails) {
+  Fixture f = fixture();
+  // seq 1 has len 1 and q_len 2: row p = 0 sees nothing.
+  ASSERT_TRUE(f.ref.row_empty(2, 0));
+  ASSERT_FALSE(f.ref.row_empty(3, 0));
+  const int64_t i = f.ref.index(2, 5, 9);
+  f.out[i] = 1e-30f;  // far inside atol, still not zero
+  const CompareReport rep = compare(f.view(), f.ref);
+  EXPECT_FALSE(rep.passed());
+  EXPECT_EQ(rep.nonzero_in_empty_rows, 1);
+  EXPECT_EQ(rep.first.kind, "nonzero in empty row");
+  EXPECT_EQ(rep.first.seq, 1);
+  EXPECT_EQ(rep.first.pos, 0);
+  EXPECT_EQ(rep.first.head, 5);
+  EXPECT_EQ(rep.first.d, 9);
+  // Negative zero is zero.
+  f.out[i] = -0.0f;
+  EXPECT_TRUE(compare(f.view(), f.ref).passed());
+}
+
+// Under bf16 compute the bound is atol + rtol*|ref|, exactly.
+TEST(ReferenceCompare, PlainStandardEdge) {
+  Fixture f = fixture(DType::bf16);
+  ASSERT_FALSE(f.ref.p_quantized);
+  const int64_t i = f.ref.index(1, 2, 3);
+  const double ref = f.ref.out[i];
+  const double allowed = 5e-3 + 5e-3 * std::fabs(ref);
+  EXPECT_DOUBLE_EQ(allowed_error(f.ref, i, {}), allowed);
+  f.out[i] = float(ref + 0.98 * allowed);
+  EXPECT_TRUE(compare(f.view(), f.ref).passed());
+  f.out[i] = float(ref - 1.02 * allowed);
+  const CompareReport rep = compare(f.view(), f.ref);
+  EXPECT_FALSE(rep.passed());
+  EXPECT_EQ(rep.first.kind, "value");
+  EXPECT_EQ(rep.first.index, i);
+  EXPECT_EQ(rep.first.seq, 0);
+  EXPECT_EQ(rep.first.pos, 1);
+  EXPECT_EQ(rep.first.head, 2);
+  EXPECT_EQ(rep.first.d, 3);
+  EXPECT_NEAR(rep.first.allowed, allowed, 1e-15);
+  EXPECT_NEAR(rep.worst_ratio, 1.02, 1e-4);
+}
+
+// Under fp8 compute the P-quantization term widens the bound by
+// min(u*l1, 6.55*u*l2) + sub, u = 2^-4; and only when p_error_model is on.
+TEST(ReferenceCompare, Fp8StandardAddsPqTerm) {
+  Fixture f = fixture(DType::fp8_e4m3fn);
+  ASSERT_TRUE(f.ref.p_quantized);
+  const int64_t i = f.ref.index(1, 2, 3);
+  const double ref = f.ref.out[i];
+  const double l1 = f.ref.pq_l1[i], l2 = f.ref.pq_l2[i], sub = f.ref.pq_sub[i];
+  ASSERT_GT(l1, 0.0);
+  const double pq = std::min(0.0625 * l1, 6.55 * 0.0625 * l2) + sub;
+  const double allowed = 5e-3 + 5e-3 * std::fabs(ref) + pq;
+  EXPECT_NEAR(allowed_error(f.ref, i, {}), allowed, 1e-12);
+  EXPECT_GT(pq, 1e-3);  // large enough here to matter
+  f.out[i] = float(ref + 0.98 * allowed);
+  EXPECT_TRUE(compare(f.view(), f.ref).passed());
+  f.out[i] = float(ref + 1.02 * allowed);
+  EXPECT_FALSE(compare(f.view(), f.ref).passed());
+  // Without the model, the plain bound applies.
+  f.out[i] = float(ref + 1.02 * (allowed - pq));
+  CompareOptions plain;
+  plain.p_error_model = false;
+  EXPECT_FALSE(compare(f.view(), f.ref, plain).passed());
+  EXPECT_TRUE(compare(f.view(), f.ref).passed());
+}
+
+// Long contexts make the Hoeffding form the smaller of the two.
+TEST(ReferenceCompare, HoeffdingFormWinsOnSpreadWeights) {
+  CallSpec s;
+  s.lens = {3000};
+  s.k_amp = 0.2f;  // nearly flat attention
+  s.seed = 2100;
+  const auto c = make_call(s);
+  const ReferenceResult r = decode(c.call, {.precision = Precision::fp64});
+  int64_t hoeffding_smaller = 0;
+  for (size_t i = 0; i < r.out.size(); ++i) hoeffding_smaller += kHoeffding * r.pq_l2[i] < r.pq_l1[i];
+  EXPECT_EQ(hoeffding_smaller, int64_t(r.out.size()));
+}
+
+TEST(ReferenceCompare, StridedOutputView) {
+  Fixture f = fixture();
+  const int64_t rows = f.ref.num_seqs * f.ref.q_len, hq = f.ref.hq, D = f.ref.head_dim, pad = 8;
+  std::vector<uint16_t> buf(rows * hq * (D + pad), kernels::f32_to_bf16(std::numeric_limits<float>::quiet_NaN()));
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t h = 0; h < hq; ++h)
+      for (int64_t d = 0; d < D; ++d)
+        buf[(r * hq + h) * (D + pad) + d] = kernels::f32_to_bf16(f.ref.out[f.ref.index(r, h, d)]);
+  TensorView v = TensorView::contiguous_of(buf.data(), DType::bf16, {rows, hq, D});
+  v.stride = {hq * (D + pad), D + pad, 1};
+  const CompareReport rep = compare(v, f.ref);
+  EXPECT_TRUE(rep.passed()) << rep.verdict;  // the NaN padding is never read
+}
+
+TEST(ReferenceCompare, ShapeMismatchThrows) {
+  Fixture f = fixture();
+  TensorView v = f.view();
+  v.shape[1] -= 1;
+  EXPECT_THROW(compare(v, f.ref), std::invalid_argument);
+  ReferenceResult no_terms = decode(f.c.call, {.error_terms = false});
+  EXPECT_THROW(compare(f.view(), no_terms), std::invalid_argument);
+  CompareOptions plain;
+  plain.p_error_model = false;
+  EXPECT_NO_THROW(compare(f.view(), no_terms, plain));
+}
+
+TEST(ReferenceCompare, FiguresOfAKnownError) {
+  Fixture f = fixture();
+  // Add 0.01 to one element: max abs 0.01, relative l2 = 0.01 / ||ref||.
+  const int64_t i = f.ref.index(0, 0, 0);
+  f.out[i] += 0.01f;
+  const double delta = double(f.out[i]) - double(f.ref.out[i]);
+  double n2 = 0;
+  for (float x : f.ref.out) n2 += double(x) * x;
+  const CompareReport rep = compare(f.view(), f.ref);
+  EXPECT_NEAR(rep.max_abs_err, std::fabs(delta), 1e-12);
+  EXPECT_NEAR(rep.rel_l2_err, std::fabs(delta) / std::sqrt(n2), 1e-9);
+  EXPECT_NEAR(rep.max_rel_err, std::fabs(delta) / std::max(std::fabs(double(f.ref.out[i])), 1e-6), 1e-6);
+}
+
+TEST(ReferenceCompareOutputs, KernelVsKernel) {
+  std::vector<float> a = {1.0f, -2.0f, 0.5f, 0.0f, 3.0f, 4.0f};
+  std::vector<float> b = a;
+  auto va = TensorView::contiguous_of(a.data(), DType::f32, {1, 2, 3});
+  auto vb = TensorView::contiguous_of(b.data(), DType::f32, {1, 2, 3});
+  EXPECT_TRUE(compare_outputs(va, vb).passed());
+  a[4] = 3.0f + 0.0201f;  // allowed 5e-3 + 5e-3*3 = 0.02
+  CompareReport rep = compare_outputs(va, vb);
+  EXPECT_FALSE(rep.passed());
+  EXPECT_EQ(rep.first.index, 4);
+  EXPECT_EQ(rep.first.head, 1);
+  EXPECT_EQ(rep.first.d, 1);
+  a[4] = 3.0f + 0.0199f;
+  EXPECT_TRUE(compare_outputs(va, vb).passed());
+  b[0] = std::numeric_limits<float>::quiet_NaN();
+  rep = compare_outputs(va, vb);
+  EXPECT_FALSE(rep.passed());
+  EXPECT_EQ(rep.nonfinite, 1);
+  EXPECT_EQ(rep.first.kind, "nonfinite");
+  auto vc = TensorView::contiguous_of(b.data(), DType::f32, {2, 3});
+  EXPECT_THROW(compare_outputs(va, vc), std::invalid_argument);
+}
+
+}  // namespace
+}  // namespace pav::reference

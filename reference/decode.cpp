@@ -1,0 +1,457 @@
+#include "reference/decode.hpp"
+
+#include <tbb/blocked_range.h>
+#include <tbb/enumerable_thread_specific.h>
+#include <tbb/parallel_for.h>
+
+#include <Eigen/Core>
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <stdexcept>
+#include <string>
+
+#include "kernels/codecs.hpp"
+
+namespace pav::reference {
+namespace {
+
+using kernels::DecodeCall;
+using kernels::DType;
+using kernels::TensorView;
+using kernels::VLayout;
+
+[[noreturn]] void reject(const std::string& what) {
+  throw std::invalid_argument("reference::decode: " + what);
+}
+
+int64_t count_of(const TensorView& t) {
+  if (t.rank == 0) return 0;
+  int64_t n = 1;
+  for (int i = 0; i < t.rank; ++i) n *= t.shape[i];
+  return n;
+}
+
+// A K or V scale: absent (1), per tensor ([1]) or per token ([nb, Hkv, bs]).
+struct ScaleRef {
+  const float* p = nullptr;
+  bool per_token = false;
+  float tensor = 1.0f;
+  int64_t s0 = 0, s1 = 0, s2 = 0;
+  float at(int64_t blk, int64_t h, int64_t off) const { return p[blk * s0 + h * s1 + off * s2]; }
+};
+
+struct Geometry {
+  int64_t num_seqs = 0, q_len = 1, hq = 0, hkv = 0, D = 0, G = 0, rows = 0;
+  int64_t bs = 0, num_blocks = 0;
+  VLayout layout = VLayout::unknown;
+  DType cache = DType::none;
+  ScaleRef ks, vs;
+};
+
+ScaleRef scale_of(const TensorView& s, const Geometry& g, const char* name) {
+  ScaleRef r;
+  if (!s.present()) return r;
+  if (s.dtype != DType::f32 || s.data == nullptr) reject(std::string(name) + " is not f32");
+  r.p = s.as<const float>();
+  if (count_of(s) == 1) {
+    r.tensor = r.p[0];
+    return r;
+  }
+  if (s.rank != 3 || s.shape[0] < g.num_blocks || s.shape[1] != g.hkv || s.shape[2] != g.bs)
+    reject(std::string(name) + " is neither [1] nor [num_blocks, Hkv, block_size]");
+  r.per_token = true;
+  r.s0 = s.stride[0];
+  r.s1 = s.stride[1];
+  r.s2 = s.stride[2];
+  return r;
+}
+
+Geometry geometry_of(const DecodeCall& c) {
+  Geometry g;
+  if (c.q.rank != 3 || c.q.data == nullptr) reject("q must be rank 3");
+  if (c.q.dtype != DType::bf16 && c.q.dtype != DType::f16) reject("q must be bf16 or f16");
+  if (c.q.stride[2] != 1) reject("q head_dim stride must be 1");
+  if (c.k_cache.rank != 5 || c.k_cache.shape[4] != 16) reject("K cache must be [nb, Hkv, D/16, bs, 16]");
+  if (!kernels::is_fp8(c.k_cache.dtype) || c.v_cache.dtype != c.k_cache.dtype)
+    reject("K and V caches must share one fp8 dtype");
+  if (c.context_lens.rank != 1 || c.context_lens.dtype != DType::i32) reject("context_lens must be [num_seqs] i32");
+  if (c.block_tables.rank != 2 || c.block_tables.dtype != DType::i32) reject("block_tables must be [num_seqs, max_blocks] i32");
+  g.num_seqs = c.context_lens.shape[0];
+  g.q_len = c.q_len;
+  g.hq = c.q.shape[1];
+  g.D = c.q.shape[2];
+  g.hkv = c.k_cache.shape[1];
+  g.bs = c.k_cache.shape[3];
+  g.num_blocks = c.k_cache.shape[0];
+  g.cache = c.k_cache.dtype;
+  if (g.q_len < 1) reject("q_len must be >= 1");
+  if (g.D <= 0 || g.D % 16 != 0 || c.k_cache.shape[2] * 16 != g.D) reject("head_dim must be K.shape[2]*16");
+  if (g.hkv <= 0 || g.hq % g.hkv != 0) reject("Hq must be a multiple of Hkv");
+  if (c.q.shape[0] != g.num_seqs * g.q_len) reject("q.shape[0] must be num_seqs*q_len");
+  if (c.block_tables.shape[0] < g.num_seqs) reject("block_tables has fewer rows than num_seqs");
+  g.layout = kernels::v_layout_of(c.k_cache, c.v_cache);
+  if (g.layout == VLayout::unknown) reject("V cache matches neither layout");
+  if (c.v_cache.shape[0] < g.num_blocks) reject("V has fewer blocks than K");
+  g.G = g.hq / g.hkv;
+  g.rows = g.q_len * g.G;
+  g.ks = scale_of(c.k_scale, g, "k_scale");
+  g.vs = scale_of(c.v_scale, g, "v_scale");
+  return g;
+}
+
+float load_half(const TensorView& t, int64_t off) {
+  const uint16_t h = t.as<const uint16_t>()[off];
+  return t.dtype == DType::bf16 ? kernels::bf16_to_f32(h) : kernels::f16_to_f32(h);
+}
+
+template <class T>
+using Mat = Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic>;  // column-major
+template <class T>
+using Vec = Eigen::Matrix<T, Eigen::Dynamic, 1>;
+
+// Running sums of one (sequence, KV head) over a token range, in units of the
+// running max m: l = sum p, acc = sum p v, l1 = sum p|v|, l2 = sum p^2 v^2,
+// sub >= sum min(p, c)|v| (see the rescale in attend_chunk).
+template <class T>
+struct State {
+  Vec<T> m, l;
+  Mat<T> acc, l1, l2, sub;
+  void reset(int64_t rows, int64_t D, bool terms) {
+    m.setConstant(rows, -std::numeric_limits<T>::infinity());
+    l.setZero(rows);
+    acc.setZero(rows, D);
+    if (terms) {
+      l1.setZero(rows, D);
+      l2.setZero(rows, D);
+      sub.setZero(rows, D);
+    }
+  }
+};
+
+// Chunk buffers of one worker; sized once for the largest chunk of the call.
+template <class T>
+struct Buffers {
+  Mat<T> k;     // [D, chunk]: token columns
+  Mat<T> v;     // [chunk, D]
+  Mat<T> vabs, v2;
+  Mat<T> s;     // [rows, chunk] scores, then P
+  Mat<T> pp;    // [2*rows, chunk]: P over min(P, c)
+  Mat<T> p2;    // [rows, chunk]
+  Mat<T> tmp;   // [2*rows, D]
+  Vec<T> ktok, vtok;  // per-token scales of the chunk
+  Vec<T> alpha, m_new;
+  Mat<T> q;     // [rows, D] the (transformed, pre-scaled) query rows
+  int64_t cap = 0;
+
+  void ensure(int64_t rows, int64_t D, int64_t chunk, bool terms) {
+    if (cap == chunk && q.rows() == rows && q.cols() == D) return;
+    cap = chunk;
+    k.resize(D, chunk);
+    v.resize(chunk, D);
+    s.resize(rows, chunk);
+    ktok.resize(chunk);
+    vtok.resize(chunk);
+    alpha.resize(rows);
+    m_new.resize(rows);
+    q.resize(rows, D);
+    if (terms) {
+      vabs.resize(chunk, D);
+      v2.resize(chunk, D);
+      pp.resize(2 * rows, chunk);
+      p2.resize(rows, chunk);
+      tmp.resize(2 * rows, D);
+    }
+  }
+  int64_t bytes() const {
+    const int64_t n = k.size() + v.size() + vabs.size() + v2.size() + s.size() + pp.size() + p2.size() +
+                      tmp.size() + ktok.size() + vtok.size() + alpha.size() + m_new.size() + q.size();
+    return n * int64_t(sizeof(T));
+  }
+};
+
+template <class T>
+struct Core {
+  const DecodeCall& c;
+  const Geometry& g;
+  const ReferenceOptions& o;
+  bool q_fp8;
+  DType q_flavour;
+  T softmax_scale;
+  T sub_c;  // P's subnormal absolute error bound (units of the max)
+  bool terms;
+  T lut_k[256], lut_v[256];  // fp8 code -> T, times the per-tensor scale
+
+  Core(const DecodeCall& call, const Geometry& geo, const ReferenceOptions& opt)
+      : c(call), g(geo), o(opt) {
+    q_fp8 = opt.q_input == QInput::kernel_fp8 ||
+            (opt.q_input == QInput::automatic && kernels::is_fp8(call.opt.compute));
+    q_flavour = kernels::is_fp8(call.opt.compute) ? call.opt.compute : g.cache;
+    softmax_scale = call.opt.softmax_scale != 0.0f ? T(call.opt.softmax_scale)
+                                                   : T(1) / std::sqrt(T(g.D));
+    terms = opt.error_terms;
+    sub_c = kernels::is_fp8(call.opt.compute) ? T(p_subnormal_error(call.opt.compute)) : T(0);
+    const T kt = g.ks.per_token ? T(1) : T(g.ks.tensor);
+    const T vt = g.vs.per_token ? T(1) : T(g.vs.tensor);
+    for (int i = 0; i < 256; ++i) {
+      const T x = T(kernels::fp8_to_f32(uint8_t(i), g.cache));
+      lut_k[i] = x * kt;
+      lut_v[i] = x * vt;
+    }
+  }
+
+  int32_t len(int64_t seq) const { return c.context_lens.as<const int32_t>()[seq]; }
+  int64_t block(int64_t seq, int64_t i) const {
+    const int32_t b = c.block_tables.as<const int32_t>()[seq * c.block_tables.stride[0] + i * c.block_tables.stride[1]];
+    if (b < 0 || b >= g.num_blocks)
+      reject("block_tables[" + std::to_string(seq) + "][" + std::to_string(i) + "] = " + std::to_string(b) +
+             " is outside the cache");
+    return b;
+  }
+
+  // Query rows r = p*G + g of KV head h, transformed per q_input, times softmax_scale.
+  void load_q(int64_t seq, int64_t h, Mat<T>& q) const {
+    std::vector<float> row(g.D), codes(g.D);
+    for (int64_t p = 0; p < g.q_len; ++p)
+      for (int64_t gg = 0; gg < g.G; ++gg) {
+        const int64_t r = p * g.G + gg;
+        const int64_t base = (seq * g.q_len + p) * c.q.stride[0] + (h * g.G + gg) * c.q.stride[1];
+        for (int64_t d = 0; d < g.D; ++d) row[d] = load_half(c.q, base + d);
+        if (q_fp8) {
+          const T qs = T(quantize_q_row(row.data(), g.D, q_flavour, codes.data()));
+          for (int64_t d = 0; d < g.D; ++d) q(r, d) = T(codes[d]) * qs * softmax_scale;
+        } else {
+          for (int64_t d = 0; d < g.D; ++d) q(r, d) = T(row[d]) * softmax_scale;
+        }
+      }
+  }
+
+  // Dequantizes tokens [t0, t1) of (seq, h) into b.k (token columns) and b.v.
+  void gather(int64_t seq, int64_t h, int64_t t0, int64_t t1, Buffers<T>& b) const {
+    const uint8_t* kc = c.k_cache.as<const uint8_t>();
+    const uint8_t* vc = c.v_cache.as<const uint8_t>();
+    const int64_t D = g.D, bs = g.bs, groups = D / 16;
+    for (int64_t t = t0; t < t1;) {
+      const int64_t off0 = t % bs, run = std::min(bs - off0, t1 - t), i0 = t - t0;
+      const int64_t blk = block(seq, t / bs);
+      if (g.ks.per_token)
+        for (int64_t o = 0; o < run; ++o) b.ktok[i0 + o] = T(g.ks.at(blk, h, off0 + o));
+      if (g.vs.per_token)
+        for (int64_t o = 0; o < run; ++o) b.vtok[i0 + o] = T(g.vs.at(blk, h, off0 + o));
+      // K [blk, h, D/16, bs, 16]: 16 head-dim values of a token are contiguous.
+      const uint8_t* kb = kc + (blk * g.hkv + h) * groups * bs * 16;
+      for (int64_t o = 0; o < run; ++o) {
+        T* col = b.k.col(i0 + o).data();
+        const uint8_t* src = kb + (off0 + o) * 16;
+        for (int64_t gr = 0; gr < groups; ++gr)
+          for (int j = 0; j < 16; ++j) col[gr * 16 + j] = lut_k[src[gr * bs * 16 + j]];
+        if (g.ks.per_token) {
+          const T s = b.ktok[i0 + o];
+          for (int64_t d = 0; d < D; ++d) col[d] *= s;
+        }
+      }
+      // V: tokens are contiguous per head-dim index (in runs of 16 when trans).
+      for (int64_t d = 0; d < D; ++d) {
+        T* col = b.v.col(d).data() + i0;
+        if (g.layout == VLayout::plain) {
+          const uint8_t* src = vc + ((blk * g.hkv + h) * D + d) * bs + off0;
+          for (int64_t o = 0; o < run; ++o) col[o] = lut_v[src[o]];
+        } else {
+          const uint8_t* vb = vc + (blk * g.hkv + h) * (bs / 16) * D * 16 + d * 16;
+          for (int64_t o = 0; o < run; ++o) {
+            const int64_t off = off0 + o;
+            col[o] = lut_v[vb[(off / 16) * D * 16 + off % 16]];
+          }
+        }
+        if (g.vs.per_token)
+          for (int64_t o = 0; o < run; ++o) col[o] *= b.vtok[i0 + o];
+      }
+      t += run;
+    }
+  }
+
+  // Folds tokens [t0, t1) of (seq, h) into st with the online softmax.
+  void attend_chunk(int64_t seq, int64_t h, int64_t t0, int64_t t1, State<T>& st, Buffers<T>& b) const {
+    const int64_t n = t1 - t0, rows = g.rows;
+    const int64_t L = len(seq);
+    gather(seq, h, t0, t1, b);
+    auto S = b.s.leftCols(n);
+    S.noalias() = b.q * b.k.leftCols(n);
+    // Row p*G+g sees tokens t < L - q_len + 1 + p: a prefix of the chunk.
+    for (int64_t r = 0; r < rows; ++r) {
+      const int64_t p = r / g.G;
+      const int64_t vis = std::clamp<int64_t>(L - g.q_len + 1 + p - t0, 0, n);
+      const T cmax = vis > 0 ? S.row(r).head(vis).maxCoeff() : -std::numeric_limits<T>::infinity();
+      const T m_new = std::max(st.m[r], cmax);
+      b.m_new[r] = std::isinf(m_new) ? T(0) : m_new;  // a row with nothing yet: P is zeroed below
+      b.alpha[r] = std::isinf(st.m[r]) ? T(0) : std::exp(st.m[r] - m_new);
+      st.m[r] = m_new;
+    }
+    S = (S.colwise() - b.m_new).array().exp().matrix();
+    // Masked and not-yet-visible entries get exactly zero weight (never 0 * exp(...)).
+    for (int64_t r = 0; r < rows; ++r) {
+      const int64_t p = r / g.G;
+      const int64_t vis = std::clamp<int64_t>(L - g.q_len + 1 + p - t0, 0, n);
+      if (vis < n) S.row(r).tail(n - vis).setZero();
+    }
+    const auto V = b.v.topRows(n);
+    st.l = b.alpha.cwiseProduct(st.l) + S.rowwise().sum();
+    st.acc = b.alpha.asDiagonal() * st.acc;
+    st.acc.noalias() += S * V;
+    if (!terms) return;
+    auto Va = b.vabs.topRows(n);
+    auto V2 = b.v2.topRows(n);
+    Va = V.cwiseAbs();
+    V2 = V.cwiseAbs2();
+    auto PP = b.pp.leftCols(n);
+    PP.topRows(rows) = S;
+    PP.bottomRows(rows) = S.cwiseMin(sub_c);
+    auto P2 = b.p2.leftCols(n);
+    P2 = S.cwiseAbs2();
+    st.l1 = b.alpha.asDiagonal() * st.l1;
+    // sum min(p, c)|v| only shrinks when the max rises; it stays below sum p|v|.
+    st.sub = st.sub.cwiseMin(st.l1);
+    b.tmp.noalias() = PP * Va;
+    st.l1 += b.tmp.topRows(rows);
+    st.sub += b.tmp.bottomRows(rows);
+    st.l2 = b.alpha.cwiseAbs2().asDiagonal() * st.l2;
+    st.l2.noalias() += P2 * V2;
+  }
+
+  // dst absorbs src (src covers the later tokens); each is in units of its own max.
+  void merge_into(State<T>& dst, const State<T>& src) const {
+    for (int64_t r = 0; r < g.rows; ++r) {
+      const T M = std::max(dst.m[r], src.m[r]);
+      if (std::isinf(M)) continue;
+      const T a = std::isinf(dst.m[r]) ? T(0) : std::exp(dst.m[r] - M);
+      const T bsc = std::isinf(src.m[r]) ? T(0) : std::exp(src.m[r] - M);
+      dst.m[r] = M;
+      dst.l[r] = a * dst.l[r] + bsc * src.l[r];
+      dst.acc.row(r) = a * dst.acc.row(r) + bsc * src.acc.row(r);
+      if (terms) {
+        dst.sub.row(r) = dst.sub.row(r).cwiseMin(a * dst.l1.row(r)) + src.sub.row(r).cwiseMin(bsc * src.l1.row(r));
+        dst.l1.row(r) = a * dst.l1.row(r) + bsc * src.l1.row(r);
+        dst.l2.row(r) = (a * a) * dst.l2.row(r) + (bsc * bsc) * src.l2.row(r);
+      }
+    }
+  }
+
+  void finalize(int64_t seq, int64_t h, const State<T>& st, ReferenceResult& res) const {
+    for (int64_t r = 0; r < g.rows; ++r) {
+      if (!(st.l[r] > T(0))) continue;  // result arrays start at 0 / -inf
+      const int64_t p = r / g.G, gg = r % g.G;
+      const int64_t qrow = seq * g.q_len + p, head = h * g.G + gg;
+      const T inv = T(1) / st.l[r];
+      res.lse[qrow * g.hq + head] = double(st.m[r]) + std::log(double(st.l[r]));
+      const int64_t base = res.index(qrow, head, 0);
+      for (int64_t d = 0; d < g.D; ++d) {
+        res.out[base + d] = float(st.acc(r, d) * inv);
+        if (terms) {
+          res.pq_l1[base + d] = float(st.l1(r, d) * inv);
+          res.pq_l2[base + d] = float(std::sqrt(st.l2(r, d)) * inv);
+          res.pq_sub[base + d] = float(st.sub(r, d) * inv);
+        }
+      }
+    }
+  }
+};
+
+struct Task {
+  int64_t seq, h, t0, t1;
+  int64_t slot;  // -1: the whole (seq, h) in one task; else its index in the merge buffer
+};
+
+template <class T>
+void run(const DecodeCall& call, const Geometry& g, const ReferenceOptions& opt, ReferenceResult& res) {
+  const Core<T> core(call, g, opt);
+  const int64_t chunk = opt.chunk_tokens;
+  const int64_t segment = chunk * opt.segment_chunks;
+  std::vector<Task> tasks;
+  struct Group { int64_t seq, h, first, count; };
+  std::vector<Group> groups;  // (seq, h) split over several tasks
+  int64_t slots = 0, longest = 0;
+  for (int64_t seq = 0; seq < g.num_seqs; ++seq) {
+    const int64_t L = core.len(seq);
+    if (L <= 0) continue;
+    longest = std::max(longest, L);
+    const int64_t nseg = (L + segment - 1) / segment;
+    for (int64_t h = 0; h < g.hkv; ++h) {
+      if (nseg > 1) groups.push_back({seq, h, slots, nseg});
+      for (int64_t s = 0; s < nseg; ++s)
+        tasks.push_back({seq, h, s * segment, std::min(L, (s + 1) * segment), nseg > 1 ? slots++ : -1});
+    }
+  }
+  const int64_t buf_tokens = std::min(chunk, longest);
+  std::vector<State<T>> partial(slots);
+  tbb::enumerable_thread_specific<Buffers<T>> buffers;
+  tbb::parallel_for(tbb::blocked_range<size_t>(0, tasks.size(), 1), [&](const tbb::blocked_range<size_t>& range) {
+    Buffers<T>& b = buffers.local();
+    b.ensure(g.rows, g.D, buf_tokens, core.terms);
+    for (size_t i = range.begin(); i != range.end(); ++i) {
+      const Task& t = tasks[i];
+      core.load_q(t.seq, t.h, b.q);
+      State<T> st;
+      st.reset(g.rows, g.D, core.terms);
+      for (int64_t c0 = t.t0; c0 < t.t1; c0 += chunk)
+        core.attend_chunk(t.seq, t.h, c0, std::min(t.t1, c0 + chunk), st, b);
+      if (t.slot < 0)
+        core.finalize(t.seq, t.h, st, res);
+      else
+        partial[t.slot] = std::move(st);
+    }
+  });
+  tbb::parallel_for(size_t(0), groups.size(), [&](size_t i) {
+    const Group& gr = groups[i];
+    State<T>& acc = partial[gr.first];
+    for (int64_t k = 1; k < gr.count; ++k) core.merge_into(acc, partial[gr.first + k]);
+    core.finalize(gr.seq, gr.h, acc, res);
+  });
+  for (const Buffers<T>& b : buffers) res.chunk_buffer_bytes = std::max(res.chunk_buffer_bytes, b.bytes());
+}
+
+}  // namespace
+
+bool ReferenceResult::row_empty(int64_t qrow, int64_t head) const {
+  return std::isinf(lse[qrow * hq + head]) && lse[qrow * hq + head] < 0;
+}
+
+double p_subnormal_error(DType flavour) {
+  const kernels::Fp8Format f = kernels::fp8_format(flavour);
+  // Subnormal spacing 2^(1 - bias - 3); rounding to nearest errs by half of it.
+  return std::ldexp(1.0, 1 - f.bias - 3) / 2.0 / double(f.max_finite);
+}
+
+float quantize_q_row(const float* q, int64_t n, DType flavour, float* codes) {
+  float absmax = 0.0f;
+  for (int64_t i = 0; i < n; ++i) absmax = std::max(absmax, std::fabs(q[i]));
+  const float qs = std::max(absmax / kernels::fp8_max(flavour), 1e-20f);
+  for (int64_t i = 0; i < n; ++i) codes[i] = kernels::fp8_to_f32(kernels::f32_to_fp8(q[i] / qs, flavour), flavour);
+  return qs;
+}
+
+ReferenceResult decode(const DecodeCall& call, const ReferenceOptions& options) {
+  if (options.chunk_tokens < 1 || options.segment_chunks < 1) reject("chunk_tokens and segment_chunks must be >= 1");
+  const Geometry g = geometry_of(call);
+  ReferenceResult res;
+  res.num_seqs = g.num_seqs;
+  res.q_len = g.q_len;
+  res.hq = g.hq;
+  res.head_dim = g.D;
+  res.p_quantized = kernels::is_fp8(call.opt.compute);
+  res.p_flavour = res.p_quantized ? call.opt.compute : DType::none;
+  const int64_t elems = g.num_seqs * g.q_len * g.hq * g.D;
+  res.out.assign(elems, 0.0f);
+  res.lse.assign(g.num_seqs * g.q_len * g.hq, -std::numeric_limits<double>::infinity());
+  if (options.error_terms) {
+    res.pq_l1.assign(elems, 0.0f);
+    res.pq_l2.assign(elems, 0.0f);
+    res.pq_sub.assign(elems, 0.0f);
+  }
+  if (options.precision == Precision::fp64)
+    run<double>(call, g, options, res);
+  else
+    run<float>(call, g, options, res);
+  return res;
+}
+
+}  // namespace pav::reference
