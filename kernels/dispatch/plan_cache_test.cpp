@@ -1,0 +1,101 @@
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "kernels/dispatch/plan_cache.hpp"
+
+using namespace pav::kernels;
+using namespace pav::kernels::dispatch;
+
+namespace {
+struct Lines {
+  std::vector<std::string> lines;
+  LogSink sink() {
+    return [this](std::string_view l) { lines.emplace_back(l); };
+  }
+};
+PlanCacheConfig small_config() {
+  PlanCacheConfig c;
+  c.cu = 8;
+  c.kv_heads = 2;
+  c.head_dim = 64;
+  c.max_rows = 4;
+  c.max_plans = 3;
+  return c;
+}
+}  // namespace
+
+TEST(PlanCache, MintsOnlyDuringCapture) {
+  Lines log;
+  PlanCache cache(small_config(), log.sink());
+  const PlanKey key{4, 2, 0, 0};
+  for (Phase p : {Phase::warmup, Phase::replay, Phase::eager, Phase::dummy}) {
+    EXPECT_EQ(cache.mint(p, key), nullptr) << to_string(p);
+  }
+  EXPECT_EQ(cache.size(), 0u);
+  EXPECT_EQ(cache.refused_outside_capture(), 4u);
+  EXPECT_TRUE(log.lines.empty());
+  auto slot = cache.mint(Phase::capture, key);
+  ASSERT_NE(slot, nullptr);
+  EXPECT_EQ(cache.minted(), 1u);
+  ASSERT_EQ(log.lines.size(), 1u);
+  EXPECT_EQ(log.lines[0],
+            "plan minted: num_seqs=4 kv_heads=2 device=0 micro_batch=0 capacity=8 max_partitions=8");
+}
+
+TEST(PlanCache, NeverReplacesAMintedPlan) {
+  Lines log;
+  PlanCache cache(small_config(), log.sink());
+  const PlanKey key{3, 2, 1, 0};
+  auto a = cache.mint(Phase::capture, key);
+  auto b = cache.mint(Phase::capture, key);
+  EXPECT_EQ(a.get(), b.get());
+  EXPECT_EQ(cache.find(key).get(), a.get());
+  EXPECT_EQ(cache.minted(), 1u);
+  EXPECT_EQ(log.lines.size(), 1u);  // one event per new plan
+}
+
+TEST(PlanCache, IsBounded) {
+  Lines log;
+  PlanCache cache(small_config(), log.sink());  // max_plans = 3
+  for (int n = 1; n <= 3; ++n) ASSERT_NE(cache.mint(Phase::capture, PlanKey{n, 2, 0, 0}), nullptr);
+  EXPECT_EQ(cache.mint(Phase::capture, PlanKey{4, 2, 0, 0}), nullptr);
+  EXPECT_EQ(cache.size(), 3u);
+  EXPECT_EQ(cache.refused_full(), 1u);
+  EXPECT_NE(log.lines.back().find("plan cache full (3 plans)"), std::string::npos);
+  // An existing key is still served when full.
+  EXPECT_NE(cache.mint(Phase::capture, PlanKey{2, 2, 0, 0}), nullptr);
+}
+
+TEST(PlanCache, KeysSeparateDevicesAndMicroBatches) {
+  PlanCache cache(small_config(), nullptr);
+  auto a = cache.mint(Phase::capture, PlanKey{4, 2, 0, 0});
+  auto b = cache.mint(Phase::capture, PlanKey{4, 2, 0, 1});
+  auto c = cache.mint(Phase::capture, PlanKey{4, 2, 1, 0});
+  ASSERT_TRUE(a && b && c);
+  EXPECT_NE(a.get(), b.get());
+  EXPECT_NE(a.get(), c.get());
+  // Scratch of distinct slots never overlaps.
+  for (const auto& ra : a->scratch_ranges())
+    for (const auto& rb : b->scratch_ranges())
+      EXPECT_TRUE(ra.end <= rb.begin || rb.end <= ra.begin);
+}
+
+TEST(PlanCache, ScratchViewsFitTheSlot) {
+  PlanCache cache(small_config(), nullptr);
+  auto s = cache.mint(Phase::capture, PlanKey{2, 2, 0, 0});
+  const int64_t cap = s->plan().capacity();
+  const Scratch sc = s->scratch(3, 64);
+  ASSERT_TRUE(sc.partial.present());
+  EXPECT_EQ(sc.partial.shape_string(), "[2, " + std::to_string(cap) + ", 3, 64]");
+  EXPECT_EQ(sc.m.shape_string(), "[2, " + std::to_string(cap) + ", 3]");
+  EXPECT_FALSE(s->scratch(5, 64).partial.present());   // more rows than sized for
+  EXPECT_FALSE(s->scratch(3, 128).partial.present());  // another head_dim
+}
+
+TEST(PlanCache, RejectsAConfigThePlannerRejects) {
+  PlanCacheConfig c = small_config();
+  c.max_partitions = 9;  // > cu
+  EXPECT_THROW(PlanCache(c, nullptr), std::invalid_argument);
+}

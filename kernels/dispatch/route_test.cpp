@@ -1,0 +1,188 @@
+// Routing: the two opt-ins, dense and sparse sites, fallbacks, counters, the
+// route log, and decode() running whichever kernel the route names.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "kernels/codecs.hpp"
+#include "kernels/dispatch/route.hpp"
+#include "kernels/dispatch/tiny_call.hpp"
+
+using namespace pav::kernels;
+using namespace pav::kernels::dispatch;
+using pav::kernels::testing::TinyCall;
+using pav::kernels::testing::TinySpec;
+
+namespace {
+
+struct Lines {
+  std::vector<std::string> lines;
+  LogSink sink() {
+    return [this](std::string_view l) { lines.emplace_back(l); };
+  }
+  int count(const std::string& s) const {
+    int n = 0;
+    for (const auto& l : lines) n += l == s;
+    return n;
+  }
+};
+
+// A captured forward for a TinyCall: cache + builder + replay metadata.
+struct Forward {
+  explicit Forward(TinyCall& t, Settings s = {true, true}) : cache(config(t), nullptr), builder(cache, s) {
+    BatchSpec b;
+    b.num_seqs = int64_t(t.lens.size());
+    b.context_lens = t.lens.data();
+    b.q_len = t.spec.q_len;
+    (void)builder.build_for_graph_capture(b);
+    md.emplace(builder.build(Phase::replay, b));
+  }
+  static PlanCacheConfig config(const TinyCall& t) {
+    PlanCacheConfig c;
+    c.cu = t.spec.cu;
+    c.kv_heads = t.spec.hkv;
+    c.head_dim = t.spec.head_dim;
+    c.max_rows = t.spec.q_len * t.spec.group;
+    c.partial = t.spec.partial;
+    return c;
+  }
+  PlanCache cache;
+  MetadataBuilder builder;
+  std::optional<ForwardMetadata> md;
+};
+
+}  // namespace
+
+TEST(Route, FeatureOffRoutesUniformWithoutAGateCheck) {
+  TinyCall t;
+  Forward f(t, Settings{false, true});
+  Lines log;
+  Router r(Settings{false, true}, log.sink());
+  for (int i = 0; i < 5; ++i) {
+    const Route route = r.route(t.call, Site::dense, &*f.md);
+    EXPECT_EQ(route.kind, RouteKind::uniform);
+    EXPECT_EQ(route.reason, RouteReason::feature_off);
+  }
+  EXPECT_EQ(r.counts().gate_checks, 0u);
+  EXPECT_EQ(r.counts().uniform, 5u);
+  EXPECT_EQ(log.lines, (std::vector<std::string>{"route: uniform"}));
+}
+
+TEST(Route, DenseSiteWithAFreshPlanIsPlanned) {
+  TinyCall t;
+  Forward f(t);
+  Lines log;
+  Router r(Settings{true, true}, log.sink());
+  const Route route = r.route(t.call, Site::dense, &*f.md);
+  EXPECT_EQ(route.kind, RouteKind::planned);
+  EXPECT_EQ(route.plan, f.md->plan());
+  EXPECT_EQ(route_label(route), "planned[2 seqs]");
+  (void)r.route(t.call, Site::dense, &*f.md);
+  EXPECT_EQ(log.count("route: planned[2 seqs]"), 1);
+  EXPECT_EQ(r.counts().planned, 2u);
+  EXPECT_EQ(r.counts().gate_checks, 2u);
+}
+
+TEST(Route, SparseSitesNeverGetAPlan) {
+  TinyCall t;
+  Forward f(t);
+  Router r(Settings{true, true}, nullptr);
+  const Route route = r.route(t.call, Site::sparse, &*f.md);
+  EXPECT_EQ(route.kind, RouteKind::planned_fixed_splits);
+  EXPECT_EQ(route.plan, nullptr);
+  EXPECT_EQ(route_label(route), "planned[2 seqs, fixed splits]");
+}
+
+TEST(Route, WorkPlanOffRunsFixedSplitsAtDenseSites) {
+  TinyCall t;
+  Forward f(t, Settings{true, false});
+  Router r(Settings{true, false}, nullptr);
+  EXPECT_EQ(f.md->plan(), nullptr);
+  const Route route = r.route(t.call, Site::dense, &*f.md);
+  EXPECT_EQ(route.kind, RouteKind::planned_fixed_splits);
+}
+
+TEST(Route, NoPlanForTheBatchFallsBackToUniform) {
+  TinyCall t;
+  Router r(Settings{true, true}, nullptr);
+  const Route route = r.route(t.call, Site::dense, nullptr);
+  EXPECT_EQ(route.kind, RouteKind::uniform);
+  EXPECT_EQ(route.reason, RouteReason::no_plan);
+  EXPECT_EQ(r.counts().no_plan, 1u);
+}
+
+TEST(Route, StalePlanIsRefusedNotAccepted) {
+  TinyCall t;  // lens {300, 20}
+  Forward f(t);
+  Router r(Settings{true, true}, nullptr);
+  t.lens[1] += 1;  // same shapes, one more token: stale
+  EXPECT_FALSE(plan_matches(*f.md->plan(), t.call));
+  const Route route = r.route(t.call, Site::dense, &*f.md);
+  EXPECT_EQ(route.kind, RouteKind::uniform);
+  EXPECT_EQ(route.reason, RouteReason::plan_refused);
+  EXPECT_EQ(r.counts().plans_refused, 1u);
+  EXPECT_EQ(r.counts().gate_checks, 0u);
+}
+
+TEST(Route, GateRejectFallsBackToUniformNamingTheClause) {
+  TinyCall t;
+  Forward f(t);
+  Lines log;
+  Router r(Settings{true, true}, log.sink());
+  t.call.opt.compute = DType::bf16;
+  const Route route = r.route(t.call, Site::dense, &*f.md);
+  EXPECT_EQ(route.kind, RouteKind::uniform);
+  EXPECT_EQ(route.reason, RouteReason::gate_reject);
+  EXPECT_EQ(route.clause, Clause::compute_dtype);
+  EXPECT_EQ(r.counts().rejects_by_clause[size_t(Clause::compute_dtype)], 1u);
+  EXPECT_EQ(log.count("route: gate rejects (compute_dtype): uniform"), 1);
+}
+
+TEST(PlanMatches, RefusesShapeMismatches) {
+  TinyCall t;
+  const PlanView plan = t.make_plan();
+  EXPECT_TRUE(plan_matches(plan, t.call));
+  PlanView p = plan;
+  p.kv_heads = 2;
+  EXPECT_FALSE(plan_matches(p, t.call));
+  p = plan;
+  p.num_seqs = 1;
+  EXPECT_FALSE(plan_matches(p, t.call));
+  p = plan;
+  p.max_partitions = t.call.opt.cu + 1;
+  EXPECT_FALSE(plan_matches(p, t.call));
+  TinyCall u;
+  u.call.context_lens.dtype = DType::i64;
+  EXPECT_FALSE(plan_matches(plan, u.call));
+}
+
+// decode() runs the kernel the route names, end to end, on real buffers.
+TEST(Decode, RunsEachRoute) {
+  for (int mode = 0; mode < 3; ++mode) {
+    TinyCall t;
+    Forward f(t);
+    Router r(mode == 0 ? Settings{false, true} : Settings{true, true}, nullptr);
+    std::fill(t.out.begin(), t.out.end(), uint16_t(0x7fc0));
+    const Site site = mode == 2 ? Site::sparse : Site::dense;
+    const DecodeOutcome o = decode(r, t.call, site, &*f.md);
+    const RouteKind want[] = {RouteKind::uniform, RouteKind::planned, RouteKind::planned_fixed_splits};
+    EXPECT_EQ(o.route.kind, want[mode]);
+    EXPECT_EQ(o.result.status, DecodeStatus::ok);
+    for (uint16_t h : t.out) ASSERT_EQ(bf16_to_f32(h), 0.0f) << "mode " << mode;
+  }
+}
+
+TEST(Decode, UniformRejectOfABadCallThrows) {
+  TinyCall t;
+  Router r(Settings{true, true}, nullptr);
+  t.call.context_lens.dtype = DType::i64;
+  try {
+    (void)decode(r, t.call, Site::sparse, nullptr);
+    FAIL() << "int64 lengths ran";
+  } catch (const RejectError& e) {
+    EXPECT_EQ(e.clause(), Clause::context_lens_dtype);
+  }
+  EXPECT_EQ(r.counts().rejects_by_clause[size_t(Clause::context_lens_dtype)], 1u);
+}

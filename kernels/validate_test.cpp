@@ -1,0 +1,164 @@
+// The clause walk (kernels/validate.hpp) and the launch entries that run it.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <set>
+#include <stdexcept>
+#include <string>
+#include <type_traits>
+
+#include "kernels/codecs.hpp"
+#include "kernels/dispatch/tiny_call.hpp"
+#include "kernels/launch.hpp"
+#include "kernels/validate.hpp"
+
+using namespace pav::kernels;
+using pav::kernels::testing::TinyCall;
+using pav::kernels::testing::TinySpec;
+
+// The launch entries' types are pinned: a caller passing what an entry does not
+// take fails to compile (the upstream routed call died at run time instead).
+static_assert(std::is_same_v<decltype(launch_planned), PlannedLaunchFn>);
+static_assert(std::is_same_v<decltype(launch_uniform), UniformLaunchFn>);
+
+TEST(ClauseTable, IdsNamesAndRulesAreComplete) {
+  const auto table = clause_table();
+  ASSERT_EQ(int(table.size()), kClauseCount);
+  std::set<std::string_view> names;
+  for (int i = 0; i < kClauseCount; ++i) {
+    EXPECT_EQ(int(table[i].id), i + 1);
+    EXPECT_FALSE(table[i].name.empty());
+    EXPECT_FALSE(table[i].planned_rule.empty()) << table[i].name;
+    EXPECT_TRUE(names.insert(table[i].name).second) << "duplicate name " << table[i].name;
+    Clause parsed;
+    ASSERT_TRUE(parse_clause(table[i].name, parsed));
+    EXPECT_EQ(parsed, table[i].id);
+  }
+  Clause c;
+  EXPECT_FALSE(parse_clause("no_such_clause", c));
+  EXPECT_EQ(clause_name(Clause::none), "none");
+}
+
+TEST(Validate, ValidCallPassesBothKernels) {
+  TinyCall t;
+  const PlanView plan = t.make_plan();
+  EXPECT_FALSE(first_violation(t.call, KernelKind::planned, &plan, &t.scratch));
+  TinyCall u;
+  const Scratch s = u.make_uniform_scratch();
+  EXPECT_FALSE(first_violation(u.call, KernelKind::planned, nullptr, &s));
+  EXPECT_FALSE(first_violation(u.call, KernelKind::uniform, nullptr, &s));
+  EXPECT_TRUE(all_violations(u.call, KernelKind::planned, nullptr, &s).empty());
+}
+
+// The uniform kernel's domain is wider; the planned kernel's rejects there are
+// exactly the clauses whose planned rule is narrower.
+TEST(Validate, UniformAcceptsWhatOnlyThePlannedKernelRejects) {
+  struct Case {
+    const char* what;
+    void (*edit)(TinyCall&);
+    Clause planned;
+  };
+  const Case cases[] = {
+      {"bf16 compute", [](TinyCall& t) { t.call.opt.compute = DType::bf16; }, Clause::compute_dtype},
+      {"gfx90a", [](TinyCall& t) { t.call.opt.arch = Arch::gfx90a; }, Clause::arch},
+      {"other fp8 flavour everywhere",
+       [](TinyCall& t) {
+         t.call.opt.compute = t.call.k_cache.dtype = t.call.v_cache.dtype = DType::fp8_e4m3fnuz;
+       },
+       Clause::compute_dtype},
+  };
+  for (const Case& c : cases) {
+    TinyCall t;
+    c.edit(t);
+    const Scratch s = t.make_uniform_scratch();
+    EXPECT_EQ(first_violation(t.call, KernelKind::planned, nullptr, &s).clause, c.planned) << c.what;
+    EXPECT_FALSE(first_violation(t.call, KernelKind::uniform, nullptr, &s)) << c.what;
+  }
+  // Block size 32 and head_dim 48 are fine for the uniform kernel only.
+  TinySpec spec;
+  spec.block_size = 32;
+  spec.head_dim = 48;
+  TinyCall t(spec);
+  const Scratch s = t.make_uniform_scratch();
+  const auto planned = all_violations(t.call, KernelKind::planned, nullptr, &s);
+  ASSERT_EQ(planned.size(), 2u);
+  EXPECT_EQ(planned[0].clause, Clause::block_size);
+  EXPECT_EQ(planned[1].clause, Clause::head_dim);
+  EXPECT_TRUE(all_violations(t.call, KernelKind::uniform, nullptr, &s).empty());
+}
+
+TEST(Validate, MessageNamesClauseFieldAndValue) {
+  TinySpec spec;
+  spec.block_size = 32;
+  TinyCall t(spec);
+  const Finding f = first_violation(t.call, KernelKind::planned, nullptr, nullptr);
+  ASSERT_EQ(f.clause, Clause::block_size);
+  const std::string m = describe(f);
+  EXPECT_NE(m.find("block_size"), std::string::npos) << m;
+  EXPECT_NE(m.find("k_cache.shape[3] = 32"), std::string::npos) << m;
+
+  TinyCall u;
+  u.call.context_lens.dtype = DType::i64;
+  try {
+    validate_planned(u.call, nullptr, u.make_uniform_scratch());
+    FAIL() << "int64 lengths accepted";
+  } catch (const RejectError& e) {
+    EXPECT_EQ(e.clause(), Clause::context_lens_dtype);
+    EXPECT_NE(std::string(e.what()).find("context_lens.dtype = i64"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("expected i32"), std::string::npos) << e.what();
+  }
+}
+
+// head_dim 256 over a cache whose num_hgroups encodes 128: the kernel rejects it,
+// so no caller may treat it as accepted (REFERENCE 9.12).
+TEST(Validate, HeadDimMustAgreeWithCacheGroups) {
+  TinySpec spec;
+  spec.head_dim = 256;
+  TinyCall t(spec);
+  t.call.k_cache.shape[2] = 8;  // num_hgroups of head_dim 128
+  const Finding f = first_violation(t.call, KernelKind::planned, nullptr, nullptr);
+  EXPECT_EQ(f.clause, Clause::num_hgroups);
+  EXPECT_EQ(f.value, 8);
+  EXPECT_EQ(f.expected, 16);
+}
+
+TEST(Launch, PlannedRunsAValidCall) {
+  TinyCall t;
+  const PlanView plan = t.make_plan();
+  std::fill(t.out.begin(), t.out.end(), uint16_t(0x7fc0));  // NaN
+  const DecodeResult r = launch_planned(t.call, &plan, t.scratch);
+  EXPECT_EQ(r.status, DecodeStatus::ok);
+  // Zero keys and values: every visible row averages zeros.
+  for (uint16_t h : t.out) ASSERT_EQ(bf16_to_f32(h), 0.0f);
+}
+
+TEST(Launch, PlannedThrowsTheClauseAndWritesNothing) {
+  TinyCall t;
+  const PlanView plan = t.make_plan();
+  t.call.opt.compute = DType::bf16;
+  std::fill(t.out.begin(), t.out.end(), uint16_t(0x7fc0));
+  try {
+    (void)launch_planned(t.call, &plan, t.scratch);
+    FAIL() << "bf16 compute accepted by the planned kernel";
+  } catch (const RejectError& e) {
+    EXPECT_EQ(e.clause(), Clause::compute_dtype);
+  }
+  for (uint16_t h : t.out) ASSERT_TRUE(std::isnan(bf16_to_f32(h)));
+  // The uniform kernel runs it.
+  launch_uniform(t.call, t.make_uniform_scratch());
+  for (uint16_t h : t.out) ASSERT_EQ(bf16_to_f32(h), 0.0f);
+}
+
+// A plan refreshed from other lengths is not attended: the launch reports it
+// and the affected sequence's rows are NaN, the other sequence's are computed.
+TEST(Launch, PlannedSurfacesAStalePlan) {
+  TinyCall t;  // lens {300, 20}
+  const PlanView plan = t.make_plan();
+  t.lens[0] = 299;  // a shrink inside the same tiles: same shapes, stale lengths
+  const DecodeResult r = launch_planned(t.call, &plan, t.scratch);
+  EXPECT_EQ(r.status, DecodeStatus::stale_plan);
+  EXPECT_GT(r.stale_tasks, 0);
+  const int64_t row_elems = t.call.q.shape[1] * t.call.q.shape[2];
+  for (int64_t i = 0; i < row_elems; ++i) ASSERT_TRUE(std::isnan(bf16_to_f32(t.out[size_t(i)])));
+  for (int64_t i = row_elems; i < 2 * row_elems; ++i) ASSERT_EQ(bf16_to_f32(t.out[size_t(i)]), 0.0f);
+}
