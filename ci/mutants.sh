@@ -5,6 +5,7 @@
 #   pav-mutant: one line saying what defect the patch injects
 #   pav-tests:  a ctest -R regex naming the tests that must go red
 #   pav-labels: (optional) a ctest -L regex; default: any label
+#   pav-targets: (optional) build targets the tests need; default: all
 #   pav-preset: (optional) cpu (default) or nvidia: mutants of GPU code run
 #               only where that preset builds and runs (ci/gpu.sh passes
 #               PAV_MUTANT_PRESET=nvidia)
@@ -48,6 +49,7 @@ for patch in "$root"/ci/mutants/*.patch; do
   tests=$(header "$patch" pav-tests)
   labels=$(header "$patch" pav-labels)
   what=$(header "$patch" pav-mutant)
+  targets=$(header "$patch" pav-targets)
   count=$((count + 1))
   echo "== mutant $name: $what"
   sync_tree
@@ -59,7 +61,7 @@ for patch in "$root"/ci/mutants/*.patch; do
       cmake -S "$src" -B "$bld" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
         $([[ $preset == nvidia ]] && echo -DPAV_GPU_NVIDIA=ON) >/dev/null
   fi
-  if ! cmake --build "$bld" -j "$jobs" >"$scratch/$name.build.log" 2>&1; then
+  if ! cmake --build "$bld" -j "$jobs" ${targets:+--target $targets} >"$scratch/$name.build.log" 2>&1; then
     results+=("BROKEN  $name (build failed: $scratch/$name.build.log)"); status=1; continue
   fi
   args=(--test-dir "$bld" -R "$tests" --timeout 600 -j "$jobs" --no-tests=error)

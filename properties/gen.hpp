@@ -35,3 +35,12 @@ rc::Gen<CaseSpec> gen_decode_case(DecodeGenLimits limits = {});
 std::vector<Sentinel> boundary_sentinels(const std::vector<int32_t>& lens);
 
 }  // namespace pav::props
+
+namespace pav::props {
+// One value drawn from a generator outside a property (pav verify, pav fuzz):
+// reproducible from (seed, size).
+template <class T>
+T sample(const rc::Gen<T>& gen, uint64_t seed, int size = 50) {
+  return gen(rc::Random(seed), size).value();
+}
+}  // namespace pav::props

@@ -58,12 +58,12 @@ int run(std::vector<std::string> args) {
   const auto& w = plan.work_info();
   const auto& r = plan.reduce_info();
   if (json) {
-    nlohmann::json j;
+    nlohmann::ordered_json j;  // keys in the documented order
     j["capacity"] = plan.capacity();
     j["max_partitions"] = params.max_partitions;
-    auto& wi = j["work_info"] = nlohmann::json::array();
+    auto& wi = j["work_info"] = nlohmann::ordered_json::array();
     for (int64_t i = 0; i < plan.capacity(); ++i) wi.push_back({w[4 * i], w[4 * i + 1], w[4 * i + 2], w[4 * i + 3]});
-    auto& ri = j["reduce_info"] = nlohmann::json::array();
+    auto& ri = j["reduce_info"] = nlohmann::ordered_json::array();
     for (int64_t b = 0; b < params.num_seqs; ++b) ri.push_back({r[2 * b], r[2 * b + 1]});
     fmt::print("{}\n", j.dump());
     return 0;

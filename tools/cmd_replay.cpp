@@ -1,0 +1,103 @@
+// pav replay CASE.json: runs one saved decode call through a kernel path and
+// the reference, prints the error figures and a verdict.
+#include <fmt/core.h>
+
+#include <nlohmann/json.hpp>
+
+#include "kernels/validate.hpp"
+#include "properties/case_format.hpp"
+#include "properties/runner.hpp"
+#include "tools/backend_option.hpp"
+
+namespace {
+
+using namespace pav;
+
+const char* path_name(props::Path p) { return p == props::Path::planned ? "planned" : "uniform"; }
+
+int run(std::vector<std::string> args) {
+  CLI::App app{"Replay a case file: run its decode call and the reference, compare, give a verdict.", "replay"};
+  std::vector<std::string> files;
+  std::string backend_name = "auto";
+  std::string path_override;
+  bool json = false;
+  app.add_option("case", files, "case file(s) in the pav-case/1 JSON format")->required()->check(CLI::ExistingFile);
+  app.add_option("--backend", backend_name, "cpu, gpu, or auto (gpu when a device is present)")
+      ->check(CLI::IsMember({"cpu", "gpu", "auto"}));
+  app.add_option("--path", path_override, "override the case's kernel path")->check(CLI::IsMember({"planned", "uniform"}));
+  app.add_flag("--json", json, "print one JSON object per case");
+  if (int rc = cli::parse(app, args); rc >= 0) return rc;
+  const kernels::Backend backend = cli::pick_backend(backend_name);
+
+  int failures = 0;
+  for (const auto& file : files) {
+    props::CaseSpec spec;
+    nlohmann::json meta;
+    try {
+      spec = props::load_case_spec(file, &meta);
+    } catch (const props::CaseError& e) {
+      throw cli::BadInput(e.what());
+    }
+    if (path_override == "planned") spec.path = props::Path::planned;
+    if (path_override == "uniform") spec.path = props::Path::uniform;
+    props::HostCase c;
+    try {
+      c = props::build_case(spec);
+    } catch (const std::invalid_argument& e) {
+      throw cli::BadInput(file + ": " + e.what());
+    }
+    nlohmann::json j;
+    j["case"] = file;
+    j["backend"] = cli::backend_name(backend);
+    j["path"] = path_name(spec.path);
+    j["num_seqs"] = spec.lens.size();
+    try {
+      const props::CaseCheck k = props::check_case(c, backend);
+      const auto& r = k.compare;
+      j["passed"] = k.passed;
+      j["elements"] = r.elements;
+      j["mismatches"] = r.mismatches;
+      j["nonfinite"] = r.nonfinite;
+      j["nonzero_in_empty_rows"] = r.nonzero_in_empty_rows;
+      j["max_abs_err"] = r.max_abs_err;
+      j["max_rel_err"] = r.max_rel_err;
+      j["rel_l2_err"] = r.rel_l2_err;
+      j["worst_ratio"] = r.worst_ratio;
+      j["stale_plan"] = k.run.status.status != kernels::DecodeStatus::ok;
+      j["scratch_touched_past_active"] = k.scratch_touched_past_active;
+      j["verdict"] = k.verdict;
+      if (r.first.index >= 0)
+        j["first_mismatch"] = {{"seq", r.first.seq}, {"pos", r.first.pos}, {"head", r.first.head}, {"d", r.first.d},
+                               {"out", r.first.out}, {"ref", r.first.ref}, {"allowed", r.first.allowed},
+                               {"kind", r.first.kind}};
+      if (!k.passed) ++failures;
+      if (!json) {
+        fmt::print("case      {}\n", file);
+        if (meta.contains("property")) fmt::print("property  {}\n", meta["property"].get<std::string>());
+        fmt::print("call      {} seqs, q_len {}, Hkv {}, G {}, D {}, block {}, {} path, {} backend\n",
+                   spec.lens.size(), spec.q_len, spec.hkv, spec.group, spec.head_dim, spec.block_size,
+                   path_name(spec.path), cli::backend_name(backend));
+        fmt::print("elements  {}   mismatches {}   non-finite {}   non-zero in empty rows {}\n", r.elements,
+                   r.mismatches, r.nonfinite, r.nonzero_in_empty_rows);
+        fmt::print("errors    max abs {:.3e}   max rel {:.3e}   ||d||/||ref|| {:.3e}   worst/allowed {:.3f}\n",
+                   r.max_abs_err, r.max_rel_err, r.rel_l2_err, r.worst_ratio);
+        if (r.first.index >= 0)
+          fmt::print("first     seq {} pos {} head {} d {}: out {} ref {} allowed {:.3e} ({})\n", r.first.seq,
+                     r.first.pos, r.first.head, r.first.d, r.first.out, r.first.ref, r.first.allowed, r.first.kind);
+        fmt::print("verdict   {}\n\n", k.passed ? "PASS" : "FAIL: " + k.verdict);
+      }
+    } catch (const kernels::RejectError& e) {
+      ++failures;
+      j["passed"] = false;
+      j["rejected"] = e.what();
+      if (!json) fmt::print("case      {}\nverdict   FAIL: the kernel rejected the call: {}\n\n", file, e.what());
+    }
+    if (json) fmt::print("{}\n", j.dump());
+  }
+  if (!json && files.size() > 1) fmt::print("{} of {} cases passed\n", files.size() - failures, files.size());
+  return failures ? cli::kExitFail : cli::kExitOk;
+}
+
+}  // namespace
+
+PAV_COMMAND("replay", "run a saved case through a kernel and the reference, and give a verdict", run);
