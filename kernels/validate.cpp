@@ -269,7 +269,7 @@ void walk(const DecodeCall& c, KernelKind kind, const PlanView* plan, const Scra
   const bool rows_ok = q_ok && lens_ok && seqs_ok && q_len_ok && c.q.shape[0] == num_seqs * c.q_len;
   if (q_ok && lens_ok && seqs_ok && q_len_ok && !rows_ok)
     PAV_REJECT(integer(Clause::q_rows, "q.shape[0]", c.q.shape[0], num_seqs * c.q_len));
-  if (bt.rank == 2 && lens_ok && bt.shape[0] < num_seqs)
+  if (bt.rank == 2 && lens_ok && seqs_ok && bt.shape[0] < num_seqs)
     PAV_REJECT(integer(Clause::block_tables_rows, "block_tables.shape[0]", bt.shape[0], num_seqs));
 
   // Partitioning.
