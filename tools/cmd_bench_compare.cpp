@@ -57,6 +57,8 @@ void print_comparison(const st::BenchComparison& r) {
   fmt::print("  {:<24} {:>12} {:>12}\n", "samples", r.a.samples, r.b.samples);
   fmt::print("  {:<24} {:>12} {:>12}\n", "completed requests", opt(r.a.completed), opt(r.b.completed));
   fmt::print("  {:<24} {:>12} {:>12}\n", "duration (s)", opt(r.a.duration_s), opt(r.b.duration_s));
+  const auto rate = [](const auto& v) { return v ? fmt::format("{:.3f}", *v) : std::string("-"); };
+  fmt::print("  {:<24} {:>12} {:>12}\n", "requests/s", rate(r.a.requests_per_s), rate(r.b.requests_per_s));
   fmt::print("\n  interactivity = 1000 / p90; throughput from {} (A) and {} (B)\n", r.a.throughput_source,
              r.b.throughput_source);
 }

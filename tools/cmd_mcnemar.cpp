@@ -94,8 +94,9 @@ void print_report(const st::MultiRunReport& r) {
     list += (list.empty() ? "" : ", ") + std::to_string(i + 1);
   }
   const int conf = static_cast<int>(std::lround(100.0 * r.confidence));
-  fmt::print("McNemar: A = {} (run {}), B = {} (run {}); {} items per run\n\n", r.variant_a, runs_a, r.variant_b,
-             runs_b, r.items);
+  const auto runs_word = [](const std::string& list) { return list.find(',') == std::string::npos ? "run" : "runs"; };
+  fmt::print("McNemar: {} ({} {}) vs {} ({} {}); {} items per run\n\n", r.variant_a, runs_word(runs_a), runs_a,
+             r.variant_b, runs_word(runs_b), runs_b, r.items);
 
   std::size_t file_w = 4;
   std::size_t var_w = 7;
