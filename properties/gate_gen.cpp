@@ -488,7 +488,7 @@ rc::Gen<GateSpec> gen_violating_gate_spec(Clause c) {
     g.base = *gen_gate_base();
     g.with_plan = *rc::gen::element(true, false);
     g.violate = c;
-    g.variant = *rc::gen::inRange(0, variants_of(c));
+    g.variant = *rc::gen::resize(100, rc::gen::inRange(0, variants_of(c)));
     adjust(g);
     return g;
   });
@@ -497,7 +497,8 @@ rc::Gen<GateSpec> gen_violating_gate_spec(Clause c) {
 rc::Gen<GateSpec> gen_gate_spec() {
   return rc::gen::weightedOneOf<GateSpec>(
       {{1, gen_valid_gate_spec()},
-       {2, rc::gen::mapcat(rc::gen::elementOf(clauses_with_generators()),
+       // resize: rc's inRange narrows with the size, which would starve later clauses.
+       {2, rc::gen::mapcat(rc::gen::resize(100, rc::gen::elementOf(clauses_with_generators())),
                            [](Clause c) { return gen_violating_gate_spec(c); })}});
 }
 

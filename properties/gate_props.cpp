@@ -89,7 +89,7 @@ TEST(GateMirror, EveryVariantBreaksExactlyItsClauseOnTheFixedBase) {
 }
 
 RC_GTEST_PROP(GateMirror, EachGeneratorBreaksExactlyItsClause, ()) {
-  const Clause c = *rc::gen::elementOf(clauses_with_generators());
+  const Clause c = *rc::gen::resize(100, rc::gen::elementOf(clauses_with_generators()));
   const GateSpec spec = *gen_violating_gate_spec(c);
   GateCase g = materialize(spec);
   const auto found = distinct_clauses(all_violations(g.call, KernelKind::planned, g.plan(), &g.scratch));
