@@ -1,0 +1,597 @@
+// The decode kernels: one attention body fed by two work sources (uniform
+// splits or a plan's tasks), the reduce (bounded variant for ceilings <= 64,
+// vectorized for head_dim 128 with 16-bit partials; general variant above),
+// and the plan freshness check. Numerics mirror kernels/cpu/decode_cpu.cpp.
+// device_common.hpp first: on AMD the runtime header must precede <cstring>.
+#include "kernels/hip/device_common.hpp"
+#include <stdexcept>
+
+#include "kernels/cpu/decode_cpu.hpp"
+#include "kernels/hip/gpu_backend.hpp"
+
+namespace pav::kernels::gpu {
+namespace {
+
+constexpr int kThreads = 256;             // attention and reduce blocks
+constexpr int kWarps = kThreads / kWarpSize;
+constexpr int kStageBytes = 8192;         // K or V bytes staged in shared memory at once
+constexpr int kAccElems = 4096;           // rows * D accumulated per row chunk
+constexpr int kAccPerThread = kAccElems / kThreads;
+constexpr int kMaxRowChunk = 16;
+constexpr int kMaxRowsPerThread = 8;      // score rows per thread (D >= 64)
+constexpr int kMinHeadDim = 64, kMaxHeadDim = 1024;
+constexpr int kMaxReduceCeiling = 1024;   // general reduce: partitions per (seq, head)
+constexpr int kCheckThreads = 1024;
+static_assert(kThreads == 256, "the fp8 table is filled one code per thread");
+static_assert(kThreads % kWarpSize == 0, "blocks hold whole warps");
+
+enum ScaleKind : int { kScaleNone = 0, kScaleTensor = 1, kScaleToken = 2 };
+
+// Everything a decode launch needs, by value (device pointers and geometry).
+struct Params {
+  const uint16_t* q;
+  int64_t q_s0, q_s1;
+  uint16_t* out;
+  int64_t out_s0, out_s1;
+  bool half_bf16;  // q/out dtype: bf16 (else f16)
+  const uint8_t* k;
+  const uint8_t* v;
+  bool v_trans;
+  const int32_t* tables;
+  int64_t tables_s0;
+  const int32_t* lens;
+  const float* k_scale;
+  const float* v_scale;
+  int k_scale_kind, v_scale_kind;
+  int num_seqs, q_len, hkv, group, head_dim, block_size, rows;
+  float softmax_scale;
+  bool fp8_compute;
+  DType compute_fp8;  // flavour Q and P are quantized to (fp8 compute)
+  DType cache_fp8;    // flavour of the cache codes
+  float fp8_max;
+  void* partial;
+  PartialKind partial_kind;
+  float* m;
+  float* l;
+  // Work source: a plan (planned) or fixed splits (uniform).
+  bool planned;
+  int splits;
+  bool direct;  // uniform with one split: write the output, no scratch
+  const int32_t* work;
+  const int32_t* reduce_info;
+  int64_t capacity;
+  int64_t ceiling;  // largest partition count the reduce may see
+};
+
+__device__ inline float scale_at(const float* s, int kind, int64_t blk, int h, int64_t off,
+                                 const Params& p) {
+  if (kind == kScaleNone) return 1.0f;
+  if (kind == kScaleTensor) return s[0];
+  return s[(blk * p.hkv + h) * p.block_size + off];
+}
+
+// True when sequence `seq`'s own task range holds a task recorded for another
+// length than the live one, or it has no task but a positive live length.
+// Called by every thread of the block; returns the same value to all.
+__device__ bool sequence_stale(const Params& p, int seq, int* flag) {
+  const int32_t live = p.lens[seq];
+  const int64_t first = p.reduce_info[2 * seq], count = p.reduce_info[2 * seq + 1];
+  if (threadIdx.x == 0) *flag = (count == 0 && live > 0) ? 1 : 0;
+  __syncthreads();
+  for (int64_t j = threadIdx.x; j < count; j += blockDim.x) {
+    const int64_t i = first + j;
+    if (i < 0 || i >= p.capacity || p.work[4 * i + 3] != live) *flag = 1;
+  }
+  __syncthreads();
+  const bool stale = *flag != 0;
+  __syncthreads();
+  return stale;
+}
+
+// ---- attention ------------------------------------------------------------------------
+// One block per (task, KV head); the block index is the scratch slot:
+// uniform (seq*Hkv + h)*splits + k, planned h*capacity + i.
+__global__ void __launch_bounds__(kThreads) attend_kernel(const Params p) {
+  __shared__ float lut[256];                       // cache fp8 code -> f32
+  __shared__ float qf[kAccElems];                  // Q rows of the chunk, as the product uses them
+  __shared__ float qscale[kMaxRowChunk];           // q_scale * softmax_scale
+  __shared__ float sw[kMaxRowChunk * kTileTokens]; // scores, then P weights, of one tile
+  __shared__ uint8_t stage[kStageBytes];                 // K [D][T] or V [T][D] codes
+  __shared__ float kscale[kTileTokens];
+  __shared__ float row_m[kMaxRowChunk], row_l[kMaxRowChunk], row_alpha[kMaxRowChunk];
+  __shared__ int flag;
+
+  const int tid = threadIdx.x, lane = tid % kWarpSize, warp = tid / kWarpSize;
+  const int64_t slot = blockIdx.x;
+  const int D = p.head_dim, G = p.group, bs = p.block_size;
+
+  int seq, h;
+  int64_t tile0, tile1;
+  if (p.planned) {
+    h = int(slot / p.capacity);
+    const int64_t i = slot % p.capacity;
+    const int32_t* row = p.work + 4 * i;
+    if (row[1] >= row[2]) return;  // padding
+    seq = row[0];
+    if (seq < 0 || seq >= p.num_seqs) return;
+    const int64_t first = p.reduce_info[2 * seq], count = p.reduce_info[2 * seq + 1];
+    if (i < first || i >= first + count) return;  // not a task of its sequence's range
+    if (sequence_stale(p, seq, &flag)) return;    // stale: not attended
+    tile0 = row[1];
+    tile1 = row[2];
+  } else {
+    const int k = int(slot % p.splits);
+    const int64_t sh = slot / p.splits;
+    seq = int(sh / p.hkv);
+    h = int(sh % p.hkv);
+    const int64_t tiles = plan_tiles(p.lens[seq]);
+    const int64_t per = ceil_div64(max64(tiles, 1), p.splits);
+    tile0 = min64(k * per, tiles);
+    tile1 = min64((k + 1) * per, tiles);
+  }
+  const int64_t len = p.lens[seq];
+
+  lut[tid] = fp8_to_f32(uint8_t(tid), p.cache_fp8);  // kThreads == 256
+  // Stage geometry: T tokens of D codes fill the stage; RG row groups share a token.
+  int T = kTileTokens;
+  while (T * D > kStageBytes) T >>= 1;
+  const int RG = kThreads / T;
+  const int RC = min(kMaxRowChunk, kAccElems / D);
+  const float epi = (p.v_scale_kind == kScaleTensor ? p.v_scale[0] : 1.0f) /
+                    (p.fp8_compute ? p.fp8_max : 1.0f);
+  const int32_t* table = p.tables + int64_t(seq) * p.tables_s0;
+
+  for (int r0 = 0; r0 < p.rows; r0 += RC) {
+    const int nr = min(RC, p.rows - r0);
+    __syncthreads();
+    // Q rows: quantized per row to fp8 with q_scale = max(absmax/FP8_MAX, 1e-20).
+    for (int r = warp; r < nr; r += kWarps) {
+      const int row = r0 + r, pos = row / G, g = row % G;
+      const uint16_t* qrow = p.q + (int64_t(seq) * p.q_len + pos) * p.q_s0 + int64_t(h * G + g) * p.q_s1;
+      float amax = 0.0f;
+      for (int d = lane; d < D; d += kWarpSize) {
+        const float x = load_half(qrow, d, p.half_bf16);
+        qf[r * D + d] = x;
+        amax = fmaxf(amax, fabsf(x));
+      }
+      amax = warp_max(amax);
+      float qs = 1.0f;
+      if (p.fp8_compute) {
+        qs = fmaxf(amax / p.fp8_max, 1e-20f);
+        for (int d = lane; d < D; d += kWarpSize)
+          qf[r * D + d] = fp8_to_f32(f32_to_fp8(qf[r * D + d] / qs, p.compute_fp8), p.compute_fp8);
+      }
+      if (lane == 0) {
+        qscale[r] = qs * p.softmax_scale;
+        row_m[r] = neg_inf();
+        row_l[r] = 0.0f;
+      }
+    }
+    float acc[kAccPerThread];
+#pragma unroll
+    for (int e = 0; e < kAccPerThread; ++e) acc[e] = 0.0f;
+
+    for (int64_t tile = tile0; tile < tile1; ++tile) {
+      const int64_t t0 = tile * kTileTokens;
+      const int n = int(min64(kTileTokens, len - t0));
+      if (n <= 0) break;
+
+      // Pass 1: scores of the tile, T tokens at a time.
+      for (int c0 = 0; c0 < n; c0 += T) {
+        const int nc = min(T, n - c0);
+        __syncthreads();
+        // K codes of token i, dims 16g..16g+15, are 16 contiguous bytes; stored
+        // transposed [d][T] so the score loop reads consecutive bytes.
+        for (int idx = tid; idx < T * (D / 16); idx += kThreads) {
+          const int i = idx % T, grp = idx / T;
+          if (i >= nc) continue;  // past the context: never read
+          const int64_t t = t0 + c0 + i, blk = table[t / bs], off = t % bs;
+          const uint4 v16 = *reinterpret_cast<const uint4*>(
+              p.k + ((blk * p.hkv + h) * (D / 16) + grp) * int64_t(bs) * 16 + off * 16);
+          const uint32_t w4[4] = {v16.x, v16.y, v16.z, v16.w};
+#pragma unroll
+          for (int j = 0; j < 16; ++j) stage[(grp * 16 + j) * T + i] = uint8_t(w4[j / 4] >> (8 * (j % 4)));
+        }
+        if (tid < nc) {
+          const int64_t t = t0 + c0 + tid, blk = table[t / bs], off = t % bs;
+          kscale[tid] = scale_at(p.k_scale, p.k_scale_kind, blk, h, off, p);
+        }
+        __syncthreads();
+        const int i = tid % T, rg = tid / T;
+        if (i < nc) {
+          float dot[kMaxRowsPerThread];
+#pragma unroll
+          for (int j = 0; j < kMaxRowsPerThread; ++j) dot[j] = 0.0f;
+          for (int d = 0; d < D; ++d) {
+            const float kv = lut[stage[d * T + i]];
+#pragma unroll
+            for (int j = 0; j < kMaxRowsPerThread; ++j) {
+              const int r = rg + j * RG;
+              if (r < nr) dot[j] += qf[r * D + d] * kv;
+            }
+          }
+#pragma unroll
+          for (int j = 0; j < kMaxRowsPerThread; ++j) {
+            const int r = rg + j * RG;
+            if (r < nr) sw[r * kTileTokens + c0 + i] = dot[j] * qscale[r] * kscale[i];
+          }
+        }
+      }
+      __syncthreads();
+
+      // Online softmax per row (one warp per row): the running max after this
+      // tile, P = exp(s - m) summed unquantized into l, and the PV weight
+      // fp8(P * FP8_MAX) times the per-token V scale. Tokens a row does not see
+      // (MTP causality) get weight 0; tokens past the context are never used.
+      for (int r = warp; r < nr; r += kWarps) {
+        const int pos = (r0 + r) / G;
+        const int visible = int(min64(n, len - p.q_len + 1 + pos - t0));
+        float* srow = sw + r * kTileTokens;
+        if (visible <= 0) {
+          for (int i2 = lane; i2 < n; i2 += kWarpSize) srow[i2] = 0.0f;
+          if (lane == 0) row_alpha[r] = 1.0f;
+          continue;
+        }
+        float tmax = neg_inf();
+        for (int i2 = lane; i2 < visible; i2 += kWarpSize) tmax = fmaxf(tmax, srow[i2]);
+        tmax = warp_max(tmax);
+        const float m_old = row_m[r];
+        const float m_new = fmaxf(m_old, tmax);
+        const float alpha = m_old == neg_inf() ? 0.0f : expf(m_old - m_new);
+        float lsum = 0.0f;
+        for (int i2 = lane; i2 < n; i2 += kWarpSize) {
+          float w = 0.0f;
+          if (i2 < visible) {
+            const float pt = expf(srow[i2] - m_new);
+            lsum += pt;
+            w = p.fp8_compute ? fp8_to_f32(f32_to_fp8(pt * p.fp8_max, p.compute_fp8), p.compute_fp8) : pt;
+            if (p.v_scale_kind == kScaleToken) {
+              const int64_t t = t0 + i2, blk = table[t / bs], off = t % bs;
+              w *= p.v_scale[(blk * p.hkv + h) * bs + off];
+            }
+          }
+          srow[i2] = w;
+        }
+        lsum = warp_sum(lsum);
+        if (lane == 0) {
+          row_l[r] = row_l[r] * alpha + lsum;
+          row_m[r] = m_new;
+          row_alpha[r] = alpha;
+        }
+      }
+      __syncthreads();
+
+      // Pass 2: acc = acc * alpha + sum_i w_i v_i, T tokens at a time.
+#pragma unroll
+      for (int e = 0; e < kAccPerThread; ++e) {
+        const int f = tid + e * kThreads, r = f / D;
+        if (r < nr) acc[e] *= row_alpha[r];
+      }
+      for (int c0 = 0; c0 < n; c0 += T) {
+        const int nc = min(T, n - c0);
+        __syncthreads();
+        for (int idx = tid; idx < T * D; idx += kThreads) {
+          const int i = idx % T, d = idx / T;
+          if (i >= nc) continue;  // past the context: never read
+          const int64_t t = t0 + c0 + i, blk = table[t / bs], off = t % bs;
+          const int64_t at = p.v_trans
+              ? ((blk * p.hkv + h) * (bs / 16) + off / 16) * int64_t(D) * 16 + d * 16 + off % 16
+              : ((blk * p.hkv + h) * D + d) * int64_t(bs) + off;
+          stage[i * D + d] = p.v[at];
+        }
+        __syncthreads();
+#pragma unroll
+        for (int e = 0; e < kAccPerThread; ++e) {
+          const int f = tid + e * kThreads, r = f / D, d = f % D;
+          if (r >= nr) continue;
+          const float* wrow = sw + r * kTileTokens + c0;
+          float a = acc[e];
+          for (int i = 0; i < nc; ++i) a += wrow[i] * lut[stage[i * D + d]];
+          acc[e] = a;
+        }
+      }
+    }
+    __syncthreads();
+
+    // Epilogue: undo the P scale and the per-tensor V scale, normalize by l.
+#pragma unroll
+    for (int e = 0; e < kAccPerThread; ++e) {
+      const int f = tid + e * kThreads, r = f / D, d = f % D;
+      if (r >= nr) continue;
+      const float l = row_l[r];
+      const float inv = l > 0.0f ? 1.0f / l : 0.0f;
+      const float val = acc[e] * epi;
+      const int row = r0 + r;
+      if (p.direct) {
+        const int pos = row / G, g = row % G;
+        uint16_t* o = p.out + (int64_t(seq) * p.q_len + pos) * p.out_s0 + int64_t(h * G + g) * p.out_s1;
+        o[d] = to_half(l > 0.0f ? val * inv : 0.0f, p.half_bf16);
+      } else {
+        store_partial(p.partial, (slot * p.rows + row) * D + d, val * inv, p.partial_kind);
+      }
+    }
+    if (!p.direct && tid < nr) {
+      p.m[slot * p.rows + r0 + tid] = row_m[tid];
+      p.l[slot * p.rows + r0 + tid] = row_l[tid];
+    }
+  }
+}
+
+// ---- reduce -----------------------------------------------------------------------------
+// One block per (sequence, KV head). Each thread owns kVec consecutive dims of
+// one row and computes its row's merge weights itself (REFERENCE section 4):
+// M = max m_p (0 if all are -inf), w_p = l_p exp(m_p - M) for l_p > 0,
+// out = sum (w_p / L) O_p, or 0 when L == 0.
+// kBounded: walks `ceiling` (<= 64) slots; reads past `count` return zero
+// weight and never touch memory, so they cannot wrap into another sequence's
+// partitions. Otherwise walks exactly `count` slots.
+template <bool kBounded, int kVec>
+__global__ void __launch_bounds__(kThreads) reduce_kernel(const Params p) {
+  __shared__ int flag;
+  const int seq = int(blockIdx.x / p.hkv), h = int(blockIdx.x % p.hkv);
+  const int D = p.head_dim, G = p.group;
+  int64_t base, count;
+  if (p.planned) {
+    if (sequence_stale(p, seq, &flag)) {
+      for (int idx = threadIdx.x; idx < p.rows * D; idx += kThreads) {
+        const int row = idx / D, d = idx % D, pos = row / G, g = row % G;
+        p.out[(int64_t(seq) * p.q_len + pos) * p.out_s0 + int64_t(h * G + g) * p.out_s1 + d] =
+            to_half(quiet_nan(), p.half_bf16);
+      }
+      return;
+    }
+    base = int64_t(h) * p.capacity + p.reduce_info[2 * seq];
+    count = p.reduce_info[2 * seq + 1];
+  } else {
+    base = (int64_t(seq) * p.hkv + h) * p.splits;
+    count = p.splits;
+  }
+  const int64_t walk = kBounded ? p.ceiling : count;
+  const int groups = D / kVec;
+  for (int idx = threadIdx.x; idx < p.rows * groups; idx += kThreads) {
+    const int row = idx / groups, d0 = (idx % groups) * kVec;
+    float M = neg_inf();
+    for (int64_t q = 0; q < walk; ++q) {
+      const bool in = q < count;
+      const float mq = in ? p.m[(base + q) * p.rows + row] : neg_inf();
+      M = fmaxf(M, mq);
+    }
+    if (M == neg_inf()) M = 0.0f;
+    float L = 0.0f;
+    for (int64_t q = 0; q < walk; ++q) {
+      const bool in = q < count;
+      const int64_t at = (base + q) * p.rows + row;
+      const float lq = in ? p.l[at] : 0.0f;
+      const float mq = in ? p.m[at] : neg_inf();
+      L += lq > 0.0f ? lq * expf(mq - M) : 0.0f;
+    }
+    float o[kVec];
+#pragma unroll
+    for (int j = 0; j < kVec; ++j) o[j] = 0.0f;
+    if (L > 0.0f) {
+      for (int64_t q = 0; q < walk; ++q) {
+        const bool in = q < count;
+        const int64_t at = (base + q) * p.rows + row;
+        const float lq = in ? p.l[at] : 0.0f;
+        if (!(lq > 0.0f)) continue;
+        const float wq = lq * expf(p.m[at] - M) / L;
+        const int64_t e0 = at * D + d0;
+        if constexpr (kVec == 8) {
+          // 16-bit partials, 8 per 16-byte load.
+          const uint4 v = *reinterpret_cast<const uint4*>(static_cast<const uint16_t*>(p.partial) + e0);
+          const uint32_t w4[4] = {v.x, v.y, v.z, v.w};
+#pragma unroll
+          for (int j = 0; j < 8; ++j) {
+            const uint16_t bits = uint16_t(w4[j / 2] >> (16 * (j % 2)));
+            o[j] += wq * (p.partial_kind == PartialKind::bf16 ? bf16_to_f32(bits) : f16_to_f32(bits));
+          }
+        } else {
+#pragma unroll
+          for (int j = 0; j < kVec; ++j) o[j] += wq * load_partial(p.partial, e0 + j, p.partial_kind);
+        }
+      }
+    }
+    const int pos = row / G, g = row % G;
+    uint16_t* dst = p.out + (int64_t(seq) * p.q_len + pos) * p.out_s0 + int64_t(h * G + g) * p.out_s1 + d0;
+#pragma unroll
+    for (int j = 0; j < kVec; ++j) dst[j] = to_half(o[j], p.half_bf16);
+  }
+}
+
+// ---- freshness ----------------------------------------------------------------------------
+// One block: the CPU backend's freshness rules over the whole plan, written as
+// status words {stale flag, stale tasks, stale rows, stale sequences}.
+__global__ void __launch_bounds__(kCheckThreads) check_kernel(const Params p, uint32_t* status) {
+  __shared__ uint8_t stale[kMaxPlanBatch];
+  __shared__ unsigned long long sum_counts;
+  __shared__ unsigned int n_tasks, n_rows, n_seqs;
+  const int t = threadIdx.x, B = p.num_seqs;
+  if (t == 0) {
+    sum_counts = 0;
+    n_tasks = n_rows = n_seqs = 0;
+  }
+  for (int b = t; b < B; b += kCheckThreads) stale[b] = 0;
+  __syncthreads();
+  unsigned long long mine = 0;
+  for (int b = t; b < B; b += kCheckThreads) mine += (unsigned long long)(int64_t(p.reduce_info[2 * b + 1]));
+  atomicAdd(&sum_counts, mine);
+  __syncthreads();
+  const int64_t active = min64(int64_t(sum_counts), p.capacity);
+  for (int64_t i = t; i < active; i += kCheckThreads) {
+    const int32_t* row = p.work + 4 * i;
+    if (row[1] >= row[2]) continue;  // padding
+    const int s = row[0];
+    if (s < 0 || s >= B || row[3] != p.lens[s]) {
+      atomicAdd(&n_tasks, 1u);
+      if (s >= 0 && s < B) stale[s] = 1;
+    }
+  }
+  for (int b = t; b < B; b += kCheckThreads)
+    if (p.reduce_info[2 * b + 1] == 0 && p.lens[b] > 0) {
+      atomicAdd(&n_rows, 1u);
+      stale[b] = 1;
+    }
+  __syncthreads();
+  for (int b = t; b < B; b += kCheckThreads)
+    if (stale[b]) atomicAdd(&n_seqs, 1u);
+  __syncthreads();
+  if (t == 0) {
+    status[0] = (n_tasks || n_rows) ? uint32_t(DecodeStatus::stale_plan) : uint32_t(DecodeStatus::ok);
+    status[1] = n_tasks;
+    status[2] = n_rows;
+    status[3] = n_seqs;
+  }
+}
+
+// ---- host side ----------------------------------------------------------------------------
+void bad(const std::string& what) { throw std::invalid_argument("gpu decode: " + what); }
+
+PartialKind partial_kind_of(DType d) {
+  switch (d) {
+    case DType::f32: return PartialKind::f32;
+    case DType::bf16: return PartialKind::bf16;
+    case DType::f16: return PartialKind::f16;
+    default: bad("partial dtype must be f32, bf16 or f16"); return PartialKind::f32;
+  }
+}
+
+int scale_kind_of(const TensorView& s) {
+  if (!s.present()) return kScaleNone;
+  return s.numel() == 1 ? kScaleTensor : kScaleToken;
+}
+
+Params params_of(const DecodeCall& c, const Scratch& sc) {
+  const CallDims d = dims_of(c);
+  if (d.head_dim < kMinHeadDim || d.head_dim > kMaxHeadDim || d.head_dim % 16)
+    bad("head_dim " + std::to_string(d.head_dim) + " outside 64..1024 or not a multiple of 16");
+  if (d.v_layout == VLayout::unknown) bad("V cache layout matches neither form");
+  if (d.v_layout == VLayout::trans && d.block_size % 16) bad("trans V layout needs block_size % 16 == 0");
+  if (c.q.dtype != DType::bf16 && c.q.dtype != DType::f16) bad("q must be bf16 or f16");
+  if (c.out.dtype != c.q.dtype) bad("out dtype must equal q dtype");
+  if (!is_fp8(c.k_cache.dtype)) bad("cache must be fp8");
+  if (c.q.stride[2] != 1 || c.out.stride[2] != 1) bad("head_dim stride of q/out must be 1");
+  // K is read 16 codes at a time.
+  if (reinterpret_cast<uintptr_t>(c.k_cache.data) % 16) bad("K cache must be 16-byte aligned");
+  Params p{};
+  p.q = c.q.as<const uint16_t>();
+  p.q_s0 = c.q.stride[0];
+  p.q_s1 = c.q.stride[1];
+  p.out = c.out.as<uint16_t>();
+  p.out_s0 = c.out.stride[0];
+  p.out_s1 = c.out.stride[1];
+  p.half_bf16 = c.q.dtype == DType::bf16;
+  p.k = c.k_cache.as<const uint8_t>();
+  p.v = c.v_cache.as<const uint8_t>();
+  p.v_trans = d.v_layout == VLayout::trans;
+  p.tables = c.block_tables.as<const int32_t>();
+  p.tables_s0 = c.block_tables.stride[0];
+  p.lens = c.context_lens.as<const int32_t>();
+  p.k_scale = c.k_scale.as<const float>();
+  p.v_scale = c.v_scale.as<const float>();
+  p.k_scale_kind = scale_kind_of(c.k_scale);
+  p.v_scale_kind = scale_kind_of(c.v_scale);
+  p.num_seqs = int(d.num_seqs);
+  p.q_len = int(d.q_len);
+  p.hkv = int(d.hkv);
+  p.group = int(d.group);
+  p.head_dim = int(d.head_dim);
+  p.block_size = int(d.block_size);
+  p.rows = int(d.rows);
+  p.softmax_scale = d.softmax_scale;
+  p.fp8_compute = is_fp8(c.opt.compute);
+  p.compute_fp8 = p.fp8_compute ? c.opt.compute : c.k_cache.dtype;
+  p.cache_fp8 = c.k_cache.dtype;
+  p.fp8_max = p.fp8_compute ? fp8_max(c.opt.compute) : 0.0f;
+  p.partial = sc.partial.data;
+  p.partial_kind = partial_kind_of(c.opt.partial);
+  p.m = sc.m.as<float>();
+  p.l = sc.l.as<float>();
+  return p;
+}
+
+void check_scratch(const Scratch& sc, const Params& p, int64_t slots, DType partial) {
+  const int64_t need = slots * p.rows;
+  if (sc.partial.dtype != partial) bad("scratch partial dtype differs from the call's partial dtype");
+  if (sc.partial.numel() < need * p.head_dim || sc.m.numel() < need || sc.l.numel() < need)
+    bad("scratch holds fewer than " + std::to_string(slots) + " slots");
+}
+
+void launch_reduce(const Params& p, hipStream_t s) {
+  const unsigned grid = unsigned(int64_t(p.num_seqs) * p.hkv);
+  if (grid == 0) return;
+  if (cpu::reduce_uses_bounded(p.ceiling)) {
+    const bool aligned = reinterpret_cast<uintptr_t>(p.partial) % 16 == 0;
+    if (p.head_dim == 128 && p.partial_kind != PartialKind::f32 && aligned)
+      reduce_kernel<true, 8><<<grid, kThreads, 0, s>>>(p);
+    else
+      reduce_kernel<true, 1><<<grid, kThreads, 0, s>>>(p);
+  } else {
+    if (p.ceiling > kMaxReduceCeiling) bad("partition ceiling above " + std::to_string(kMaxReduceCeiling));
+    reduce_kernel<false, 1><<<grid, kThreads, 0, s>>>(p);
+  }
+  check_launch("reduce");
+}
+
+}  // namespace
+
+void uniform_decode(const DecodeCall& call, const Scratch& scratch, StreamHandle stream) {
+  Params p = params_of(call, Scratch{});
+  const int splits = cpu::uniform_splits(call);
+  if (splits < 1 || splits > kMaxUniformPartitions) bad("uniform split count " + std::to_string(splits));
+  p.planned = false;
+  p.splits = splits;
+  p.direct = splits == 1;
+  p.ceiling = splits;
+  const int64_t slots = int64_t(p.num_seqs) * p.hkv * splits;
+  if (!p.direct) {
+    check_scratch(scratch, p, slots, call.opt.partial);
+    p.partial = scratch.partial.data;
+    p.m = scratch.m.as<float>();
+    p.l = scratch.l.as<float>();
+  }
+  const hipStream_t s = static_cast<hipStream_t>(stream);
+  if (slots == 0) return;
+  attend_kernel<<<unsigned(slots), kThreads, 0, s>>>(p);
+  check_launch("uniform attention");
+  if (!p.direct) launch_reduce(p, s);
+}
+
+void planned_decode(const DecodeCall& call, const PlanView& plan, const Scratch& scratch,
+                    uint32_t* dev_status, StreamHandle stream) {
+  Params p = params_of(call, scratch);
+  if (plan.num_seqs != p.num_seqs) bad("plan rows differ from num_seqs");
+  if (plan.kv_heads != p.hkv) bad("plan kv_heads differ from the call's");
+  if (plan.num_seqs > kMaxPlanBatch) bad("plan larger than kMaxPlanBatch");
+  if (plan.capacity < 1 || plan.max_partitions < 1) bad("plan without capacity");
+  if (!is_fp8(call.opt.compute)) bad("planned decode needs fp8 compute");
+  p.planned = true;
+  p.splits = 0;
+  p.direct = false;
+  p.work = plan.work_info;
+  p.reduce_info = plan.reduce_info;
+  p.capacity = plan.capacity;
+  p.ceiling = plan.max_partitions;
+  check_scratch(scratch, p, int64_t(p.hkv) * plan.capacity, call.opt.partial);
+  const hipStream_t s = static_cast<hipStream_t>(stream);
+  check_kernel<<<1, kCheckThreads, 0, s>>>(p, dev_status);
+  check_launch("plan freshness check");
+  attend_kernel<<<unsigned(int64_t(p.hkv) * plan.capacity), kThreads, 0, s>>>(p);
+  check_launch("planned attention");
+  launch_reduce(p, s);
+}
+
+DecodeResult status_from_words(const uint32_t w[kStatusWords]) {
+  DecodeResult r;
+  r.status = w[0] ? DecodeStatus::stale_plan : DecodeStatus::ok;
+  r.stale_tasks = w[1];
+  r.stale_rows = w[2];
+  return r;
+}
+
+DecodeResult read_status(const uint32_t* dev_status, StreamHandle stream) {
+  uint32_t w[kStatusWords] = {};
+  copy_to_host(w, dev_status, sizeof(w), stream);
+  return status_from_words(w);
+}
+
+}  // namespace pav::kernels::gpu

@@ -1,0 +1,245 @@
+// GPU decode vs the CPU backend (inside the enclosure model of
+// gpu_test_support.cpp) and vs the reference standard, over boundary lengths,
+// long contexts, generated cases, stale plans and both reduce variants. Every
+// case poisons outputs, scratch and out-of-context cache bytes with NaN.
+#include <gtest/gtest.h>
+#include <rapidcheck.h>
+#include <rapidcheck/gtest.h>
+
+#include <cmath>
+#include <cstdio>
+#include <vector>
+
+#include "kernels/codecs.hpp"
+#include "kernels/cpu/decode_cpu.hpp"
+#include "kernels/hip/gpu_backend.hpp"
+#include "kernels/hip/gpu_test_support.hpp"
+#include "properties/gen.hpp"
+
+namespace pav::kernels::gpu::testing {
+namespace {
+
+using props::CaseSpec;
+using props::Path;
+using props::ScaleKind;
+
+std::vector<int32_t> short_boundaries() {
+  std::vector<int32_t> v;
+  for (int32_t x : props::boundary_lengths())
+    if (x <= 4099) v.push_back(x);
+  return v;
+}
+
+CaseSpec base_spec(std::vector<int32_t> lens, uint64_t seed) {
+  CaseSpec s;
+  s.lens = std::move(lens);
+  s.seed = seed;
+  s.sentinels = props::boundary_sentinels(s.lens);
+  return s;
+}
+
+void run_both(const CaseSpec& s, bool planned = true) {
+  std::printf("case: %s\n", describe(s).c_str());
+  const Outcome u = run_case(s, Path::uniform);
+  EXPECT_TRUE(u.ok) << u.message;
+  std::printf("  uniform: %s\n", u.summary.c_str());
+  if (planned && is_fp8(s.opt.compute)) {
+    const Outcome p = run_case(s, Path::planned);
+    EXPECT_TRUE(p.ok) << p.message;
+    std::printf("  planned: %s\n", p.summary.c_str());
+  }
+}
+
+// Every boundary length below 65537 in one batch, over a spread of shapes.
+TEST(GpuDecode, BoundaryLengthsAcrossShapes) {
+  uint64_t seed = 7001;
+  {  // D 128, G 4, two KV heads, bf16 partials, per-tensor scales
+    CaseSpec s = base_spec(short_boundaries(), seed++);
+    s.hkv = 2;
+    s.group = 4;
+    run_both(s);
+  }
+  {  // D 64, G 17 (odd), MTP q_len 3, trans V, f16 q, f32 partials, per-token scales
+    CaseSpec s = base_spec(short_boundaries(), seed++);
+    s.head_dim = 64;
+    s.group = 17;
+    s.q_len = 3;
+    s.block_size = 64;
+    s.v_layout = kernels::VLayout::trans;
+    s.q_dtype = DType::f16;
+    s.opt.partial = DType::f32;
+    s.scales = ScaleKind::per_token;
+    run_both(s);
+  }
+  {  // D 256, G 5, q_len 2, block 128, no scales, f16 partials, strided q
+    CaseSpec s = base_spec(short_boundaries(), seed++);
+    s.head_dim = 256;
+    s.group = 5;
+    s.q_len = 2;
+    s.hkv = 2;
+    s.block_size = 128;
+    s.scales = ScaleKind::none;
+    s.q_dtype = DType::f16;
+    s.opt.partial = DType::f16;
+    s.q_row_pad = 64;
+    run_both(s);
+  }
+  {  // e4m3fnuz flavour (gfx942 contract), ceiling 16: bounded vectorized reduce
+    CaseSpec s = base_spec(short_boundaries(), seed++);
+    s.opt.arch = Arch::gfx942;
+    s.cache_dtype = DType::fp8_e4m3fnuz;
+    s.opt.compute = DType::fp8_e4m3fnuz;
+    s.group = 8;
+    s.max_partitions = 16;
+    s.v_layout = kernels::VLayout::trans;
+    run_both(s);
+  }
+  {  // G 17 with q_len 2: 34 rows, three row chunks at D 128
+    CaseSpec s = base_spec({0, 1, 2, 3, 4, 255, 256, 257, 513, 2307}, seed++);
+    s.group = 17;
+    s.q_len = 2;
+    run_both(s);
+  }
+}
+
+TEST(GpuDecode, LargeHeadDims) {
+  uint64_t seed = 7101;
+  for (int D : {512, 1024}) {
+    CaseSpec s = base_spec({1, 255, 257, 515, 2305, 0}, seed++);
+    s.head_dim = D;
+    s.group = 3;
+    s.q_len = D == 1024 ? 4 : 1;  // 12 rows at D 1024: row chunks of 4
+    s.scales = ScaleKind::per_token;
+    run_both(s);
+  }
+}
+
+TEST(GpuDecode, UniformSplitCountsAndDirectWrite) {
+  uint64_t seed = 7201;
+  for (int splits : {1, 2, 7, 64, 65, 200}) {
+    CaseSpec s = base_spec({4099, 2306, 0, 1, 514}, seed++);
+    s.opt.uniform_partitions = splits;
+    s.group = 6;
+    s.opt.partial = splits % 2 ? DType::f32 : DType::bf16;
+    std::printf("splits %d\n", splits);
+    run_both(s, false);
+  }
+}
+
+TEST(GpuDecode, Bf16ComputeUniform) {
+  CaseSpec s = base_spec(short_boundaries(), 7301);
+  s.opt.compute = DType::bf16;
+  s.group = 4;
+  s.hkv = 2;
+  run_both(s, false);
+}
+
+// Both reduce variants at ceilings around 64, 16-bit partials at D 128 (the
+// vectorized bounded reduce) and the others.
+TEST(GpuDecode, ReduceVariantsAcrossCeilings) {
+  uint64_t seed = 7401;
+  for (int64_t maxp : {1, 2, 7, 63, 64, 65, 132})
+    for (DType partial : {DType::bf16, DType::f16, DType::f32}) {
+      CaseSpec s = base_spec({4099, 2305, 1, 0, 700, 65}, seed++);
+      s.max_partitions = maxp;
+      s.opt.partial = partial;
+      s.group = 4;
+      s.hkv = 2;
+      const Outcome o = run_case(s, Path::planned);
+      EXPECT_TRUE(o.ok) << o.message;
+    }
+}
+
+TEST(GpuDecode, LongContexts) {
+  {
+    CaseSpec s = base_spec({65537, 200003, 3}, 7501);
+    s.group = 4;
+    s.scales = ScaleKind::per_token;
+    run_both(s);
+  }
+  {
+    CaseSpec s = base_spec({65537}, 7502);
+    s.head_dim = 64;
+    s.group = 8;
+    s.q_len = 2;
+    s.opt.partial = DType::f32;
+    s.max_partitions = 256 > s.opt.cu ? s.opt.cu : 256;
+    run_both(s);
+  }
+}
+
+// Lengths changed after the plan was refreshed: stale tasks and rows are
+// counted exactly as the CPU backend counts them, stale sequences come out NaN
+// and are not attended, the others are still right.
+TEST(GpuDecode, StalePlanStatusAndNaNOutput) {
+  const std::vector<int32_t> planned = {700, 0, 300, 2305}, live = {700, 5, 260, 2305};
+  CaseSpec s = base_spec({700, 5, 300, 2305}, 7601);
+  s.group = 4;
+  s.hkv = 2;
+  props::HostCase hc = props::build_case(s);
+  poison_past(hc, live);
+  hc.lens = live;
+  PlanParams pp = props::plan_params(s);
+  WorkPlan plan(pp);
+  plan.refresh(planned.data());
+
+  DeviceCase dc(hc);
+  DevicePlan dp(pp);
+  DeviceBuffer plan_lens(planned.size() * 4);
+  copy_to_device(plan_lens.data(), planned.data(), planned.size() * 4);
+  dp.refresh(plan_lens.as<int32_t>());
+  DecodeCall dcall = dc.call();
+  DeviceScratch ds(dcall, pp.kv_heads * dp.capacity);
+  DeviceBuffer status(kStatusWords * 4);
+  fill_bytes(status.data(), 0xff, status.bytes());
+  planned_decode(dcall, dp.view(), ds.view, status.as<uint32_t>(), nullptr);
+
+  GpuResults g(dcall);
+  g.status = read_status(status.as<uint32_t>(), nullptr);
+  g.out = dc.download_output();
+  g.scratch = HostScratch(dcall, pp.kv_heads * dp.capacity);
+  g.scratch.download(ds);
+  dp.download(g.plan_work, g.plan_reduce);
+
+  // Counted independently of both backends: seq 2's tasks are stale, seq 1 has
+  // no task but a live length.
+  const int64_t seq2_tasks = plan.reduce_info()[2 * 2 + 1];
+  EXPECT_EQ(g.status.status, DecodeStatus::stale_plan);
+  EXPECT_EQ(g.status.stale_tasks, seq2_tasks);
+  EXPECT_EQ(g.status.stale_rows, 1);
+  uint32_t words[kStatusWords];
+  copy_to_host(words, status.data(), sizeof(words));
+  EXPECT_EQ(words[3], 2u) << "stale sequences";
+  const Outcome o = check_results(hc, Path::planned, g, &plan, false);
+  EXPECT_TRUE(o.ok) << o.message;
+
+  // Refreshed from the live lengths the status clears.
+  dp.refresh(dc.lens.as<int32_t>());
+  planned_decode(dcall, dp.view(), ds.view, status.as<uint32_t>(), nullptr);
+  const DecodeResult fresh = read_status(status.as<uint32_t>(), nullptr);
+  EXPECT_EQ(fresh.status, DecodeStatus::ok);
+  EXPECT_EQ(fresh.stale_tasks, 0);
+  EXPECT_EQ(fresh.stale_rows, 0);
+}
+
+// Generated cases (RapidCheck prints the seed and the shrunk case).
+RC_GTEST_PROP(GpuDecodeProps, GpuMatchesCpuAndReference, ()) {
+  props::DecodeGenLimits lim;
+  lim.max_batch = 5;
+  lim.max_total_tokens = 12000;
+  lim.allow_long = false;
+  const CaseSpec s = *props::gen_decode_case(lim);
+  RC_LOG() << describe(s) << "\n";
+  const Outcome o = run_case(s, s.path);
+  RC_LOG() << o.message;
+  RC_ASSERT(o.ok);
+}
+
+TEST(GpuAvailability, ReportsTheDevice) {
+  EXPECT_TRUE(available());
+  EXPECT_GE(device_count(), 1);
+  EXPECT_GE(multiprocessor_count(), 1);
+}
+
+}  // namespace
+}  // namespace pav::kernels::gpu::testing
