@@ -53,20 +53,36 @@ for patch in "$root"/ci/mutants/*.patch; do
   count=$((count + 1))
   echo "== mutant $name: $what"
   sync_tree
-  if ! (cd "$src" && git apply --unidiff-zero "$patch" 2>&1 || patch -p1 --forward -s < "$patch"); then
+  # patch(1), not git apply: the scratch tree may sit inside this repository's
+  # work tree, where git apply silently skips paths outside the current folder.
+  touched=$(sed -n 's|^+++ b/||p' "$patch")
+  if ! (cd "$src" && patch -p1 --forward --batch -s < "$patch"); then
     results+=("BROKEN  $name (patch does not apply)"); status=1; continue
   fi
+  for f in $touched; do
+    if cmp -s "$src/$f" "$root/$f"; then
+      results+=("BROKEN  $name (patch left $f unchanged)"); status=1; continue 2
+    fi
+  done
   if [[ ! -f "$bld/build.ninja" ]]; then
     cmake -S "$src" -B "$bld" -G Ninja --preset "$preset" >/dev/null 2>&1 ||
       cmake -S "$src" -B "$bld" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
         $([[ $preset == nvidia ]] && echo -DPAV_GPU_NVIDIA=ON) >/dev/null
   fi
   if ! cmake --build "$bld" -j "$jobs" ${targets:+--target $targets} >"$scratch/$name.build.log" 2>&1; then
-    results+=("BROKEN  $name (build failed: $scratch/$name.build.log)"); status=1; continue
+    results+=("BROKEN  $name (build failed: $scratch/$name.build.log)"); status=1
+    sync_tree; for f in $touched; do touch "$src/$f"; done
+    continue
   fi
   args=(--test-dir "$bld" -R "$tests" --timeout 600 -j "$jobs" --no-tests=error)
   [[ -n "$labels" ]] && args+=(-L "$labels")
-  if ctest "${args[@]}" >"$scratch/$name.test.log" 2>&1; then
+  ctest "${args[@]}" >"$scratch/$name.test.log" 2>&1
+  test_rc=$?
+  # Restore the touched files and make them newer than the objects built from
+  # the mutant, so the next build recompiles them.
+  sync_tree
+  for f in $touched; do touch "$src/$f"; done
+  if [[ $test_rc -eq 0 ]]; then
     results+=("MISSED  $name: $what"); status=1
   else
     failed=$(grep -cE '\(Failed\)|\(SEGFAULT\)|\(Subprocess aborted\)|\(Timeout\)' "$scratch/$name.test.log")
