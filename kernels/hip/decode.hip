@@ -80,7 +80,7 @@ __device__ bool sequence_stale(const Params& p, int seq, int* flag) {
   __syncthreads();
   for (int64_t j = threadIdx.x; j < count; j += blockDim.x) {
     const int64_t i = first + j;
-    if (i < 0 || i >= p.capacity || p.work[4 * i + 3] != live) *flag = 1;
+    if (i < 0 || i >= p.capacity || p.work[4 * i + 3] != live) atomicOr(flag, 1);
   }
   __syncthreads();
   const bool stale = *flag != 0;
@@ -253,6 +253,7 @@ __global__ void __launch_bounds__(kThreads) attend_kernel(const Params p) {
           srow[i2] = w;
         }
         lsum = warp_sum(lsum);
+        PAV_SYNC_WARP();  // every lane has read row_m[r] before lane 0 rewrites it
         if (lane == 0) {
           row_l[r] = row_l[r] * alpha + lsum;
           row_m[r] = m_new;

@@ -18,6 +18,8 @@
 
 // HIP 5.2 has no *_sync shuffles; every lane of the wavefront takes part.
 #define PAV_SHFL_XOR(v, mask) __shfl_xor((v), (mask))
+// Orders shared-memory accesses among the lanes of one wavefront.
+#define PAV_SYNC_WARP() __builtin_amdgcn_wave_barrier()
 
 inline hipError_t pav_graph_instantiate(hipGraphExec_t* exec, hipGraph_t graph) {
   return hipGraphInstantiate(exec, graph, nullptr, nullptr, 0);
@@ -30,6 +32,9 @@ inline hipError_t pav_graph_instantiate(hipGraphExec_t* exec, hipGraph_t graph) 
 #define PAV_WARP_SIZE 32
 
 #define PAV_SHFL_XOR(v, mask) __shfl_xor_sync(0xffffffffu, (v), (mask))
+// Orders shared-memory accesses among the lanes of one warp (independent
+// thread scheduling: a shuffle is not a memory barrier).
+#define PAV_SYNC_WARP() __syncwarp()
 
 // The HIP runtime names pav uses, and nothing else.
 using hipError_t = cudaError_t;
