@@ -10,6 +10,7 @@
 #include <limits>
 #include <stdexcept>
 #include <string>
+#include <type_traits>
 
 #include "kernels/codecs.hpp"
 
@@ -105,6 +106,53 @@ float load_half(const TensorView& t, int64_t off) {
   return t.dtype == DType::bf16 ? kernels::bf16_to_f32(h) : kernels::f16_to_f32(h);
 }
 
+// fp8 code -> float by arithmetic, branch-free so the 16-byte loops vectorize
+// (a table lookup per byte cost more than the GEMMs). Checked against the
+// codec for all 256 codes when constructed.
+class Fp8Decoder {
+ public:
+  explicit Fp8Decoder(DType flavour) {
+    const kernels::Fp8Format f = kernels::fp8_format(flavour);
+    exp_bits_ = uint32_t(127 - f.bias) << 23;
+    sub_scale_ = std::ldexp(1.0f, 1 - f.bias - 3);
+    fnuz_ = f.fnuz;
+    for (int i = 0; i < 256; ++i) {
+      const uint8_t b = uint8_t(i);
+      float got;
+      decode(&b, 1, 1.0f, &got);
+      const float want = kernels::fp8_to_f32(b, flavour);
+      if (!(got == want || (std::isnan(got) && std::isnan(want))) || std::signbit(got) != std::signbit(want))
+        throw std::logic_error("reference: fp8 decoder disagrees with the codec at code " + std::to_string(i));
+    }
+  }
+  // dst[j] = value(src[j]) * scale.
+  void decode(const uint8_t* src, int64_t n, float scale, float* dst) const {
+    if (fnuz_) {
+      for (int64_t j = 0; j < n; ++j) dst[j] = value<true>(src[j]) * scale;
+    } else {
+      for (int64_t j = 0; j < n; ++j) dst[j] = value<false>(src[j]) * scale;
+    }
+  }
+
+ private:
+  // Bit selects only: a data-dependent branch per byte mispredicts on the sign.
+  template <bool kFnuz>
+  float value(uint32_t b) const {
+    const uint32_t mag = b & 0x7fu;
+    // Normal: exponent field and 3 mantissa bits moved into a float's fields, rebiased.
+    const uint32_t normal = (mag << 20) + exp_bits_;
+    const uint32_t sub = kernels::f32_bits(float(int32_t(mag & 7u)) * sub_scale_);
+    const uint32_t is_normal = 0u - uint32_t(mag > 7u);
+    uint32_t bits = ((normal & is_normal) | (sub & ~is_normal)) | ((b & 0x80u) << 24);
+    const uint32_t is_nan = 0u - uint32_t(kFnuz ? b == 0x80u : mag == 0x7fu);
+    bits = (bits & ~is_nan) | (0x7fc00000u & is_nan);
+    return kernels::f32_from_bits(bits);
+  }
+  uint32_t exp_bits_;
+  float sub_scale_;
+  bool fnuz_;
+};
+
 template <class T>
 using Mat = Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic>;  // column-major
 template <class T>
@@ -139,7 +187,8 @@ struct Buffers {
   Mat<T> pp;    // [2*rows, chunk]: P over min(P, c)
   Mat<T> p2;    // [rows, chunk]
   Mat<T> tmp;   // [2*rows, D]
-  Vec<T> ktok, vtok;  // per-token scales of the chunk
+  std::vector<float> ktok, vtok;  // per-token scales of the chunk
+  std::vector<float> stage;       // decoded fp8 values of one block, before their scale
   Vec<T> alpha, m_new;
   Mat<T> q;     // [rows, D] the (transformed, pre-scaled) query rows
   int64_t cap = 0;
@@ -165,8 +214,8 @@ struct Buffers {
   }
   int64_t bytes() const {
     const int64_t n = k.size() + v.size() + vabs.size() + v2.size() + s.size() + pp.size() + p2.size() +
-                      tmp.size() + ktok.size() + vtok.size() + alpha.size() + m_new.size() + q.size();
-    return n * int64_t(sizeof(T));
+                      tmp.size() + alpha.size() + m_new.size() + q.size();
+    return n * int64_t(sizeof(T)) + int64_t(sizeof(float) * (ktok.size() + vtok.size() + stage.size()));
   }
 };
 
@@ -180,10 +229,10 @@ struct Core {
   T softmax_scale;
   T sub_c;  // P's subnormal absolute error bound (units of the max)
   bool terms;
-  T lut_k[256], lut_v[256];  // fp8 code -> T, times the per-tensor scale
+  Fp8Decoder fp8;
 
   Core(const DecodeCall& call, const Geometry& geo, const ReferenceOptions& opt)
-      : c(call), g(geo), o(opt) {
+      : c(call), g(geo), o(opt), fp8(geo.cache) {
     q_fp8 = opt.q_input == QInput::kernel_fp8 ||
             (opt.q_input == QInput::automatic && kernels::is_fp8(call.opt.compute));
     q_flavour = kernels::is_fp8(call.opt.compute) ? call.opt.compute : g.cache;
@@ -191,13 +240,6 @@ struct Core {
                                                    : T(1) / std::sqrt(T(g.D));
     terms = opt.error_terms;
     sub_c = kernels::is_fp8(call.opt.compute) ? T(p_subnormal_error(call.opt.compute)) : T(0);
-    const T kt = g.ks.per_token ? T(1) : T(g.ks.tensor);
-    const T vt = g.vs.per_token ? T(1) : T(g.vs.tensor);
-    for (int i = 0; i < 256; ++i) {
-      const T x = T(kernels::fp8_to_f32(uint8_t(i), g.cache));
-      lut_k[i] = x * kt;
-      lut_v[i] = x * vt;
-    }
   }
 
   int32_t len(int64_t seq) const { return c.context_lens.as<const int32_t>()[seq]; }
@@ -226,47 +268,86 @@ struct Core {
       }
   }
 
-  // Dequantizes tokens [t0, t1) of (seq, h) into b.k (token columns) and b.v.
+  // dst[j] = src[j] * scale (or * scales[j]), the product taken in T: the
+  // dequantized value is the fp8 value times its scale, rounded once.
+  static void scale_copy(const float* src, int64_t n, const float* scales, float scale, T* dst) {
+    if (scales) {
+      for (int64_t j = 0; j < n; ++j) dst[j] = T(src[j]) * T(scales[j]);
+    } else {
+      for (int64_t j = 0; j < n; ++j) dst[j] = T(src[j]) * T(scale);
+    }
+  }
+
+  // Dequantizes tokens [t0, t1) of (seq, h) into b.k (token columns) and b.v
+  // (one column per head-dim index), block run by block run. Contiguous byte
+  // spans are decoded whole into a staging buffer, then placed: long loops
+  // vectorize, 16-byte ones did not pay for their setup.
   void gather(int64_t seq, int64_t h, int64_t t0, int64_t t1, Buffers<T>& b) const {
     const uint8_t* kc = c.k_cache.as<const uint8_t>();
     const uint8_t* vc = c.v_cache.as<const uint8_t>();
     const int64_t D = g.D, bs = g.bs, groups = D / 16;
+    const int64_t block_bytes = D * bs;  // one (block, head) of K or of V, contiguous
+    if (int64_t(b.stage.size()) < block_bytes) b.stage.resize(block_bytes);
+    float* stage = b.stage.data();
+    // Blocks sit anywhere in the cache, so the hardware cannot guess the next
+    // one: fetch its K and V bytes while this one decodes.
+    auto prefetch = [&](int64_t blk) {
+      const uint8_t* kp = kc + (blk * g.hkv + h) * block_bytes;
+      const uint8_t* vp = vc + (blk * g.hkv + h) * block_bytes;
+      for (int64_t i = 0; i < block_bytes; i += 64) {
+        __builtin_prefetch(kp + i);
+        __builtin_prefetch(vp + i);
+      }
+    };
+    int64_t blk = block(seq, t0 / bs);
     for (int64_t t = t0; t < t1;) {
       const int64_t off0 = t % bs, run = std::min(bs - off0, t1 - t), i0 = t - t0;
-      const int64_t blk = block(seq, t / bs);
+      const int64_t next = t + run < t1 ? block(seq, (t + run) / bs) : -1;
+      if (next >= 0) prefetch(next);
       if (g.ks.per_token)
-        for (int64_t o = 0; o < run; ++o) b.ktok[i0 + o] = T(g.ks.at(blk, h, off0 + o));
+        for (int64_t o = 0; o < run; ++o) b.ktok[i0 + o] = g.ks.at(blk, h, off0 + o);
       if (g.vs.per_token)
-        for (int64_t o = 0; o < run; ++o) b.vtok[i0 + o] = T(g.vs.at(blk, h, off0 + o));
-      // K [blk, h, D/16, bs, 16]: 16 head-dim values of a token are contiguous.
-      const uint8_t* kb = kc + (blk * g.hkv + h) * groups * bs * 16;
-      for (int64_t o = 0; o < run; ++o) {
-        T* col = b.k.col(i0 + o).data();
-        const uint8_t* src = kb + (off0 + o) * 16;
-        for (int64_t gr = 0; gr < groups; ++gr)
-          for (int j = 0; j < 16; ++j) col[gr * 16 + j] = lut_k[src[gr * bs * 16 + j]];
-        if (g.ks.per_token) {
-          const T s = b.ktok[i0 + o];
-          for (int64_t d = 0; d < D; ++d) col[d] *= s;
-        }
+        for (int64_t o = 0; o < run; ++o) b.vtok[i0 + o] = g.vs.at(blk, h, off0 + o);
+      const float* vts = g.vs.per_token ? b.vtok.data() + i0 : nullptr;
+      // K [blk, h, D/16, bs, 16]: per group, the run's tokens are run*16 contiguous bytes.
+      const uint8_t* kb = kc + (blk * g.hkv + h) * block_bytes;
+      for (int64_t gr = 0; gr < groups; ++gr) {
+        fp8.decode(kb + (gr * bs + off0) * 16, run * 16, 1.0f, stage);
+        for (int64_t o = 0; o < run; ++o)
+          scale_copy(stage + o * 16, 16, nullptr, g.ks.per_token ? b.ktok[i0 + o] : g.ks.tensor,
+                     b.k.col(i0 + o).data() + gr * 16);
       }
-      // V: tokens are contiguous per head-dim index (in runs of 16 when trans).
-      for (int64_t d = 0; d < D; ++d) {
-        T* col = b.v.col(d).data() + i0;
-        if (g.layout == VLayout::plain) {
-          const uint8_t* src = vc + ((blk * g.hkv + h) * D + d) * bs + off0;
-          for (int64_t o = 0; o < run; ++o) col[o] = lut_v[src[o]];
-        } else {
-          const uint8_t* vb = vc + (blk * g.hkv + h) * (bs / 16) * D * 16 + d * 16;
-          for (int64_t o = 0; o < run; ++o) {
-            const int64_t off = off0 + o;
-            col[o] = lut_v[vb[(off / 16) * D * 16 + off % 16]];
+      const uint8_t* vb = vc + (blk * g.hkv + h) * block_bytes;
+      if (g.layout == VLayout::plain) {
+        // V [blk, h, D, bs]: a whole block is one span; a partial run, one span per d.
+        if (run == bs) fp8.decode(vb, block_bytes, 1.0f, stage);
+        for (int64_t d = 0; d < D; ++d) {
+          const float* sp = stage + d * bs;
+          if (run != bs) {
+            fp8.decode(vb + d * bs + off0, run, 1.0f, stage);
+            sp = stage;
           }
+          scale_copy(sp, run, vts, g.vs.tensor, b.v.col(d).data() + i0);
         }
-        if (g.vs.per_token)
-          for (int64_t o = 0; o < run; ++o) col[o] *= b.vtok[i0 + o];
+      } else {
+        // V [blk, h, bs/16, D, 16]: a whole group of 16 tokens is one span of D*16 bytes.
+        for (int64_t o = 0; o < run;) {
+          const int64_t off = off0 + o, j0 = off % 16, n = std::min(16 - j0, run - o);
+          const uint8_t* gb = vb + (off / 16) * D * 16;
+          if (n == 16) fp8.decode(gb, D * 16, 1.0f, stage);
+          for (int64_t d = 0; d < D; ++d) {
+            const float* sp = stage + d * 16;
+            if (n != 16) {
+              fp8.decode(gb + d * 16 + j0, n, 1.0f, stage);
+              sp = stage;
+            }
+            scale_copy(sp, n, vts ? vts + o : nullptr, g.vs.tensor, b.v.col(d).data() + i0 + o);
+          }
+          o += n;
+        }
       }
       t += run;
+      blk = next;
     }
   }
 
@@ -287,7 +368,8 @@ struct Core {
       b.alpha[r] = std::isinf(st.m[r]) ? T(0) : std::exp(st.m[r] - m_new);
       st.m[r] = m_new;
     }
-    S = (S.colwise() - b.m_new).array().exp().matrix();
+    S.colwise() -= b.m_new;
+    S.array() = S.array().exp();  // contiguous block: Eigen's vectorized exp
     // Masked and not-yet-visible entries get exactly zero weight (never 0 * exp(...)).
     for (int64_t r = 0; r < rows; ++r) {
       const int64_t p = r / g.G;
@@ -365,7 +447,7 @@ template <class T>
 void run(const DecodeCall& call, const Geometry& g, const ReferenceOptions& opt, ReferenceResult& res) {
   const Core<T> core(call, g, opt);
   const int64_t chunk = opt.chunk_tokens;
-  const int64_t segment = chunk * opt.segment_chunks;
+  const int64_t segment = opt.segment_tokens;
   std::vector<Task> tasks;
   struct Group { int64_t seq, h, first, count; };
   std::vector<Group> groups;  // (seq, h) split over several tasks
@@ -407,6 +489,9 @@ void run(const DecodeCall& call, const Geometry& g, const ReferenceOptions& opt,
     core.finalize(gr.seq, gr.h, acc, res);
   });
   for (const Buffers<T>& b : buffers) res.chunk_buffer_bytes = std::max(res.chunk_buffer_bytes, b.bytes());
+  for (const State<T>& st : partial)
+    res.segment_state_bytes += int64_t(sizeof(T)) * (st.m.size() + st.l.size() + st.acc.size() + st.l1.size() +
+                                                     st.l2.size() + st.sub.size());
 }
 
 }  // namespace
@@ -430,7 +515,7 @@ float quantize_q_row(const float* q, int64_t n, DType flavour, float* codes) {
 }
 
 ReferenceResult decode(const DecodeCall& call, const ReferenceOptions& options) {
-  if (options.chunk_tokens < 1 || options.segment_chunks < 1) reject("chunk_tokens and segment_chunks must be >= 1");
+  if (options.chunk_tokens < 1 || options.segment_tokens < 1) reject("chunk_tokens and segment_tokens must be >= 1");
   const Geometry g = geometry_of(call);
   ReferenceResult res;
   res.num_seqs = g.num_seqs;

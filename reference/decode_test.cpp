@@ -235,14 +235,20 @@ TEST(ReferenceDecode, ChunkBoundaryLengths) {
   s.block_size = 128;
   s.seed = 700;
   check_against_naive(s, {.chunk_tokens = 4096});
+  // The defaults: chunk 1024 inside segments of 8192.
+  CallSpec d = s;
+  d.lens = {1023, 1024, 1025, 8191, 8192, 8193};
+  d.seed = 702;
+  check_against_naive(d);
   // Small chunks and two-chunk segments exercise the segment merge too.
   CallSpec t;
   t.lens = {63, 64, 65, 127, 128, 129, 300, 1000};
   t.q_len = 4;
   t.group = 3;
   t.seed = 701;
-  check_against_naive(t, {.chunk_tokens = 64, .segment_chunks = 2});
-  check_against_naive(t, {.chunk_tokens = 7, .segment_chunks = 3});
+  check_against_naive(t, {.chunk_tokens = 64, .segment_tokens = 128});
+  check_against_naive(t, {.chunk_tokens = 7, .segment_tokens = 21});
+  check_against_naive(t, {.chunk_tokens = 64, .segment_tokens = 100});  // segments cut chunks short
 }
 
 TEST(ReferenceDecode, ChunkSizeInvariance) {
@@ -253,7 +259,7 @@ TEST(ReferenceDecode, ChunkSizeInvariance) {
   s.seed = 710;
   const auto c = make_call(s);
   const ReferenceResult a = decode(c.call, {.precision = Precision::fp64});
-  const ReferenceResult b = decode(c.call, {.precision = Precision::fp64, .chunk_tokens = 100, .segment_chunks = 4});
+  const ReferenceResult b = decode(c.call, {.precision = Precision::fp64, .chunk_tokens = 100, .segment_tokens = 400});
   // Doubles that differ in the last bits may round to neighbouring floats.
   expect_close(a.out, b.out, 1e-9, 1.2e-7, "out");
   expect_close(a.lse, b.lse, 1e-12, 1e-12, "lse");

@@ -32,9 +32,11 @@ inline void check_long_context(int32_t len, double max_seconds) {
               (long long)r.chunk_buffer_bytes);
   EXPECT_LT(secs, max_seconds);
   // Buffers are those of one 4096-token chunk, whatever the context: K, V, |V|,
-  // V^2 ([4096, D] each) and the score matrices ([3 rows, 4096]).
+  // V^2 ([4096, D] each), the score matrices ([4 rows, 4096] in all), per-token
+  // scales, and one decoded block ([D, block_size]).
   const int64_t rows = s.q_len * s.group;
-  const int64_t bound = int64_t(sizeof(float)) * (4 * 4096 * 128 + 4 * rows * 4096 + 4 * rows * 128 + 4 * 4096);
+  const int64_t bound =
+      int64_t(sizeof(float)) * (4 * 4096 * 128 + 4 * rows * 4096 + 4 * rows * 128 + 4 * 4096 + 128 * 128);
   EXPECT_LE(r.chunk_buffer_bytes, bound);
   EXPECT_GT(r.chunk_buffer_bytes, 0);
   // The same call over a short context holds the same chunk buffers.
@@ -42,6 +44,9 @@ inline void check_long_context(int32_t len, double max_seconds) {
   short_spec.lens = {5000};
   const auto sc = make_call(short_spec);
   EXPECT_EQ(decode(sc.call, opt).chunk_buffer_bytes, r.chunk_buffer_bytes);
+  // Split (sequence, head) pairs keep one O(rows*D) state per 8192-token segment.
+  const int64_t segments = (len + 8191) / 8192;
+  EXPECT_LE(r.segment_state_bytes, segments * int64_t(sizeof(float)) * (2 * rows + 4 * rows * 128));
 
   const auto n = naive_decode(c, true);
   double worst = 0;
