@@ -7,6 +7,7 @@
 #include <tbb/global_control.h>
 #include <tbb/info.h>
 
+#include <cstdlib>
 #include <memory>
 #include <vector>
 
@@ -34,6 +35,7 @@ reference::testing::OwnedCall& shared_call() {
     s.q_len = kQLen;
     s.spare_blocks = 0;
     s.seed = 7;
+    s.shuffle_blocks = std::getenv("PAV_BENCH_SEQUENTIAL_BLOCKS") == nullptr;
     return reference::testing::make_call(s);
   }();
   return c;

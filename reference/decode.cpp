@@ -289,21 +289,9 @@ struct Core {
     const int64_t block_bytes = D * bs;  // one (block, head) of K or of V, contiguous
     if (int64_t(b.stage.size()) < block_bytes) b.stage.resize(block_bytes);
     float* stage = b.stage.data();
-    // Blocks sit anywhere in the cache, so the hardware cannot guess the next
-    // one: fetch its K and V bytes while this one decodes.
-    auto prefetch = [&](int64_t blk) {
-      const uint8_t* kp = kc + (blk * g.hkv + h) * block_bytes;
-      const uint8_t* vp = vc + (blk * g.hkv + h) * block_bytes;
-      for (int64_t i = 0; i < block_bytes; i += 64) {
-        __builtin_prefetch(kp + i);
-        __builtin_prefetch(vp + i);
-      }
-    };
-    int64_t blk = block(seq, t0 / bs);
     for (int64_t t = t0; t < t1;) {
       const int64_t off0 = t % bs, run = std::min(bs - off0, t1 - t), i0 = t - t0;
-      const int64_t next = t + run < t1 ? block(seq, (t + run) / bs) : -1;
-      if (next >= 0) prefetch(next);
+      const int64_t blk = block(seq, t / bs);
       if (g.ks.per_token)
         for (int64_t o = 0; o < run; ++o) b.ktok[i0 + o] = g.ks.at(blk, h, off0 + o);
       if (g.vs.per_token)
@@ -347,7 +335,6 @@ struct Core {
         }
       }
       t += run;
-      blk = next;
     }
   }
 

@@ -29,6 +29,7 @@ struct CallSpec {
   float softmax_scale = 0.0f;
   float q_amp = 1.0f, k_amp = 2.0f, v_amp = 1.0f;  // standard deviations before fp8 encoding
   int64_t spare_blocks = 3;                        // unused blocks, all poison
+  bool shuffle_blocks = true;                      // hand out blocks in a random order
   uint64_t seed = 1;
 };
 
@@ -90,7 +91,7 @@ inline void build(OwnedCall& c) {
   c.num_blocks = used + s.spare_blocks;
   std::vector<int32_t> order(c.num_blocks);
   std::iota(order.begin(), order.end(), 0);
-  std::shuffle(order.begin(), order.end(), rng);
+  if (s.shuffle_blocks) std::shuffle(order.begin(), order.end(), rng);
   c.tables.assign(B * c.max_blocks, std::numeric_limits<int32_t>::max());
   c.lens = s.lens;
   int64_t next = 0;
