@@ -51,7 +51,8 @@ dispatch::PlanCacheConfig cache_config(const CaseSpec& spec) {
   c.workgroup_budget = spec.workgroup_budget;
   c.kv_heads = spec.hkv;
   c.head_dim = spec.head_dim;
-  c.max_rows = int64_t(spec.q_len) * spec.group;
+  c.group = spec.group;
+  c.max_q_len = spec.q_len;
   c.partial = spec.opt.partial;
   c.max_plans = 16;
   return c;

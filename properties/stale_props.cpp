@@ -278,7 +278,7 @@ RC_GTEST_PROP(Lifecycle, PlansFollowTheCaptureRules, ()) {
   cfg.cu = 8;
   cfg.kv_heads = 1;
   cfg.head_dim = 64;
-  cfg.max_rows = 2;
+  cfg.group = 2;
   cfg.partial = DType::f32;
   cfg.max_plans = max_plans;
   PlanCache cache(cfg, nullptr);
@@ -331,7 +331,7 @@ RC_GTEST_PROP(Lifecycle, FeatureOffRunsNoGateAndBuildsNoPlan, ()) {
   PlanCacheConfig cfg;
   cfg.cu = 8;
   cfg.head_dim = 64;
-  cfg.max_rows = 2;
+  cfg.group = 2;
   PlanCache cache(cfg, nullptr);
   MetadataBuilder builder(cache, off);
   Router router(off, nullptr);

@@ -53,6 +53,8 @@ ForwardMetadata MetadataBuilder::finish(Phase phase, BuilderVariant variant, con
   md.slot_ = phase == Phase::capture ? cache_.mint(phase, key) : cache_.find(key);
   if (!md.slot_) return md;
   md.view_ = md.slot_->view();
+  const PlanCacheConfig& c = cache_.config();
+  md.scratch_ = md.slot_->scratch(batch.q_len * c.group, c.head_dim);
   refresh(md);
   return md;
 }

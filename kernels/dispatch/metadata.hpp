@@ -41,6 +41,9 @@ class ForwardMetadata {
   // Scratch of the attached plan for calls with `rows` query rows per KV head;
   // empty views when no plan is attached or the call does not fit it.
   Scratch plan_scratch(int64_t rows, int64_t head_dim) const;
+  // The scratch of the attached plan for this forward's calls (rows =
+  // batch().q_len * the model's group), made once when the plan is attached.
+  const Scratch& forward_scratch() const { return scratch_; }
   const PlanSlot* slot() const { return slot_.get(); }
 
  private:
@@ -52,6 +55,7 @@ class ForwardMetadata {
   BatchSpec batch_;
   std::shared_ptr<PlanSlot> slot_;
   PlanView view_;
+  Scratch scratch_;
 };
 
 class MetadataBuilder {

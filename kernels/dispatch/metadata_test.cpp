@@ -16,7 +16,8 @@ PlanCacheConfig config() {
   c.cu = 8;
   c.kv_heads = 1;
   c.head_dim = 64;
-  c.max_rows = 4;
+  c.group = 2;
+  c.max_q_len = 2;
   c.max_plans = 8;
   return c;
 }

@@ -32,7 +32,7 @@ PlanSlot::PlanSlot(const PlanKey& key, const PlanCacheConfig& config)
     : key_(key),
       plan_(params_for(key, config)),
       head_dim_(config.head_dim),
-      max_rows_(config.max_rows),
+      max_rows_(config.max_rows()),
       partial_(config.partial) {
   const size_t rows = size_t(key.kv_heads) * size_t(plan_.capacity()) * size_t(max_rows_);
   partial_buf_.resize(rows * size_t(head_dim_) * size_t(dtype_size(partial_)));

@@ -39,7 +39,9 @@ struct PlanCacheConfig {
   // Geometry of the model's attention layers; the scratch is sized from it.
   int64_t kv_heads = 1;
   int64_t head_dim = 128;
-  int64_t max_rows = 1;           // largest q_len * (Hq / Hkv) a call will have
+  int64_t group = 1;              // Hq / Hkv
+  int64_t max_q_len = 1;          // largest q_len a forward will have (MTP positions)
+  int64_t max_rows() const { return group * max_q_len; }
   DType partial = DType::bf16;    // dtype of the normalized partials
 };
 

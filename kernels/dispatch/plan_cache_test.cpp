@@ -20,7 +20,8 @@ PlanCacheConfig small_config() {
   c.cu = 8;
   c.kv_heads = 2;
   c.head_dim = 64;
-  c.max_rows = 4;
+  c.group = 2;
+  c.max_q_len = 2;
   c.max_plans = 3;
   return c;
 }

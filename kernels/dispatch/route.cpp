@@ -110,7 +110,7 @@ Route Router::route(const DecodeCall& call, Site site, const ForwardMetadata* md
   if (!settings_.planned_decode) return finish(r);
   r.num_seqs = call.context_lens.rank == 1 ? call.context_lens.shape[0] : 0;
   const PlanView* plan = nullptr;
-  Scratch scratch;
+  const Scratch* scratch = nullptr;
   if (site == Site::dense && settings_.work_plan) {
     plan = md ? md->plan() : nullptr;
     if (!plan) {
@@ -128,11 +128,10 @@ Route Router::route(const DecodeCall& call, Site site, const ForwardMetadata* md
                [] { return std::string("plan refused (stale lengths or shape): uniform"); });
       return finish(r);
     }
-    if (call.q.rank == 3 && call.k_cache.rank == 5 && call.k_cache.shape[1] > 0)
-      scratch = md->plan_scratch(call.q_len * (call.q.shape[1] / call.k_cache.shape[1]), call.q.shape[2]);
+    scratch = &md->forward_scratch();
   }
   gate_checks_.fetch_add(1, std::memory_order_relaxed);
-  const GateVerdict v = gate(call, plan, plan ? &scratch : nullptr);
+  const GateVerdict v = gate(call, plan, scratch);
   if (!v.accepted) {
     r.reason = RouteReason::gate_reject;
     r.clause = v.clause;
@@ -146,7 +145,7 @@ Route Router::route(const DecodeCall& call, Site site, const ForwardMetadata* md
   r.reason = RouteReason::accepted;
   r.kind = plan ? RouteKind::planned : RouteKind::planned_fixed_splits;
   r.plan = plan;
-  r.scratch = scratch;
+  r.md = plan ? md : nullptr;
   return finish(r);
 }
 
@@ -179,7 +178,7 @@ DecodeOutcome decode(Router& router, const DecodeCall& call, Site site, const Fo
   o.route = router.route(call, site, md);
   switch (o.route.kind) {
     case RouteKind::planned:
-      o.result = launch_planned(call, o.route.plan, o.route.scratch, backend);
+      o.result = launch_planned(call, o.route.plan, o.route.md->forward_scratch(), backend);
       router.note_stale(o.route, o.result);
       return o;
     case RouteKind::planned_fixed_splits: {

@@ -44,8 +44,8 @@ struct Route {
   RouteKind kind = RouteKind::uniform;
   RouteReason reason = RouteReason::feature_off;
   Clause clause = Clause::none;    // gate_reject: the violated clause
-  const PlanView* plan = nullptr;  // planned: the metadata's plan
-  Scratch scratch;                 // planned: the metadata's scratch
+  const PlanView* plan = nullptr;        // planned: the metadata's plan
+  const ForwardMetadata* md = nullptr;   // planned: whose forward_scratch() the launch gets
   int64_t num_seqs = 0;
 };
 

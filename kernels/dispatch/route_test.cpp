@@ -44,7 +44,8 @@ struct Forward {
     c.cu = t.spec.cu;
     c.kv_heads = t.spec.hkv;
     c.head_dim = t.spec.head_dim;
-    c.max_rows = t.spec.q_len * t.spec.group;
+    c.group = t.spec.group;
+    c.max_q_len = t.spec.q_len;
     c.partial = t.spec.partial;
     return c;
   }
