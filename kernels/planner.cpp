@@ -1,5 +1,7 @@
 #include "kernels/planner.hpp"
 
+#include "kernels/planner_balanced.hpp"
+
 #include <stdexcept>
 
 namespace pav::kernels {
@@ -16,6 +18,10 @@ PlanParams resolve(PlanParams p) {
     bad("max_partitions", p.max_partitions, "must be in 1..cu");
   if (p.workgroup_budget == 0) p.workgroup_budget = 2 * p.cu;
   if (p.workgroup_budget < 1) bad("workgroup_budget", p.workgroup_budget, "must be >= 1");
+  if (p.split_cost_tiles == -1) p.split_cost_tiles = kBalancedSplitCostTiles;
+  if (p.split_cost_tiles < 0) bad("split_cost_tiles", p.split_cost_tiles, "must be >= 0");
+  if (p.min_chunk_tiles == 0) p.min_chunk_tiles = kBalancedMinChunkTiles;
+  if (p.min_chunk_tiles < 1) bad("min_chunk_tiles", p.min_chunk_tiles, "must be >= 1");
   return p;
 }
 
@@ -27,6 +33,12 @@ WorkPlan::WorkPlan(PlanParams params)
       reduce_(size_t(params_.num_seqs) * 2, 0) {}
 
 void WorkPlan::refresh(const int32_t* lens) {
+  if (params_.policy == PlanPolicy::balanced) {
+    balanced_fill(lens, params_.num_seqs, params_.max_partitions, capacity_,
+                  balanced_task_budget(params_.workgroup_budget, params_.kv_heads),
+                  params_.split_cost_tiles, params_.min_chunk_tiles, work_.data(), reduce_.data());
+    return;
+  }
   plan_fill(lens, params_.num_seqs, params_.max_partitions, capacity_, work_.data(),
             reduce_.data());
 }

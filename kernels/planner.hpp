@@ -84,7 +84,9 @@ PAV_HD inline int dense_decode_splits(int64_t batch, int64_t kv_heads, int64_t c
   return int(min64(kDenseSplitCap, max64(base, boost)));
 }
 
-enum class PlanPolicy : uint8_t { proportional };
+// proportional: REFERENCE section 6, exactly. balanced: cost-aware counts
+// (kernels/planner_balanced.hpp), same layout and invariants.
+enum class PlanPolicy : uint8_t { proportional, balanced };
 
 struct PlanParams {
   int64_t num_seqs = 0;
@@ -93,6 +95,8 @@ struct PlanParams {
   int64_t max_partitions = 0;    // 0 = cu
   int64_t workgroup_budget = 0;  // 0 = 2 * cu
   PlanPolicy policy = PlanPolicy::proportional;
+  int64_t split_cost_tiles = -1;  // balanced only; -1 = kBalancedSplitCostTiles, else >= 0
+  int64_t min_chunk_tiles = 0;    // balanced only; 0 = kBalancedMinChunkTiles, else >= 1
 };
 
 // Params with defaults resolved; throws std::invalid_argument naming the field

@@ -42,12 +42,13 @@ int run(std::vector<std::string> args) {
   app.add_option("--cu", cu, "compute units (SMs) of the device")->required();
   app.add_option("--max-partitions", max_partitions, "per-request ceiling, 1..cu (default cu)");
   app.add_option("--budget", budget, "workgroup budget (default 2*cu)");
-  app.add_option("--policy", policy, "planner policy")->check(CLI::IsMember({"proportional"}));
+  app.add_option("--policy", policy, "planner policy")->check(CLI::IsMember({"proportional", "balanced"}));
   app.add_flag("--json", json, "print the plan as JSON");
   if (int rc = pav::cli::parse(app, args); rc >= 0) return rc;
 
   const auto lens = parse_lengths(lengths);
-  PlanParams params{int64_t(lens.size()), kv_heads, cu, max_partitions, budget, PlanPolicy::proportional};
+  PlanParams params{int64_t(lens.size()), kv_heads, cu, max_partitions, budget,
+                    policy == "balanced" ? PlanPolicy::balanced : PlanPolicy::proportional};
   try {
     params = resolve(params);
   } catch (const std::invalid_argument& e) {

@@ -1,0 +1,163 @@
+#pragma once
+// The "balanced" planner policy: cost-aware split counts over the same plan
+// layout as "proportional" (REFERENCE section 6). Same capacity, same
+// work_info / reduce_info format, same tile boundaries within a request
+// (plan_task); only the partition counts differ.
+//
+// Cost model (one wave of workgroups, which is what the capacity buys: Hkv *
+// capacity ~ the workgroup budget). Attention time is set by the costliest
+// task, in tiles. Splitting a request into k > 1 tasks costs each of its tasks
+// a fixed `split_cost` tiles more (the partial write, its m/l, and its share
+// of the reduce read). A request of t tiles in k tasks costs
+// ceil(t / k) + (k > 1 ? split_cost : 0).
+//   1. No split when the nonempty requests already fill the budget per head
+//      (nonempty >= task budget): every request gets one partition.
+//   2. Otherwise the smallest cost target v (tiles) that fits: each request
+//      takes the fewest partitions that keep its cost <= v (1 when t <= v,
+//      else ceil(t / (v - split_cost)), at most max_partitions and at most
+//      t / min_chunk), and the partitions sum to at most the task limit. A
+//      binary search over v: the plan with the cheapest critical path, and
+//      requests off that path stay whole.
+//   3. When splitting saves no more than one split cost (v + split_cost >=
+//      longest request), nothing is split: the reduce is not worth its launch.
+// A request with count 1 is written straight to the output by a kernel that
+// honours it (plan_row_is_direct); a plan where no row is split needs no
+// reduce at all (plan_needs_reduce).
+//
+// Everything below is PAV_HD: the host planner runs balanced_fill(); a GPU
+// refresh can run the same steps in parallel (BalancedSearch exposes the
+// search one probe at a time, each probe a sum over requests).
+#include <cstdint>
+
+#include "kernels/planner.hpp"
+
+namespace pav::kernels {
+
+// Defaults, in 256-token tiles. A tile of D = 128 K+V fp8 is 64 KiB; a split's
+// partial (rows * D * 2 bytes + m, l) is written once and read once by the
+// reduce, and the reduce launch itself costs about a tile's time per block.
+inline constexpr int64_t kBalancedSplitCostTiles = 1;
+inline constexpr int64_t kBalancedMinChunkTiles = 2;  // 512 tokens
+
+// Tasks per KV head the workgroup budget allows.
+PAV_HD inline int64_t balanced_task_budget(int64_t workgroup_budget, int64_t kv_heads) {
+  return ceil_div64(workgroup_budget, kv_heads);
+}
+
+// Tasks the balanced plan may use: never more than capacity; only more than
+// one per nonempty request when the budget leaves room.
+PAV_HD inline int64_t balanced_task_limit(int64_t capacity, int64_t nonempty, int64_t task_budget) {
+  return min64(capacity, max64(nonempty, task_budget));
+}
+
+// Most partitions a request may get: each task at least min_chunk tiles (a
+// shorter request stays whole), at most max_partitions.
+PAV_HD inline int64_t balanced_max_count(int64_t tiles, int64_t max_partitions, int64_t min_chunk) {
+  if (tiles <= 0) return 0;
+  return max64(1, min64(max_partitions, tiles / min_chunk));
+}
+
+// Cost of a request of `tiles` in `count` partitions: its longest task, plus
+// the split cost when it is split.
+PAV_HD inline int64_t balanced_cost(int64_t tiles, int64_t count, int64_t split_cost) {
+  if (count <= 0) return 0;
+  return ceil_div64(tiles, count) + (count > 1 ? split_cost : 0);
+}
+
+// A count no task limit reaches: the target cannot be met within the caps.
+// 4096 of them still sum without overflow.
+inline constexpr int64_t kBalancedUnreachable = int64_t(1) << 40;
+
+// Fewest partitions that keep the request's cost <= target, within
+// max_count; kBalancedUnreachable when no count does.
+PAV_HD inline int64_t balanced_count_for(int64_t tiles, int64_t target, int64_t split_cost, int64_t max_count) {
+  if (tiles <= 0) return 0;
+  if (tiles <= target) return 1;
+  const int64_t room = target - split_cost;  // longest task a split request may have
+  if (room < 1) return kBalancedUnreachable;
+  const int64_t count = ceil_div64(tiles, room);
+  return count <= max_count ? count : kBalancedUnreachable;
+}
+
+// The search for the cheapest target: the smallest v in [lo, hi] whose counts
+// fit the task limit; hi always fits (every request whole).
+struct BalancedSearch {
+  int64_t lo = 0, hi = 0;
+  PAV_HD bool done() const { return lo >= hi; }
+  PAV_HD int64_t probe() const { return lo + (hi - lo) / 2; }
+  // tasks: sum of balanced_count_for(.., probe(), ..) over the requests.
+  PAV_HD void step(int64_t tasks, int64_t limit) {
+    const int64_t mid = probe();
+    if (tasks <= limit)
+      hi = mid;
+    else
+      lo = mid + 1;
+  }
+};
+
+PAV_HD inline BalancedSearch balanced_search_init(int64_t sum_tiles, int64_t max_tiles, int64_t nonempty,
+                                                  int64_t limit) {
+  BalancedSearch s;
+  if (nonempty == 0) return s;  // no request: counts are all 0
+  s.hi = max_tiles;
+  // No room: one partition each. Otherwise every task of cost <= v covers at
+  // most v tiles, so the limit needs v >= sum_tiles / limit.
+  s.lo = limit <= nonempty ? max_tiles : max64(1, ceil_div64(sum_tiles, limit));
+  return s;
+}
+
+// True when the plan's request b writes its output directly (one partition):
+// no partial, no reduce for that row.
+PAV_HD inline bool plan_row_is_direct(const int32_t* reduce_info, int64_t b) {
+  return reduce_info[2 * b + 1] == 1;
+}
+
+// True when some request is split, i.e. the reduce has work to do.
+PAV_HD inline bool plan_needs_reduce(const int32_t* reduce_info, int64_t num_seqs) {
+  for (int64_t b = 0; b < num_seqs; ++b)
+    if (reduce_info[2 * b + 1] > 1) return true;
+  return false;
+}
+
+// Fills work_info [capacity, 4] and reduce_info [num_seqs, 2] with the
+// balanced plan, padding zeroed. Sequential; a few passes over lens, no
+// allocation. split_cost >= 0, min_chunk >= 1, capacity >= num_seqs.
+PAV_HD inline void balanced_fill(const int32_t* lens, int64_t num_seqs, int64_t max_partitions,
+                                 int64_t capacity, int64_t task_budget, int64_t split_cost,
+                                 int64_t min_chunk, int32_t* work_info, int32_t* reduce_info) {
+  int64_t sum_tiles = 0, nonempty = 0, max_tiles = 0;
+  for (int64_t b = 0; b < num_seqs; ++b) {
+    const int64_t t = plan_tiles(lens[b]);
+    sum_tiles += t;
+    nonempty += t > 0 ? 1 : 0;
+    max_tiles = max64(max_tiles, t);
+  }
+  const int64_t limit = balanced_task_limit(capacity, nonempty, task_budget);
+  BalancedSearch search = balanced_search_init(sum_tiles, max_tiles, nonempty, limit);
+  while (!search.done()) {
+    const int64_t target = search.probe();
+    int64_t tasks = 0;
+    for (int64_t b = 0; b < num_seqs; ++b) {
+      const int64_t t = plan_tiles(lens[b]);
+      tasks += balanced_count_for(t, target, split_cost, balanced_max_count(t, max_partitions, min_chunk));
+    }
+    search.step(tasks, limit);
+  }
+  const int64_t target = search.lo;
+  const bool split = target + split_cost < max_tiles;
+  int64_t first = 0;
+  for (int64_t b = 0; b < num_seqs; ++b) {
+    const int64_t t = plan_tiles(lens[b]);
+    const int64_t count =
+        split ? balanced_count_for(t, target, split_cost, balanced_max_count(t, max_partitions, min_chunk))
+              : (t > 0 ? 1 : 0);
+    reduce_info[2 * b] = int32_t(first);
+    reduce_info[2 * b + 1] = int32_t(count);
+    for (int64_t p = 0; p < count; ++p)
+      plan_task(work_info + 4 * (first + p), int32_t(b), p, t, count, lens[b]);
+    first += count;
+  }
+  for (int64_t i = first * 4; i < capacity * 4; ++i) work_info[i] = 0;
+}
+
+}  // namespace pav::kernels
