@@ -59,6 +59,12 @@ if [[ -n "$build_mutants" ]]; then
     (cd "$root" && git ls-files -co --exclude-standard -z) |
       rsync -a --delete-after --from0 --files-from=- "$root/" "$src/"
   }
+  # rsync -a restores old mtimes: touch what any patch touches so ninja
+  # rebuilds it after every restore.
+  touch_patched() {
+    grep -h '^+++ b/' "$root"/ci/mutants/gpu-*.patch | sed 's|^+++ b/||' | sort -u |
+      while read -r f; do [[ -e $src/$f ]] && touch "$src/$f"; done
+  }
   sync_tree
   if [[ ! -f $bld/build.ninja ]]; then
     cmake -S "$src" -B "$bld" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DPAV_GPU_NVIDIA=ON \
@@ -71,12 +77,17 @@ if [[ -n "$build_mutants" ]]; then
     name=$(basename "$patch" .patch)
     [[ $(header "$patch" pav-preset) == nvidia ]] || continue
     sync_tree
-    if ! (cd "$src" && git apply "$patch" 2>/dev/null || patch -p1 --forward -s <"$patch"); then
+    touch_patched
+    # patch(1), not git apply: the scratch tree sits inside this repository,
+    # where git apply silently skips paths outside the current directory.
+    if ! (cd "$src" && patch -p1 --forward -s <"$patch" && patch -p1 -R --dry-run -s <"$patch" >/dev/null); then
       echo "BROKEN  $name (patch does not apply)"; status=1; continue
     fi
     mkdir -p "$out/$name"
     if ninja -C "$bld" gpu_test >"$out/$name/build.log" 2>&1; then
-      cp "$bld/kernels/hip/gpu_test" "$out/$name/gpu_test"
+      # Debug info stripped: the binaries travel to the GPU machine.
+      objcopy --strip-debug "$bld/kernels/hip/gpu_test" "$out/$name/gpu_test" 2>/dev/null ||
+        cp "$bld/kernels/hip/gpu_test" "$out/$name/gpu_test"
       gtest_filter_of "$(header "$patch" pav-tests)" >"$out/$name/filter"
       header "$patch" pav-mutant >"$out/$name/what"
       echo "built   $name"
@@ -85,6 +96,7 @@ if [[ -n "$build_mutants" ]]; then
     fi
   done
   sync_tree  # leave the scratch tree unpatched
+  touch_patched
   exit $status
 fi
 
