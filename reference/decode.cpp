@@ -223,7 +223,6 @@ template <class T>
 struct Core {
   const DecodeCall& c;
   const Geometry& g;
-  const ReferenceOptions& o;
   bool q_fp8;
   DType q_flavour;
   T softmax_scale;
@@ -232,7 +231,7 @@ struct Core {
   Fp8Decoder fp8;
 
   Core(const DecodeCall& call, const Geometry& geo, const ReferenceOptions& opt)
-      : c(call), g(geo), o(opt), fp8(geo.cache) {
+      : c(call), g(geo), fp8(geo.cache) {
     q_fp8 = opt.q_input == QInput::kernel_fp8 ||
             (opt.q_input == QInput::automatic && kernels::is_fp8(call.opt.compute));
     q_flavour = kernels::is_fp8(call.opt.compute) ? call.opt.compute : g.cache;
