@@ -1,0 +1,625 @@
+#include "properties/fuzz.hpp"
+
+#include <fmt/core.h>
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <mutex>
+#include <thread>
+
+#include <tbb/task_arena.h>
+
+#include "kernels/codecs.hpp"
+#include "kernels/dispatch/gate.hpp"
+#include "kernels/validate.hpp"
+#include "properties/case_format.hpp"
+#include "properties/gate_gen.hpp"
+#include "properties/gen.hpp"
+#include "properties/runner.hpp"
+
+namespace pav::props::fuzz {
+
+using namespace pav::kernels;
+using nlohmann::json;
+
+uint64_t case_seed(uint64_t base, uint64_t k, int shard_index, int shard_count) {
+  return base + k * uint64_t(shard_count) + uint64_t(shard_index);
+}
+
+uint64_t job_case_index(int job, int jobs, uint64_t m) { return uint64_t(job) + m * uint64_t(jobs); }
+
+int case_size(uint64_t seed) { return int(seed % uint64_t(kMaxSize + 1)); }
+
+std::mutex& generation_mutex() {
+  static std::mutex m;
+  return m;
+}
+
+namespace {
+
+std::string lens_text(const std::vector<int32_t>& lens, size_t max_shown = 12) {
+  std::string s = "[";
+  for (size_t i = 0; i < lens.size() && i < max_shown; ++i) s += (i ? "," : "") + std::to_string(lens[i]);
+  if (lens.size() > max_shown) s += fmt::format(",... ({} total)", lens.size());
+  return s + "]";
+}
+
+const char* path_name(Path p) { return p == Path::planned ? "planned" : "uniform"; }
+
+std::string describe_spec(const CaseSpec& s) {
+  return fmt::format("lens {} q_len {} hkv {} G {} D {} block {} {} path, {} partial, cu {}", lens_text(s.lens),
+                     s.q_len, s.hkv, s.group, s.head_dim, s.block_size, path_name(s.path),
+                     std::string(to_string(s.opt.partial)), s.opt.cu);
+}
+
+// ---- planner ---------------------------------------------------------------------
+
+// A batch of raw lengths and the plan parameters; `prior` are the lengths the
+// live plan held before this refresh (refresh must not depend on them).
+struct PlannerCase {
+  std::vector<int32_t> lens, prior;
+  int64_t hkv = 1, cu = 1, max_partitions = 0, budget = 0;
+};
+
+rc::Gen<PlannerCase> gen_planner_case() {
+  return rc::gen::exec([] {
+    PlannerCase c;
+    c.lens = *gen_plan_lengths();
+    c.prior = *rc::gen::container<std::vector<int32_t>>(c.lens.size(), gen_plan_length());
+    // Shrinking replays recorded picks, so prior may come back sized for an
+    // older lens: pad or cut it to match.
+    c.prior.resize(c.lens.size(), 0);
+    c.hkv = *rc::gen::element<int64_t>(1, 2, 3, 4, 8);
+    c.cu = *rc::gen::element<int64_t>(1, 8, 80, 132, 256, 304);
+    c.max_partitions =
+        *rc::gen::weightedOneOf<int64_t>({{2, rc::gen::just<int64_t>(0)}, {1, rc::gen::inRange<int64_t>(1, c.cu + 1)}});
+    c.max_partitions = std::min(c.max_partitions, c.cu);
+    c.budget = *rc::gen::weightedOneOf<int64_t>({{2, rc::gen::just<int64_t>(0)}, {1, rc::gen::inRange<int64_t>(1, 5000)}});
+    return c;
+  });
+}
+
+Verdict check_planner(const PlannerCase& c) {
+  const int64_t n = int64_t(c.lens.size());
+  if (c.prior.size() != c.lens.size()) return Verdict::fail("prior_lens and lens differ in size");
+  const PlanParams params{n, c.hkv, c.cu, c.max_partitions, c.budget};
+  WorkPlan live(params);
+  live.refresh(c.prior.data());
+  live.refresh(c.lens.data());
+  WorkPlan fresh(params);
+  fresh.refresh(c.lens.data());
+  if (live.work_info() != fresh.work_info() || live.reduce_info() != fresh.reduce_info())
+    return Verdict::fail("a refresh over a plan of other lengths differs from a fresh build");
+
+  // Capacity, from REFERENCE section 6 without the planner's helpers.
+  const int64_t maxp = c.max_partitions ? c.max_partitions : c.cu;
+  const int64_t budget = c.budget ? c.budget : 2 * c.cu;
+  const int64_t per_head = budget / c.hkv + (budget % c.hkv != 0);
+  const int64_t want_capacity = std::min(n * maxp, std::max(n, per_head));
+  if (live.capacity() != want_capacity)
+    return Verdict::fail(fmt::format("capacity {} != min(num_seqs*max_partitions, max(num_seqs, "
+                                     "ceil(budget/hkv))) = {}",
+                                     live.capacity(), want_capacity));
+
+  const std::string why = check_plan_structure(live.view());
+  if (!why.empty()) return Verdict::fail("check_plan_structure: " + why);
+
+  // Coverage, checked here too so a lenient check_plan_structure cannot hide it.
+  const auto& w = live.work_info();
+  const auto& r = live.reduce_info();
+  int64_t next = 0;
+  for (int64_t b = 0; b < n; ++b) {
+    const int64_t first = r[2 * b], count = r[2 * b + 1];
+    const int64_t tiles = c.lens[b] > 0 ? (int64_t(c.lens[b]) + kTileTokens - 1) / kTileTokens : 0;
+    if (first != next) return Verdict::fail(fmt::format("seq {}: first task {} != {}", b, first, next));
+    if ((count == 0) != (tiles == 0) || count > std::min(tiles, maxp) || count < 0)
+      return Verdict::fail(fmt::format("seq {} (len {}, {} tiles): {} partitions, max_partitions {}", b, c.lens[b],
+                                       tiles, count, maxp));
+    int64_t covered = 0;
+    for (int64_t k = 0; k < count; ++k) {
+      const int32_t* t = &w[size_t(4 * (first + k))];
+      if (t[0] != b || t[1] != covered || t[2] <= t[1] || t[3] != c.lens[b])
+        return Verdict::fail(fmt::format("seq {} task {}: [{}, {}, {}, {}] after {} tiles covered", b, k, t[0], t[1],
+                                         t[2], t[3], covered));
+      covered = t[2];
+    }
+    if (covered != tiles)
+      return Verdict::fail(fmt::format("seq {}: tasks cover {} of {} tiles", b, covered, tiles));
+    next += count;
+  }
+  if (next > live.capacity())
+    return Verdict::fail(fmt::format("{} active tasks > capacity {}", next, live.capacity()));
+  for (int64_t i = 4 * next; i < 4 * live.capacity(); ++i)
+    if (w[size_t(i)] != 0) return Verdict::fail(fmt::format("padding slot {} not zero", i / 4));
+  if (!plan_is_fresh(live.view(), c.lens.data(), n))
+    return Verdict::fail("plan_is_fresh reports a just-refreshed plan stale");
+  return Verdict::pass();
+}
+
+CaseSpec planner_to_case(const PlannerCase& c, json& meta) {
+  CaseSpec s;
+  s.lens = c.lens;
+  s.hkv = int(c.hkv);
+  s.opt.cu = int(c.cu);
+  s.max_partitions = c.max_partitions;
+  s.workgroup_budget = c.budget;
+  meta["prior_lens"] = c.prior;
+  return s;
+}
+
+PlannerCase planner_from_case(const CaseSpec& s, const json& meta) {
+  PlannerCase c;
+  c.lens = s.lens;
+  c.hkv = s.hkv;
+  c.cu = s.opt.cu;
+  c.max_partitions = s.max_partitions;
+  c.budget = s.workgroup_budget;
+  if (meta.contains("prior_lens")) c.prior = meta.at("prior_lens").get<std::vector<int32_t>>();
+  else c.prior.assign(c.lens.rbegin(), c.lens.rend());
+  return c;
+}
+
+// ---- decode ------------------------------------------------------------------------
+
+// "Small shapes" for the fuzz decode property: see docs/fuzz.md for the figures
+// behind these limits (one case must stay well under 200 ms on one core).
+DecodeGenLimits fuzz_decode_limits() {
+  DecodeGenLimits lim;
+  lim.max_batch = 5;
+  lim.max_total_tokens = 20000;
+  lim.allow_long = true;
+  return lim;
+}
+
+Verdict check_decode(const CaseSpec& spec, const CheckContext& ctx) {
+  HostCase c = build_case(spec);
+  try {
+    const CaseCheck k = check_case(c, ctx.backend);
+    if (!k.passed) return Verdict::fail(k.verdict);
+  } catch (const RejectError& e) {
+    return Verdict::fail(std::string("the kernel rejected a valid call: ") + e.what());
+  }
+  return Verdict::pass();
+}
+
+// ---- batch invariance ----------------------------------------------------------------
+
+struct BatchCase {
+  CaseSpec spec;    // uniform path, fixed split count
+  int64_t seq = 0;  // the request run alone
+};
+
+rc::Gen<BatchCase> gen_batch_case() {
+  return rc::gen::exec([] {
+    DecodeGenLimits lim = fuzz_decode_limits();
+    lim.allow_long = false;
+    BatchCase b;
+    b.spec = *gen_decode_case(lim);
+    b.spec.path = Path::uniform;
+    b.spec.opt.uniform_partitions = *rc::gen::inRange(1, 9);
+    b.seq = *rc::gen::inRange<int64_t>(0, int64_t(b.spec.lens.size()));
+    b.seq = std::min<int64_t>(b.seq, int64_t(b.spec.lens.size()) - 1);  // shrinking may cut lens
+    return b;
+  });
+}
+
+// The one-request call holding request `seq` of `c`: same cache bytes, block
+// ids, query rows and scales.
+CaseSpec alone_spec(const HostCase& c, int64_t seq) {
+  CaseSpec s = c.spec;
+  s.lens = {c.lens[size_t(seq)]};
+  s.sentinels.clear();
+  s.block_tables = std::vector<int32_t>(c.block_tables.begin() + seq * c.max_blocks,
+                                        c.block_tables.begin() + (seq + 1) * c.max_blocks);
+  const int64_t row_elems = int64_t(s.hkv) * s.group * s.head_dim;
+  const int64_t stride = row_elems + s.q_row_pad;
+  std::vector<uint16_t> q;
+  for (int64_t p = 0; p < s.q_len; ++p) {
+    const uint16_t* row = &c.q[size_t((seq * s.q_len + p) * stride)];
+    q.insert(q.end(), row, row + row_elems);
+  }
+  s.q_bits = std::move(q);
+  s.q_row_pad = 0;
+  s.k_codes = c.k;
+  s.v_codes = c.v;
+  if (!c.k_scale.empty()) {
+    s.k_scale_values = c.k_scale;
+    s.v_scale_values = c.v_scale;
+  }
+  return s;
+}
+
+Verdict check_batch(const BatchCase& b, const CheckContext& ctx) {
+  if (b.seq < 0 || b.seq >= int64_t(b.spec.lens.size())) return Verdict::fail("seq outside the batch");
+  HostCase batch = build_case(b.spec);
+  run_case(batch, ctx.backend);
+  HostCase alone = build_case(alone_spec(batch, b.seq));
+  run_case(alone, ctx.backend);
+  const CaseSpec& s = b.spec;
+  const int64_t row_elems = int64_t(s.hkv) * s.group * s.head_dim;
+  const uint16_t* in_batch = &batch.out[size_t(b.seq * s.q_len * row_elems)];
+  for (int64_t i = 0; i < s.q_len * row_elems; ++i)
+    if (in_batch[i] != alone.out[size_t(i)])
+      return Verdict::fail(fmt::format("request {} (len {}) differs in the batch of {} and alone: element {} "
+                                       "(pos {}, head {}, d {}) 0x{:04x} vs 0x{:04x}; splits {}",
+                                       b.seq, s.lens[size_t(b.seq)], s.lens.size(), i, i / row_elems,
+                                       (i % row_elems) / s.head_dim, i % s.head_dim, in_batch[i],
+                                       alone.out[size_t(i)], s.opt.uniform_partitions));
+  return Verdict::pass();
+}
+
+// ---- gate mirror ---------------------------------------------------------------------
+
+float out_value(const GateCase& g, int64_t i) {
+  const uint16_t h = g.host.out[size_t(i)];
+  return g.call.out.dtype == DType::bf16 ? bf16_to_f32(h) : f16_to_f32(h);
+}
+
+Verdict check_gate(const GateSpec& spec, const CheckContext& ctx) {
+  GateCase g = materialize(spec);
+  const dispatch::GateVerdict v = dispatch::gate(g.call, g.plan(), &g.scratch);
+  if (v.accepted) g.host.poison_output();
+  bool threw = false;
+  Clause thrown = Clause::none;
+  std::string thrown_what;
+  DecodeResult r;
+  try {
+    r = launch_planned(g.call, g.plan(), g.scratch, ctx.backend);
+  } catch (const RejectError& e) {
+    threw = true;
+    thrown = e.clause();
+    thrown_what = e.what();
+  }
+  const std::string gate_clause(clause_name(v.clause));
+  if (v.accepted && threw) return Verdict::fail("the gate accepts but launch_planned throws: " + thrown_what);
+  if (!v.accepted && !threw)
+    return Verdict::fail("the gate rejects (" + gate_clause + ") but launch_planned runs the call");
+  if (threw && v.clause != thrown)
+    return Verdict::fail("the gate names " + gate_clause + ", launch_planned throws " +
+                         std::string(clause_name(thrown)));
+  if (spec.violate != Clause::none) {
+    if (v.accepted)
+      return Verdict::fail("the gate accepts a call breaking " + std::string(clause_name(spec.violate)));
+    if (v.clause != spec.violate)
+      return Verdict::fail("the call breaks " + std::string(clause_name(spec.violate)) + ", the gate names " +
+                           gate_clause);
+    return Verdict::pass();
+  }
+  if (!v.accepted) return Verdict::fail("the gate rejects a valid call (" + gate_clause + ")");
+  if (r.status != DecodeStatus::ok) return Verdict::fail("launch_planned reports a stale plan for a fresh one");
+  const CaseSpec& s = g.host.spec;
+  const int64_t row = int64_t(s.hkv) * s.group * s.head_dim;
+  for (int64_t seq = 0; seq < int64_t(s.lens.size()); ++seq)
+    for (int64_t p = 0; p < s.q_len; ++p) {
+      const bool visible = row_has_visible_token(s, seq, p);
+      for (int64_t i = 0; i < row; ++i) {
+        const float x = out_value(g, (seq * s.q_len + p) * row + i);
+        if (!std::isfinite(x) || (!visible && x != 0.0f))
+          return Verdict::fail(fmt::format("output seq {} pos {} element {} = {} after an accepted launch{}", seq,
+                                           p, i, x, visible ? "" : " (a row with no visible token)"));
+      }
+    }
+  return Verdict::pass();
+}
+
+CaseSpec gate_to_case(const GateSpec& g, json& meta) {
+  meta["with_plan"] = g.with_plan;
+  meta["violate"] = std::string(clause_name(g.violate));
+  meta["variant"] = g.variant;
+  return g.base;
+}
+
+GateSpec gate_from_case(const CaseSpec& s, const json& meta) {
+  GateSpec g;
+  g.base = s;
+  g.with_plan = meta.value("with_plan", true);
+  const std::string c = meta.value("violate", std::string("none"));
+  if (c == "none") g.violate = Clause::none;
+  else if (!parse_clause(c, g.violate)) throw std::invalid_argument("meta.violate: unknown clause '" + c + "'");
+  g.variant = meta.value("variant", 0);
+  return g;
+}
+
+std::vector<Property> build_properties() {
+  std::vector<Property> v;
+  v.push_back(make_property<PlannerCase>({
+      "planner",
+      "plans of generated uneven batches: refresh == fresh build, capacity formula, every tile once in order, "
+      "padding zero, fresh",
+      true,
+      gen_planner_case(),
+      [](const PlannerCase& c, const CheckContext&) { return check_planner(c); },
+      planner_to_case,
+      planner_from_case,
+      [](const PlannerCase& c) {
+        return fmt::format("lens {} hkv {} cu {} max_partitions {} budget {}", lens_text(c.lens), c.hkv, c.cu,
+                           c.max_partitions, c.budget);
+      },
+  }));
+  v.push_back(make_property<CaseSpec>({
+      "decode",
+      "gen_decode_case through check_case: planned and uniform decode vs the fp32 reference (NaN poison, "
+      "sentinels, empty rows exactly 0, scratch past the plan untouched)",
+      false,
+      gen_decode_case(fuzz_decode_limits()),
+      check_decode,
+      [](const CaseSpec& s, json&) { return s; },
+      [](const CaseSpec& s, const json&) { return s; },
+      describe_spec,
+  }));
+  v.push_back(make_property<GateSpec>({
+      "gate-mirror",
+      "the gate accepts <=> launch_planned does not throw, naming the same clause; generated calls breaking "
+      "each clause, and valid calls whose output is checked",
+      false,
+      gen_gate_spec(),
+      check_gate,
+      gate_to_case,
+      gate_from_case,
+      [](const GateSpec& g) { return to_string(g); },
+  }));
+  v.push_back(make_property<BatchCase>({
+      "batch-invariance",
+      "with a fixed split count, a request's output is bit-identical in its batch and alone",
+      false,
+      gen_batch_case(),
+      check_batch,
+      [](const BatchCase& b, json& meta) {
+        meta["seq"] = b.seq;
+        return b.spec;
+      },
+      [](const CaseSpec& s, const json& meta) {
+        BatchCase b;
+        b.spec = s;
+        b.seq = meta.value("seq", int64_t(0));
+        return b;
+      },
+      [](const BatchCase& b) { return fmt::format("request {} of {}", b.seq, describe_spec(b.spec)); },
+  }));
+  return v;
+}
+
+// ---- progress ---------------------------------------------------------------------------
+
+class ProgressLine {
+ public:
+  ProgressLine(std::FILE* f, bool enabled) : f_(f), enabled_(enabled && f), tty_(f && isatty(fileno(f))) {}
+  // On a terminal the line is redrawn in place; elsewhere (CI logs) one line
+  // every 10 s.
+  void show(const std::string& text, bool force = false) {
+    if (!enabled_) return;
+    const auto now = std::chrono::steady_clock::now();
+    const double since = std::chrono::duration<double>(now - last_).count();
+    if (tty_) {
+      if (!force && since < 0.25) return;
+      fmt::print(f_, "\r\033[K{}", text);
+      dirty_ = true;
+    } else {
+      if (!force && since < 10) return;
+      fmt::print(f_, "{}\n", text);
+    }
+    std::fflush(f_);
+    last_ = now;
+  }
+  void done() {
+    if (enabled_ && tty_ && dirty_) fmt::print(f_, "\r\033[K");
+    dirty_ = false;
+  }
+
+ private:
+  std::FILE* f_;
+  bool enabled_, tty_, dirty_ = false;
+  std::chrono::steady_clock::time_point last_{};
+};
+
+// CPU seconds the calling thread has used: cases per CPU-second is the
+// per-core throughput however loaded the machine is.
+double thread_cpu_seconds() {
+  rusage u{};
+  getrusage(RUSAGE_THREAD, &u);
+  return double(u.ru_utime.tv_sec + u.ru_stime.tv_sec) + 1e-6 * double(u.ru_utime.tv_usec + u.ru_stime.tv_usec);
+}
+
+std::string shard_text(const FuzzOptions& o) { return fmt::format("{}/{}", o.shard_index, o.shard_count); }
+
+}  // namespace
+
+const std::vector<Property>& properties() {
+  static const std::vector<Property> v = build_properties();
+  return v;
+}
+
+const Property* find_property(const std::string& name) {
+  for (const Property& p : properties())
+    if (p.name == name) return &p;
+  return nullptr;
+}
+
+std::string save_found(const std::string& dir, const Found& f, const FuzzOptions& opt) {
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  if (ec) return {};
+  const std::filesystem::path path = std::filesystem::path(dir) / fmt::format("{}-seed{}.json", f.property, f.seed);
+  json meta = f.meta;
+  meta["property"] = f.property;
+  meta["seed"] = f.seed;
+  meta["size"] = f.size;
+  meta["shard"] = shard_text(opt);
+  meta["base_seed"] = opt.seed;
+  meta["backend"] = opt.ctx.backend == Backend::gpu ? "gpu" : "cpu";
+  meta["message"] = f.message;
+  meta["first_message"] = f.first_message;
+  meta["shrink"] = {{"steps", f.shrink_steps}, {"tries", f.shrink_tries}, {"hit_limit", f.shrink_hit_limit}};
+  meta["reproduced"] = f.reproduced;
+  meta["reproduce"] = fmt::format("pav fuzz --property {} --seed {} --cases 1", f.property, f.seed);
+  meta["description"] = f.description;
+  try {
+    save_case(path.string(), f.spec, meta);
+  } catch (const std::exception&) {
+    return {};
+  }
+  return path.string();
+}
+
+Verdict replay_case(const CaseSpec& spec, const json& meta, const CheckContext& ctx, std::string* property_out) {
+  const std::string named = meta.is_object() ? meta.value("property", std::string()) : std::string();
+  const Property* p = find_property(named);
+  if (!p) p = find_property("decode");
+  if (property_out) *property_out = p->name;
+  return p->replay(spec, meta, ctx);
+}
+
+Verdict replay_case_file(const std::string& path, const CheckContext& ctx, std::string* property_out) {
+  json meta;
+  const CaseSpec spec = load_case_spec(path, &meta);  // CaseError names the file and field
+  return replay_case(spec, meta, ctx, property_out);
+}
+
+FuzzReport run_fuzz(const FuzzOptions& opt, const std::vector<const Property*>& props, std::FILE* out,
+                    std::FILE* progress_out) {
+  using Clock = std::chrono::steady_clock;
+  if (opt.jobs < 1) throw std::invalid_argument("jobs must be >= 1");
+  if (opt.shard_count < 1 || opt.shard_index < 0 || opt.shard_index >= opt.shard_count)
+    throw std::invalid_argument("shard must be I/N with 0 <= I < N");
+  if (opt.cases <= 0 && opt.minutes <= 0) throw std::invalid_argument("give a case budget or a time budget");
+  if (props.empty()) throw std::invalid_argument("no property selected");
+
+  FuzzReport report;
+  const double seconds_each = opt.minutes > 0 ? opt.minutes * 60 / double(props.size()) : 0;
+  const char* backend = opt.ctx.backend == Backend::gpu ? "gpu" : "cpu";
+  fmt::print(out, "pav fuzz: base seed {}, shard {}, {} job(s), backend {}, budget {}{}{}\n", opt.seed,
+             shard_text(opt), opt.jobs, backend, opt.cases > 0 ? fmt::format("{} cases per property", opt.cases) : "",
+             opt.cases > 0 && opt.minutes > 0 ? " or " : "",
+             opt.minutes > 0 ? fmt::format("{:g} min ({:.0f} s per property)", opt.minutes, seconds_each) : "");
+  const uint64_t stride = uint64_t(opt.jobs) * uint64_t(opt.shard_count);
+  for (int j = 0; j < opt.jobs; ++j)
+    fmt::print(out, "  job {}: seeds {} + {}*m (m = 0, 1, ...): {}, {}, {}, ...\n", j,
+               case_seed(opt.seed, job_case_index(j, opt.jobs, 0), opt.shard_index, opt.shard_count), stride,
+               case_seed(opt.seed, job_case_index(j, opt.jobs, 0), opt.shard_index, opt.shard_count),
+               case_seed(opt.seed, job_case_index(j, opt.jobs, 1), opt.shard_index, opt.shard_count),
+               case_seed(opt.seed, job_case_index(j, opt.jobs, 2), opt.shard_index, opt.shard_count));
+  std::fflush(out);
+
+  ProgressLine progress(progress_out, opt.progress);
+  std::mutex out_mu;
+  for (const Property* prop : props) {
+    if (prop->host_only && opt.ctx.backend == Backend::gpu)
+      fmt::print(out, "{}: runs on the host (no device part)\n", prop->name);
+    struct Hit {
+      uint64_t k, seed;
+      int size, job;
+      std::string message;
+    };
+    std::atomic<bool> stop{false};
+    std::atomic<int64_t> done{0};
+    std::atomic<int> failures{0};
+    std::atomic<int> running{opt.jobs};
+    std::optional<Hit> hit;
+    std::mutex hit_mu;
+    PropertyRun run;
+    run.property = prop->name;
+    run.cases_per_job.assign(size_t(opt.jobs), 0);
+    const auto t0 = Clock::now();
+    const auto deadline = t0 + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(seconds_each));
+
+    std::vector<double> cpu(size_t(opt.jobs), 0.0);
+    auto run_job = [&](int job) {
+      for (uint64_t m = 0;; ++m) {
+        const uint64_t k = job_case_index(job, opt.jobs, m);
+        if (opt.cases > 0 && k >= uint64_t(opt.cases)) break;
+        if (stop.load() || (seconds_each > 0 && Clock::now() >= deadline)) break;
+        const uint64_t seed = case_seed(opt.seed, k, opt.shard_index, opt.shard_count);
+        const int size = case_size(seed);
+        if (opt.verbose) {
+          std::lock_guard<std::mutex> lock(out_mu);
+          fmt::print(out, "{}: job {} case {} seed {} size {}\n", prop->name, job, k, seed, size);
+        }
+        const Verdict v = prop->check_seed(seed, size, opt.ctx);
+        ++done;
+        ++run.cases_per_job[size_t(job)];
+        if (!v.passed) {
+          ++failures;
+          std::lock_guard<std::mutex> lock(hit_mu);
+          if (!hit || k < hit->k) hit = Hit{k, seed, size, job, v.message};
+          stop = true;
+          break;
+        }
+      }
+    };
+    auto worker = [&](int job) {
+      const double cpu0 = thread_cpu_seconds();
+      // One core per job: the CPU backend's parallel loops run on this thread
+      // only, so --jobs N uses N cores and --jobs 1 measures one.
+      tbb::task_arena one_core(1);
+      one_core.execute([&] { run_job(job); });
+      cpu[size_t(job)] = thread_cpu_seconds() - cpu0;
+      --running;
+    };
+    std::vector<std::thread> threads;
+    for (int j = 0; j < opt.jobs; ++j) threads.emplace_back(worker, j);
+    while (running.load() > 0) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+      const double el = std::chrono::duration<double>(Clock::now() - t0).count();
+      progress.show(fmt::format("[fuzz] {}: {} cases, {:.1f} cases/s, {} failure(s), {:.0f} s{}", prop->name,
+                                done.load(), el > 0 ? double(done.load()) / el : 0.0, failures.load(), el,
+                                seconds_each > 0 ? fmt::format(" of {:.0f} s", seconds_each) : ""));
+    }
+    for (auto& t : threads) t.join();
+    progress.done();
+    run.cases = done.load();
+    run.seconds = std::chrono::duration<double>(Clock::now() - t0).count();
+    for (double c : cpu) run.cpu_seconds += c;
+    report.runs.push_back(run);
+    fmt::print(out, "{}: {} cases in {:.1f} s: {:.1f} cases/s, {:.1f} cases per CPU-second (per core), {}\n",
+               prop->name, run.cases, run.seconds, run.cases_per_second(), run.cases_per_cpu_second(),
+               hit ? "FAILED" : "no failure");
+    std::fflush(out);
+    if (!hit) continue;
+
+    fmt::print(out, "\nFAIL {}: seed {} (size {}), case {} of job {}, shard {}\n  failure: {}\n", prop->name,
+               hit->seed, hit->size, hit->k, hit->job, shard_text(opt), hit->message);
+    fmt::print(out, "  shrinking...\n");
+    std::fflush(out);
+    ShrinkLimits limits = opt.shrink;
+    const auto s0 = Clock::now();
+    std::optional<Found> found = prop->shrink_seed(hit->seed, hit->size, opt.ctx, limits);
+    const double shrink_s = std::chrono::duration<double>(Clock::now() - s0).count();
+    if (!found) {
+      // Regenerated from its seed the case passed: a flaky failure (a race, an
+      // uninitialised read). Report it; there is no case to save that would fail.
+      Found f;
+      f.property = prop->name;
+      f.seed = hit->seed;
+      f.size = hit->size;
+      f.first_message = f.message = hit->message;
+      f.reproduced = false;
+      fmt::print(out, "  the failure did not recur when the case was regenerated from its seed (flaky)\n");
+      report.failure = f;
+      return report;
+    }
+    fmt::print(out, "  shrunk in {} steps ({} candidates, {:.1f} s){}\n  shrunk case: {}\n  its failure: {}\n",
+               found->shrink_steps, found->shrink_tries, shrink_s,
+               found->shrink_hit_limit ? " - stopped at the shrink limit, not a local minimum" : "",
+               found->description, found->message);
+    report.saved_path = save_found(opt.save_dir, *found, opt);
+    if (report.saved_path.empty())
+      fmt::print(out, "  could not write the counterexample under {}\n", opt.save_dir);
+    else
+      fmt::print(out, "  saved {}\n", report.saved_path);
+    fmt::print(out, "  reproduce: pav fuzz --property {} --seed {} --cases 1\n", prop->name, hit->seed);
+    if (!report.saved_path.empty())
+      fmt::print(out, "  replay:    pav fuzz --replay {}{}\n", report.saved_path,
+                 prop->name == "decode" ? fmt::format("   (or pav replay {})", report.saved_path) : "");
+    std::fflush(out);
+    report.failure = std::move(found);
+    return report;
+  }
+  return report;
+}
+
+}  // namespace pav::props::fuzz

@@ -1,0 +1,273 @@
+#pragma once
+// The fuzz engine behind `pav fuzz`: runs property generators at scale over a
+// seed stream, stops at the first failure or at the budget, shrinks the failing
+// value by walking RapidCheck's shrink tree, and saves the minimal
+// counterexample as a case file (pav-case/1, the property in its "meta") that
+// replay_case_file() re-runs through the same property.
+//
+// Seeds: case k of shard I of N has seed base + k*N + I; job j of J runs
+// k = j, j+J, j+2J, ..., so jobs and shards never run the same seed. The
+// generator size is a function of the seed (case_size), so one seed alone
+// reproduces a case.
+#include <rapidcheck.h>
+
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <functional>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "kernels/launch.hpp"
+#include "properties/host_case.hpp"
+
+namespace pav::props::fuzz {
+
+inline constexpr int kMaxSize = 100;  // RapidCheck's default max size
+inline constexpr const char* kDefaultSaveDir = "fixtures/counterexamples";
+
+// Seed of case k in shard `shard_index` of `shard_count`.
+uint64_t case_seed(uint64_t base, uint64_t k, int shard_index, int shard_count);
+// The case index of job `job` of `jobs` at its m-th case.
+uint64_t job_case_index(int job, int jobs, uint64_t m);
+// Generator size for a seed: 0..kMaxSize, cycling with the seed.
+int case_size(uint64_t seed);
+
+struct Verdict {
+  bool passed = true;
+  std::string message;  // why it failed
+  static Verdict pass() { return {}; }
+  static Verdict fail(std::string why) { return {false, std::move(why)}; }
+};
+
+struct CheckContext {
+  kernels::Backend backend = kernels::Backend::cpu;
+};
+
+struct ShrinkLimits {
+  int64_t max_tries = 20000;   // property evaluations while shrinking
+  double max_seconds = 600;    // wall clock spent shrinking
+};
+
+template <class T>
+struct Shrunk {
+  T value;
+  Verdict verdict;        // of `value`
+  int64_t steps = 0;      // accepted shrinks
+  int64_t tries = 0;      // evaluated candidates
+  bool hit_limit = false; // stopped by ShrinkLimits, not at a local minimum
+};
+
+// Runs a check, turning any exception into a failure naming it.
+template <class T>
+Verdict guarded(const std::function<Verdict(const T&)>& check, const T& v) {
+  try {
+    return check(v);
+  } catch (const std::exception& e) {
+    return Verdict::fail(std::string("exception: ") + e.what());
+  } catch (...) {
+    return Verdict::fail("unknown exception");
+  }
+}
+
+// Greedy shrinking: from a failing shrinkable, take the first child that still
+// fails and repeat until no child fails (a local minimum) or a limit is hit.
+// Children whose generation throws are skipped, as RapidCheck does.
+template <class T>
+Shrunk<T> shrink_failing(const rc::Shrinkable<T>& root, const Verdict& root_verdict,
+                         const std::function<Verdict(const T&)>& check, const ShrinkLimits& limits = {}) {
+  using Clock = std::chrono::steady_clock;
+  const auto t0 = Clock::now();
+  rc::Shrinkable<T> current = root;
+  Shrunk<T> out{root.value(), root_verdict};
+  for (bool progressed = true; progressed;) {
+    progressed = false;
+    auto children = current.shrinks();
+    while (auto child = children.next()) {
+      if (out.tries >= limits.max_tries ||
+          std::chrono::duration<double>(Clock::now() - t0).count() > limits.max_seconds) {
+        out.hit_limit = true;
+        return out;
+      }
+      std::optional<T> v;
+      try {
+        v.emplace(child->value());
+      } catch (...) {
+        continue;
+      }
+      ++out.tries;
+      Verdict verdict = guarded(check, *v);
+      if (!verdict.passed) {
+        current = *child;
+        out.value = std::move(*v);
+        out.verdict = std::move(verdict);
+        ++out.steps;
+        progressed = true;
+        break;
+      }
+    }
+  }
+  return out;
+}
+
+// RapidCheck keeps its generation context in process-wide statics (not
+// thread-local), so jobs draw values one at a time under this lock and run the
+// checks, where the time goes, in parallel.
+std::mutex& generation_mutex();
+
+// A failing case after shrinking, as a case file's content.
+struct Found {
+  std::string property;
+  uint64_t seed = 0;
+  int size = 0;
+  std::string first_message;  // the failure as first found
+  std::string message;        // the failure of the shrunk case
+  int64_t shrink_steps = 0, shrink_tries = 0;
+  bool shrink_hit_limit = false;
+  bool reproduced = true;     // false: the failure did not recur when regenerated (flaky)
+  CaseSpec spec;              // the shrunk case
+  nlohmann::json meta;        // property-specific fields and the run's facts
+  std::string description;    // one-line summary of the shrunk value
+};
+
+// One property, type-erased. Built with make_property().
+struct Property {
+  std::string name;
+  std::string summary;
+  bool host_only = false;  // ignores --backend (the planner runs on the host)
+  // Draws the value for (seed, size) and checks it.
+  std::function<Verdict(uint64_t seed, int size, const CheckContext&)> check_seed;
+  // Regenerates (seed, size), and if it fails shrinks it and returns the case file.
+  std::function<std::optional<Found>(uint64_t seed, int size, const CheckContext&, const ShrinkLimits&)> shrink_seed;
+  // Re-runs the property on a saved case.
+  std::function<Verdict(const CaseSpec&, const nlohmann::json& meta, const CheckContext&)> replay;
+};
+
+template <class T>
+struct PropertyParts {
+  std::string name, summary;
+  bool host_only = false;
+  rc::Gen<T> gen;
+  std::function<Verdict(const T&, const CheckContext&)> check;
+  // The value as a case file: the CaseSpec carries what it can (lens, hkv,
+  // options); the rest goes into meta.
+  std::function<CaseSpec(const T&, nlohmann::json& meta)> to_case;
+  std::function<T(const CaseSpec&, const nlohmann::json& meta)> from_case;
+  std::function<std::string(const T&)> describe;
+};
+
+template <class T>
+Property make_property(PropertyParts<T> parts) {
+  auto p = std::make_shared<PropertyParts<T>>(std::move(parts));
+  Property out;
+  out.name = p->name;
+  out.summary = p->summary;
+  out.host_only = p->host_only;
+  out.check_seed = [p](uint64_t seed, int size, const CheckContext& ctx) {
+    std::function<Verdict(const T&)> check = [&](const T& v) { return p->check(v, ctx); };
+    try {
+      std::optional<T> v;
+      {
+        std::lock_guard<std::mutex> lock(generation_mutex());
+        v.emplace(p->gen(rc::Random(seed), size).value());
+      }
+      return guarded(check, *v);
+    } catch (const std::exception& e) {
+      return Verdict::fail(std::string("generator threw: ") + e.what());
+    }
+  };
+  out.shrink_seed = [p](uint64_t seed, int size, const CheckContext& ctx,
+                        const ShrinkLimits& limits) -> std::optional<Found> {
+    std::function<Verdict(const T&)> check = [&](const T& v) { return p->check(v, ctx); };
+    // Shrinking regenerates values throughout; it runs alone (after the jobs).
+    std::lock_guard<std::mutex> lock(generation_mutex());
+    const rc::Shrinkable<T> root = p->gen(rc::Random(seed), size);
+    const T v = root.value();
+    const Verdict first = guarded(check, v);
+    if (first.passed) return std::nullopt;
+    const Shrunk<T> s = shrink_failing<T>(root, first, check, limits);
+    Found f;
+    f.property = p->name;
+    f.seed = seed;
+    f.size = size;
+    f.first_message = first.message;
+    f.message = s.verdict.message;
+    f.shrink_steps = s.steps;
+    f.shrink_tries = s.tries;
+    f.shrink_hit_limit = s.hit_limit;
+    f.meta = nlohmann::json::object();
+    f.spec = p->to_case(s.value, f.meta);
+    if (p->describe) f.description = p->describe(s.value);
+    return f;
+  };
+  out.replay = [p](const CaseSpec& spec, const nlohmann::json& meta, const CheckContext& ctx) {
+    std::function<Verdict(const T&)> check = [&](const T& v) { return p->check(v, ctx); };
+    T v;
+    try {
+      v = p->from_case(spec, meta);
+    } catch (const std::exception& e) {
+      return Verdict::fail(std::string("cannot rebuild the ") + p->name + " case: " + e.what());
+    }
+    return guarded(check, v);
+  };
+  return out;
+}
+
+// The built-in properties: planner, decode, gate-mirror, batch-invariance.
+const std::vector<Property>& properties();
+// nullptr when no property has that name.
+const Property* find_property(const std::string& name);
+
+// ---- runs ----------------------------------------------------------------------
+
+struct FuzzOptions {
+  int64_t cases = 0;         // per property; 0: no case budget
+  double minutes = 0;        // all properties together; 0: no time budget
+  uint64_t seed = 1;
+  int jobs = 1;
+  int shard_index = 0, shard_count = 1;
+  CheckContext ctx;
+  std::string save_dir = kDefaultSaveDir;
+  ShrinkLimits shrink;
+  bool progress = true;      // live progress line on `progress_out`
+  bool verbose = false;      // one line per case with its seed
+};
+
+struct PropertyRun {
+  std::string property;
+  int64_t cases = 0;
+  double seconds = 0;      // wall clock
+  double cpu_seconds = 0;  // summed over the jobs' threads
+  double cases_per_second() const { return seconds > 0 ? double(cases) / seconds : 0; }
+  double cases_per_cpu_second() const { return cpu_seconds > 0 ? double(cases) / cpu_seconds : 0; }
+  std::vector<int64_t> cases_per_job;
+};
+
+struct FuzzReport {
+  std::vector<PropertyRun> runs;
+  std::optional<Found> failure;
+  std::string saved_path;  // the counterexample file ("" when none or not writable)
+  bool passed() const { return !failure.has_value(); }
+};
+
+// Runs the properties one after another (the time budget split evenly among
+// them); stops at the first failure, shrinks it and saves it. Messages go to
+// `out`, the progress line to `progress_out`.
+FuzzReport run_fuzz(const FuzzOptions& opt, const std::vector<const Property*>& props, std::FILE* out,
+                    std::FILE* progress_out);
+
+// Writes a Found as a case file under dir and returns its path ("" on error).
+std::string save_found(const std::string& dir, const Found& f, const FuzzOptions& opt);
+
+// Re-runs a saved case through the property its meta names. A file without a
+// known property (pav replay's decode files, other suites' saved decode cases)
+// replays as the decode property. *property_out gets the property run.
+Verdict replay_case_file(const std::string& path, const CheckContext& ctx, std::string* property_out = nullptr);
+Verdict replay_case(const CaseSpec& spec, const nlohmann::json& meta, const CheckContext& ctx,
+                    std::string* property_out = nullptr);
+
+}  // namespace pav::props::fuzz

@@ -1,0 +1,294 @@
+// The fuzz engine: disjoint seeds across jobs and shards, greedy shrinking to a
+// local minimum, a planted defect found, shrunk to its known minimal case,
+// saved and replayed through the same property, and replay dispatch by the
+// property a case file names.
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <set>
+
+#include "properties/case_format.hpp"
+#include "properties/fuzz.hpp"
+#include "properties/gate_gen.hpp"
+
+using namespace pav::props;
+using namespace pav::props::fuzz;
+using nlohmann::json;
+
+namespace {
+
+std::filesystem::path scratch_dir(const std::string& name) {
+  const auto dir = std::filesystem::temp_directory_path() /
+                   ("pav-fuzz-test-" + name + "-" + std::to_string(::testing::UnitTest::GetInstance()->random_seed()) +
+                    "-" + std::to_string(uint64_t(std::chrono::steady_clock::now().time_since_epoch().count())));
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  return dir;
+}
+
+std::vector<std::filesystem::path> json_files(const std::filesystem::path& dir) {
+  std::vector<std::filesystem::path> out;
+  for (const auto& e : std::filesystem::directory_iterator(dir))
+    if (e.path().extension() == ".json") out.push_back(e.path());
+  return out;
+}
+
+// The first seed from `from` whose generated value fails `check`.
+template <class T>
+uint64_t first_failing_seed(const rc::Gen<T>& gen, const std::function<Verdict(const T&)>& check, uint64_t from) {
+  for (uint64_t s = from; s < from + 10000; ++s)
+    if (!check(gen(rc::Random(s), case_size(s)).value()).passed) return s;
+  ADD_FAILURE() << "no failing seed in 10000 from " << from;
+  return from;
+}
+
+// A planner-shaped property with a planted defect: any length above 4096 "fails".
+// Its minimal counterexample under greedy shrinking is exactly {4097}.
+Property planted_planner_property() {
+  PropertyParts<std::vector<int32_t>> parts{
+      "planted-long-length",
+      "test only: lengths above 4096 fail",
+      true,
+      rc::gen::container<std::vector<int32_t>>(rc::gen::inRange<int32_t>(0, 100000)),
+      [](const std::vector<int32_t>& lens, const CheckContext&) {
+        for (int32_t l : lens)
+          if (l > 4096) return Verdict::fail("planted: length " + std::to_string(l) + " > 4096");
+        return Verdict::pass();
+      },
+      [](const std::vector<int32_t>& lens, json& meta) {
+        CaseSpec s;
+        s.lens = lens.empty() ? std::vector<int32_t>{0} : lens;
+        meta["planted"] = true;
+        return s;
+      },
+      [](const CaseSpec& s, const json&) { return s.lens; },
+      nullptr,
+  };
+  return make_property(std::move(parts));
+}
+
+}  // namespace
+
+TEST(FuzzSeeds, ShardsAndJobsRunDisjointSeedsCoveringTheStream) {
+  const uint64_t base = 1000;
+  const uint64_t cases = 97;
+  for (int shards : {1, 2, 3, 7})
+    for (int jobs : {1, 2, 4}) {
+      std::set<uint64_t> seen;
+      for (int shard = 0; shard < shards; ++shard)
+        for (int job = 0; job < jobs; ++job)
+          for (uint64_t m = 0;; ++m) {
+            const uint64_t k = job_case_index(job, jobs, m);
+            if (k >= cases) break;
+            const uint64_t seed = case_seed(base, k, shard, shards);
+            EXPECT_TRUE(seen.insert(seed).second)
+                << "seed " << seed << " run twice (shard " << shard << "/" << shards << ", job " << job << ")";
+            EXPECT_EQ((seed - base) % uint64_t(shards), uint64_t(shard));
+          }
+      // Together the shards run exactly the seeds base .. base + shards*cases - 1.
+      EXPECT_EQ(seen.size(), size_t(shards) * cases);
+      EXPECT_EQ(*seen.begin(), base);
+      EXPECT_EQ(*seen.rbegin(), base + uint64_t(shards) * cases - 1);
+    }
+}
+
+TEST(FuzzSeeds, SizeCyclesThroughEveryGeneratorSize) {
+  std::set<int> sizes;
+  for (uint64_t s = 5; s < 5 + kMaxSize + 1; ++s) sizes.insert(case_size(s));
+  EXPECT_EQ(sizes.size(), size_t(kMaxSize + 1));
+  EXPECT_EQ(*sizes.begin(), 0);
+  EXPECT_EQ(*sizes.rbegin(), kMaxSize);
+}
+
+TEST(FuzzShrink, WalksToTheMinimalCounterexample) {
+  // Fails when any element is >= 100: the only local minimum is {100}.
+  const auto gen = rc::gen::container<std::vector<int>>(rc::gen::inRange(0, 1000));
+  const std::function<Verdict(const std::vector<int>&)> check = [](const std::vector<int>& v) {
+    for (int x : v)
+      if (x >= 100) return Verdict::fail("element >= 100");
+    return Verdict::pass();
+  };
+  for (uint64_t from : {1ull, 500ull, 9000ull}) {
+    const uint64_t seed = first_failing_seed(gen, check, from);
+    const auto root = gen(rc::Random(seed), case_size(seed));
+    const Shrunk<std::vector<int>> s = shrink_failing(root, check(root.value()), check);
+    EXPECT_EQ(s.value, std::vector<int>{100}) << "seed " << seed << ", original size " << root.value().size();
+    EXPECT_FALSE(s.verdict.passed);
+    EXPECT_FALSE(s.hit_limit);
+    EXPECT_GT(s.steps, 0) << "seed " << seed;
+  }
+}
+
+TEST(FuzzShrink, StopsAtTheTryLimit) {
+  const auto gen = rc::gen::container<std::vector<int>>(rc::gen::inRange(0, 1000));
+  const std::function<Verdict(const std::vector<int>&)> check = [](const std::vector<int>& v) {
+    for (int x : v)
+      if (x >= 100) return Verdict::fail("element >= 100");
+    return Verdict::pass();
+  };
+  const uint64_t seed = first_failing_seed(gen, check, 77);
+  const auto root = gen(rc::Random(seed), case_size(seed));
+  ShrinkLimits limits;
+  limits.max_tries = 1;
+  const auto s = shrink_failing(root, check(root.value()), check, limits);
+  EXPECT_LE(s.tries, 1);
+  EXPECT_FALSE(s.verdict.passed);
+}
+
+TEST(FuzzEngine, FindsShrinksSavesAndReplaysAPlantedDefect) {
+  const Property planted = planted_planner_property();
+  const auto dir = scratch_dir("planted");
+  FuzzOptions o;
+  o.cases = 500;
+  o.seed = 4242;
+  o.jobs = 2;
+  o.save_dir = dir.string();
+  o.progress = false;
+  std::FILE* log = std::tmpfile();
+  const FuzzReport r = run_fuzz(o, {&planted}, log, nullptr);
+  std::fclose(log);
+  ASSERT_FALSE(r.passed()) << "the planted defect was not found in 500 cases from seed 4242";
+  ASSERT_FALSE(r.saved_path.empty());
+  const auto files = json_files(dir);
+  ASSERT_EQ(files.size(), 1u);
+  EXPECT_EQ(files[0].string(), r.saved_path);
+
+  json meta;
+  const CaseSpec saved = load_case_spec(r.saved_path, &meta);
+  // The saved case is the shrunk one, not the first failing draw.
+  EXPECT_EQ(saved.lens, std::vector<int32_t>{4097}) << "saved " << r.saved_path;
+  EXPECT_EQ(meta.value("property", ""), "planted-long-length");
+  EXPECT_EQ(meta.value("seed", uint64_t(0)), r.failure->seed);
+  EXPECT_EQ(meta.value("size", -1), case_size(r.failure->seed));
+  EXPECT_EQ(meta.value("planted", false), true);
+  EXPECT_EQ(meta.value("message", ""), "planted: length 4097 > 4096");
+  EXPECT_EQ((r.failure->seed - o.seed) % uint64_t(o.shard_count), uint64_t(o.shard_index));
+
+  // The seed alone reproduces the first failure.
+  EXPECT_FALSE(planted.check_seed(r.failure->seed, case_size(r.failure->seed), {}).passed);
+  // Replaying the file runs the same property and fails again.
+  const Verdict again = planted.replay(saved, meta, {});
+  EXPECT_FALSE(again.passed);
+  EXPECT_EQ(again.message, "planted: length 4097 > 4096");
+  std::filesystem::remove_all(dir);
+}
+
+TEST(FuzzEngine, RunsExactlyTheCaseBudgetWhenNothingFails) {
+  const auto dir = scratch_dir("budget");
+  FuzzOptions o;
+  o.cases = 60;
+  o.seed = 99;
+  o.jobs = 3;
+  o.shard_index = 1;
+  o.shard_count = 2;
+  o.save_dir = dir.string();
+  o.progress = false;
+  std::FILE* log = std::tmpfile();
+  const FuzzReport r = run_fuzz(o, {find_property("planner")}, log, nullptr);
+  std::fclose(log);
+  EXPECT_TRUE(r.passed()) << (r.failure ? r.failure->message : "");
+  ASSERT_EQ(r.runs.size(), 1u);
+  EXPECT_EQ(r.runs[0].cases, 60);
+  EXPECT_EQ(r.runs[0].cases_per_job, (std::vector<int64_t>{20, 20, 20}));
+  EXPECT_TRUE(json_files(dir).empty());
+  std::filesystem::remove_all(dir);
+}
+
+TEST(FuzzEngine, RejectsBadOptions) {
+  FuzzOptions o;
+  o.progress = false;
+  const std::vector<const Property*> p{find_property("planner")};
+  EXPECT_THROW(run_fuzz(o, p, nullptr, nullptr), std::invalid_argument);  // no budget
+  o.cases = 1;
+  o.shard_index = 2;
+  o.shard_count = 2;
+  EXPECT_THROW(run_fuzz(o, p, nullptr, nullptr), std::invalid_argument);
+  o.shard_index = 0;
+  o.jobs = 0;
+  EXPECT_THROW(run_fuzz(o, p, nullptr, nullptr), std::invalid_argument);
+}
+
+TEST(FuzzProperties, TheFourPropertiesExist) {
+  for (const char* name : {"planner", "decode", "gate-mirror", "batch-invariance"}) {
+    const Property* p = find_property(name);
+    ASSERT_NE(p, nullptr) << name;
+    EXPECT_FALSE(p->summary.empty());
+  }
+  EXPECT_EQ(find_property("no-such-property"), nullptr);
+}
+
+TEST(FuzzProperties, EachPassesItsFirstCasesOnTheCurrentCode) {
+  // Few cases each: a smoke check that the properties hold on the code as it
+  // is (the long runs are `pav fuzz`'s job).
+  const std::pair<const char*, int> runs[] = {{"planner", 200}, {"gate-mirror", 100}, {"decode", 3},
+                                              {"batch-invariance", 3}};
+  for (const auto& [name, n] : runs) {
+    const Property* p = find_property(name);
+    ASSERT_NE(p, nullptr);
+    for (uint64_t seed = 31337; seed < 31337 + uint64_t(n); ++seed) {
+      const Verdict v = p->check_seed(seed, case_size(seed), {});
+      ASSERT_TRUE(v.passed) << name << " seed " << seed << ": " << v.message;
+    }
+  }
+}
+
+TEST(FuzzReplay, CaseFilesReplayThroughThePropertyTheyName) {
+  const auto dir = scratch_dir("replay");
+  // A planner case: lengths a decode replay could not even allocate.
+  {
+    CaseSpec s;
+    s.lens = {2147483647, -1, 0, 257, 65537};
+    s.hkv = 3;
+    s.opt.cu = 80;
+    s.max_partitions = 7;
+    s.workgroup_budget = 1000;
+    const auto path = (dir / "planner.json").string();
+    save_case(path, s, {{"property", "planner"}, {"prior_lens", {5, 4, 3, 2, 1}}});
+    std::string property;
+    const Verdict v = replay_case_file(path, {}, &property);
+    EXPECT_EQ(property, "planner");
+    EXPECT_TRUE(v.passed) << v.message;
+  }
+  // A planner case whose params the planner must refuse: the planner property
+  // (not decode) reports it.
+  {
+    CaseSpec s;
+    s.lens = {10};
+    s.opt.cu = 8;
+    s.max_partitions = 9;  // > cu
+    const auto path = (dir / "planner-bad.json").string();
+    save_case(path, s, {{"property", "planner"}});
+    std::string property;
+    const Verdict v = replay_case_file(path, {}, &property);
+    EXPECT_EQ(property, "planner");
+    EXPECT_FALSE(v.passed);
+    EXPECT_NE(v.message.find("max_partitions"), std::string::npos) << v.message;
+  }
+  // A gate-mirror case: the meta's clause and variant are applied again.
+  {
+    const GateSpec g = fixed_violation_spec(pav::kernels::Clause::block_size, 0, true);
+    const auto path = (dir / "gate.json").string();
+    save_case(path, g.base,
+              {{"property", "gate-mirror"}, {"with_plan", true}, {"violate", "block_size"}, {"variant", 0}});
+    std::string property;
+    const Verdict v = replay_case_file(path, {}, &property);
+    EXPECT_EQ(property, "gate-mirror");
+    EXPECT_TRUE(v.passed) << v.message;
+    save_case(path, g.base, {{"property", "gate-mirror"}, {"violate", "no_such_clause"}});
+    EXPECT_FALSE(replay_case_file(path, {}).passed);
+  }
+  // No property in meta (pav replay's files, other suites' saved cases): decode.
+  {
+    CaseSpec s;
+    s.lens = {300, 0, 5};
+    s.group = 2;
+    const auto path = (dir / "plain.json").string();
+    save_case(path, s, json::object());
+    std::string property;
+    const Verdict v = replay_case_file(path, {}, &property);
+    EXPECT_EQ(property, "decode");
+    EXPECT_TRUE(v.passed) << v.message;
+  }
+  std::filesystem::remove_all(dir);
+}
