@@ -189,7 +189,7 @@ if [[ -n $run_mutants ]]; then
     if "$dir/gpu_test" --gtest_filter="$filter" >"$logs/mutant-$name.log" 2>&1; then
       echo "  MISSED  $name: $(cat "$dir/what")"; fail=1
     else
-      n=$(grep -c '^\[  FAILED  \] [A-Za-z]' "$logs/mutant-$name.log")
+      n=$(grep -cE '^\[  FAILED  \] .* \([0-9]+ ms\)$' "$logs/mutant-$name.log")
       echo "  caught  $name ($n failing test(s))"; caught=$((caught + 1))
     fi
   done
