@@ -9,6 +9,7 @@
 
 #include "kernels/validate.hpp"
 #include "properties/counterexample.hpp"
+#include "properties/drift_run.hpp"
 #include "properties/gen.hpp"
 #include "properties/runner.hpp"
 #include "tools/backend_option.hpp"
@@ -79,6 +80,28 @@ CheckResult decode_check(uint64_t seed, int cases, kernels::Backend backend, boo
   return r;
 }
 
+// The quick drift sweep (docs/drift.md, fixtures/drift-quick.json): no error
+// growth from the lowest to the highest split ceiling, no mismatch at the
+// REFERENCE 10 standard, and the positive control's growth is detected.
+CheckResult drift_check(kernels::Backend backend, bool progress) {
+  CheckResult r{"drift", "quick drift sweep: no error growth from split ceiling 8 to 256; positive control flips", 0, 0, 0, ""};
+  const props::DriftSweep sweep = props::builtin_quick_sweep();
+  props::DriftRunOptions opt;
+  opt.backend = backend;
+  if (progress) opt.progress = [](const props::DriftProgress& p) { fmt::print(stderr, "{}", props::progress_line(p)); };
+  const props::DriftReport rep = props::run_drift(sweep, props::drift_cells(sweep), opt);
+  if (progress) fmt::print(stderr, "\n");
+  for (const auto& c : rep.cells) {
+    ++r.cases;
+    if (!c.passed) ++r.failed;
+  }
+  if (!rep.passed) {
+    r.failed = std::max<int64_t>(r.failed, 1);
+    r.first_failure = rep.first_failure;
+  }
+  return r;
+}
+
 int run(std::vector<std::string> args) {
   CLI::App app{"Verify the planner and the decode kernels against the reference.", "verify"};
   std::string backend_name = "auto";
@@ -105,6 +128,7 @@ int run(std::vector<std::string> args) {
   };
   timed([&] { return planner_check(seed, plan_cases); });
   timed([&] { return decode_check(seed, decode_cases, backend, !quiet && !json); });
+  timed([&] { return drift_check(backend, !quiet && !json); });
 
   int64_t failed = 0;
   for (const auto& r : results) failed += r.failed;
