@@ -101,39 +101,41 @@ PAV_HD inline float fp8_to_f32(uint8_t b, DType flavour) {
 }
 
 PAV_HD inline uint8_t f32_to_fp8(float x, DType flavour) {
+  // Integer rounding on the f32 bits: exact, no libm calls (this runs once per
+  // P element in the decode inner loop).
   const Fp8Format f = fp8_format(flavour);
-  if (x != x) return f.fnuz ? uint8_t(0x80) : uint8_t(0x7f);
-  const uint8_t sign = (f32_bits(x) >> 24) & 0x80;
-  float a = fabsf(x);
+  const uint32_t u = f32_bits(x);
+  const uint32_t a = u & 0x7fffffffu;
+  if (a > 0x7f800000u) return f.fnuz ? uint8_t(0x80) : uint8_t(0x7f);
+  const uint8_t sign = uint8_t((u >> 24) & 0x80);
   uint8_t code;
-  if (a >= f.max_finite) {
+  if (a >= f32_bits(f.max_finite)) {
     code = f.max_code;
+  } else if (a < 0x00800000u) {
+    code = 0;  // f32 subnormals are far below the smallest fp8 subnormal
   } else {
-    int e;
-    frexpf(a, &e);  // a = frac * 2^e, frac in [0.5, 1)
-    int exp_unbiased = e - 1;
+    const int e = int(a >> 23) - 127;          // unbiased exponent
     const int emin = 1 - f.bias;
-    if (exp_unbiased < emin) exp_unbiased = emin;  // subnormal range shares the min scale
-    // Quantize to 3 mantissa bits at this binade: units of 2^(exp - 3).
-    float q = ldexpf(a, 3 - exp_unbiased);  // exact scaling
-#ifdef __CUDA_ARCH__
-    float r = rintf(q);
-#else
-    float r = std::nearbyint(q);
-#endif
-    int units = int(r);  // 0..16
-    int biased;
-    int mant;
-    if (units >= 8) {  // normal (a carry to 16 moves up one binade)
-      int ex = exp_unbiased;
+    const uint32_t mant = (a & 0x7fffffu) | 0x800000u;  // 24-bit significand with the leading 1
+    // Keep 4 significant bits (1 + 3) in the normal range; fewer below emin.
+    const int shift = 20 + (e < emin ? emin - e : 0);
+    uint32_t units = 0;
+    if (shift < 32) {
+      units = mant >> shift;
+      const uint32_t rest = mant & ((1u << shift) - 1u), half = 1u << (shift - 1);
+      if (rest > half || (rest == half && (units & 1u))) ++units;
+    }
+    int biased, m;
+    if (e < emin) {           // subnormal scale: units in 0..8 (8 carries into the first normal)
+      biased = units >= 8 ? 1 : 0;
+      m = int(units >= 8 ? units - 8 : units);
+    } else {                  // normal: units in 8..16 (16 carries into the next binade)
+      int ex = e;
       if (units == 16) { ex += 1; units = 8; }
       biased = ex + f.bias;
-      mant = units - 8;
-    } else {           // only reachable at emin: a subnormal (or zero)
-      biased = 0;
-      mant = units;
+      m = int(units) - 8;
     }
-    int c = (biased << 3) | mant;
+    const int c = (biased << 3) | m;
     code = c > f.max_code ? f.max_code : uint8_t(c);
   }
   if (f.fnuz && code == 0) return 0;  // fnuz has no negative zero

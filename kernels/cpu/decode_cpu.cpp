@@ -109,7 +109,7 @@ void attend(const Ctx& x, int64_t seq, int64_t h, const QRows& qr, int64_t tile0
   st.m.assign(rows, kNegInf);
   st.l.assign(rows, 0.0f);
   std::vector<float> ktile(kTileTokens * D), vtile(kTileTokens * D), kscale(kTileTokens),
-      vscale(kTileTokens), s(rows * kTileTokens);
+      vscale(kTileTokens), s(rows * kTileTokens), wt(kTileTokens);
   const bool per_token_v = x.per_token_v();
   const float vs_tensor = per_token_v ? 1.0f : x.scale(x.c.v_scale, 0, 0, 0);
   const uint8_t* kc = x.c.k_cache.as<const uint8_t>();
@@ -121,13 +121,24 @@ void attend(const Ctx& x, int64_t seq, int64_t h, const QRows& qr, int64_t tile0
     const int64_t t1 = std::min<int64_t>(t0 + kTileTokens, row_limit_max);
     if (t1 <= t0) break;
     const int64_t n = t1 - t0;
+    // Gather the tile: K rows are 16-byte runs per head-dim group; V is strided
+    // by block_size (plain) or by 16 (trans).
+    const int64_t hkv = x.d.hkv;
     for (int64_t i = 0; i < n; ++i) {
       const int64_t t = t0 + i, blk = x.block(seq, t / bs), off = t % bs;
       float* kr = &ktile[i * D];
       float* vr = &vtile[i * D];
-      for (int64_t dd = 0; dd < D; ++dd) {
-        kr[dd] = x.lut[kc[k_offset(blk, h, dd, off, x.d.hkv, D, bs)]];
-        vr[dd] = x.lut[vc[v_offset(x.d.v_layout, blk, h, dd, off, x.d.hkv, D, bs)]];
+      const uint8_t* kb = kc + (blk * hkv + h) * D * bs + off * 16;
+      for (int64_t g = 0; g < D / 16; ++g) {
+        const uint8_t* src = kb + g * bs * 16;
+        for (int j = 0; j < 16; ++j) kr[g * 16 + j] = x.lut[src[j]];
+      }
+      if (x.d.v_layout == VLayout::plain) {
+        const uint8_t* vb = vc + (blk * hkv + h) * D * bs + off;
+        for (int64_t dd = 0; dd < D; ++dd) vr[dd] = x.lut[vb[dd * bs]];
+      } else {
+        const uint8_t* vb = vc + ((blk * hkv + h) * (bs / 16) + off / 16) * D * 16 + off % 16;
+        for (int64_t dd = 0; dd < D; ++dd) vr[dd] = x.lut[vb[dd * 16]];
       }
       kscale[i] = x.scale(x.c.k_scale, blk, h, off);
       vscale[i] = per_token_v ? x.scale(x.c.v_scale, blk, h, off) : 1.0f;
@@ -153,12 +164,29 @@ void attend(const Ctx& x, int64_t seq, int64_t h, const QRows& qr, int64_t tile0
       for (int64_t i = 0; i < visible; ++i) {
         const float pt = std::exp(sr[i] - m_new);
         lsum += pt;
-        float w = x.fp8_compute
-                      ? fp8_to_f32(f32_to_fp8(pt * x.fp8_max, x.c.opt.compute), x.c.opt.compute)
-                      : pt;
-        w *= vscale[i];
+        const float w = x.fp8_compute
+                            ? fp8_to_f32(f32_to_fp8(pt * x.fp8_max, x.c.opt.compute), x.c.opt.compute)
+                            : pt;
+        wt[i] = w * vscale[i];
+      }
+      // PV: four tokens per pass over the accumulator row, still added one
+      // token at a time, so the rounding sequence is the plain token order.
+      int64_t i = 0;
+      for (; i + 4 <= visible; i += 4) {
+        const float w0 = wt[i], w1 = wt[i + 1], w2 = wt[i + 2], w3 = wt[i + 3];
+        const float *v0 = &vtile[i * D], *v1 = v0 + D, *v2 = v1 + D, *v3 = v2 + D;
+        for (int64_t dd = 0; dd < D; ++dd) {
+          float a = acc[dd];
+          a += w0 * v0[dd];
+          a += w1 * v1[dd];
+          a += w2 * v2[dd];
+          a += w3 * v3[dd];
+          acc[dd] = a;
+        }
+      }
+      for (; i < visible; ++i) {
         const float* vr = &vtile[i * D];
-        for (int64_t dd = 0; dd < D; ++dd) acc[dd] += w * vr[dd];
+        for (int64_t dd = 0; dd < D; ++dd) acc[dd] += wt[i] * vr[dd];
       }
       st.l[r] = st.l[r] * alpha + lsum;
       st.m[r] = m_new;
