@@ -50,8 +50,15 @@ mkdir -p "$scratch"
 echo "== fuzz-demo: $(sed -n 's/^pav-mutant:[[:space:]]*//p' "$patch" | head -1)"
 echo "   patch $patch"
 sync_tree
-if ! (cd "$src" && git apply --unidiff-zero "$patch" 2>/dev/null || patch -p1 --forward -s <"$patch"); then
+# patch, not git apply: the scratch tree lies inside this repository, where git
+# apply silently skips every path outside the current directory.
+if ! (cd "$src" && patch -p1 --forward -s <"$patch"); then
   echo "fuzz-demo: the patch does not apply"; exit 2
+fi
+if (cd "$src" && patch -p1 --dry-run -R -s -f <"$patch" >/dev/null 2>&1); then
+  echo "   applied to the scratch tree"
+else
+  echo "fuzz-demo: the patch did not take"; exit 2
 fi
 echo "== building pav with the defect ($bld)"
 build_pav || { echo "fuzz-demo: build with the defect failed"; exit 2; }

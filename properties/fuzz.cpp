@@ -57,6 +57,70 @@ std::string describe_spec(const CaseSpec& s) {
                      std::string(to_string(s.opt.partial)), s.opt.cu);
 }
 
+// Shorter lengths to try in place of len, most aggressive first.
+std::vector<int32_t> shorter_lengths(int32_t len) {
+  if (len <= 0) return len < 0 ? std::vector<int32_t>{0} : std::vector<int32_t>{};
+  std::vector<int32_t> v = {0, 1, 2, 3, 255, 256, 257, 511, 512, 513, len / 2, len - 1};
+  std::sort(v.begin(), v.end());
+  v.erase(std::unique(v.begin(), v.end()), v.end());
+  v.erase(std::remove_if(v.begin(), v.end(), [&](int32_t x) { return x >= len; }), v.end());
+  return v;
+}
+
+// Simpler decode calls than s, each still a valid call of the generator's
+// domain. keep_seq >= 0: that request is never removed (its new index is
+// returned alongside).
+std::vector<std::pair<CaseSpec, int64_t>> simpler_specs(const CaseSpec& s, int64_t keep_seq) {
+  std::vector<std::pair<CaseSpec, int64_t>> out;
+  auto add = [&](CaseSpec c, int64_t seq) {
+    if (!c.sentinels.empty()) c.sentinels = boundary_sentinels(c.lens);
+    out.emplace_back(std::move(c), seq);
+  };
+  const int64_t n = int64_t(s.lens.size());
+  if (n > 1)
+    for (int64_t i = 0; i < n; ++i) {
+      if (i == keep_seq) continue;
+      CaseSpec c = s;
+      c.lens.erase(c.lens.begin() + i);
+      add(std::move(c), keep_seq > i ? keep_seq - 1 : keep_seq);
+    }
+  for (int64_t i = 0; i < n; ++i)
+    for (int32_t len : shorter_lengths(s.lens[size_t(i)])) {
+      CaseSpec c = s;
+      c.lens[size_t(i)] = len;
+      add(std::move(c), keep_seq);
+    }
+  auto field = [&](auto edit) {
+    CaseSpec c = s;
+    edit(c);
+    add(std::move(c), keep_seq);
+  };
+  if (!s.sentinels.empty()) field([](CaseSpec& c) { c.sentinels.clear(); });
+  if (s.q_len > 1) field([](CaseSpec& c) { c.q_len = 1; });
+  if (s.q_len > 2) field([](CaseSpec& c) { c.q_len -= 1; });
+  if (s.hkv > 1) field([](CaseSpec& c) { c.hkv = 1; });
+  if (s.hkv > 2) field([](CaseSpec& c) { c.hkv -= 1; });
+  if (s.group > 1) field([](CaseSpec& c) { c.group = 1; });
+  if (s.group > 2) field([](CaseSpec& c) { c.group /= 2; });
+  if (s.group > 2) field([](CaseSpec& c) { c.group -= 1; });
+  if (s.head_dim > 64) field([](CaseSpec& c) { c.head_dim = 64; });
+  if (s.head_dim > 128) field([](CaseSpec& c) { c.head_dim = 128; });
+  if (s.block_size > 16) field([](CaseSpec& c) { c.block_size = 16; });
+  if (s.q_row_pad != 0) field([](CaseSpec& c) { c.q_row_pad = 0; });
+  if (s.spare_blocks > 1) field([](CaseSpec& c) { c.spare_blocks = 1; });
+  if (s.scales != ScaleKind::none) field([](CaseSpec& c) { c.scales = ScaleKind::none; });
+  if (s.scales == ScaleKind::per_token) field([](CaseSpec& c) { c.scales = ScaleKind::per_tensor; });
+  if (s.max_partitions != 0) field([](CaseSpec& c) { c.max_partitions = 0; });
+  if (s.opt.uniform_partitions > 1) field([](CaseSpec& c) { c.opt.uniform_partitions = 1; });
+  if (s.opt.uniform_partitions > 2) field([](CaseSpec& c) { c.opt.uniform_partitions /= 2; });
+  if (s.opt.cu > 8)
+    field([](CaseSpec& c) {
+      c.opt.cu = 8;
+      c.max_partitions = std::min<int64_t>(c.max_partitions, 8);
+    });
+  return out;
+}
+
 // ---- planner ---------------------------------------------------------------------
 
 // A batch of raw lengths and the plan parameters; `prior` are the lengths the
@@ -139,6 +203,52 @@ Verdict check_planner(const PlannerCase& c) {
   if (!plan_is_fresh(live.view(), c.lens.data(), n))
     return Verdict::fail("plan_is_fresh reports a just-refreshed plan stale");
   return Verdict::pass();
+}
+
+std::vector<PlannerCase> simpler_planner_cases(const PlannerCase& p) {
+  std::vector<PlannerCase> out;
+  const size_t n = p.lens.size();
+  if (n > 1)
+    for (size_t i = 0; i < n; ++i) {
+      PlannerCase c = p;
+      c.lens.erase(c.lens.begin() + long(i));
+      c.prior.erase(c.prior.begin() + long(i));
+      out.push_back(std::move(c));
+    }
+  for (size_t i = 0; i < n; ++i)
+    for (int32_t len : shorter_lengths(p.lens[i])) {
+      PlannerCase c = p;
+      c.lens[i] = len;
+      out.push_back(std::move(c));
+    }
+  if (std::any_of(p.prior.begin(), p.prior.end(), [](int32_t x) { return x != 0; })) {
+    PlannerCase c = p;
+    std::fill(c.prior.begin(), c.prior.end(), 0);
+    out.push_back(std::move(c));
+  }
+  if (p.hkv > 1) {
+    PlannerCase c = p;
+    c.hkv = 1;
+    out.push_back(std::move(c));
+  }
+  if (p.max_partitions != 0) {
+    PlannerCase c = p;
+    c.max_partitions = 0;
+    out.push_back(std::move(c));
+  }
+  if (p.budget != 0) {
+    PlannerCase c = p;
+    c.budget = 0;
+    out.push_back(std::move(c));
+  }
+  for (int64_t cu : {1, 8, 80, 132, 256})
+    if (cu < p.cu) {
+      PlannerCase c = p;
+      c.cu = cu;
+      c.max_partitions = std::min(c.max_partitions, cu);
+      out.push_back(std::move(c));
+    }
+  return out;
 }
 
 CaseSpec planner_to_case(const PlannerCase& c, json& meta) {
@@ -340,6 +450,7 @@ std::vector<Property> build_properties() {
         return fmt::format("lens {} hkv {} cu {} max_partitions {} budget {}", lens_text(c.lens), c.hkv, c.cu,
                            c.max_partitions, c.budget);
       },
+      simpler_planner_cases,
   }));
   v.push_back(make_property<CaseSpec>({
       "decode",
@@ -351,6 +462,11 @@ std::vector<Property> build_properties() {
       [](const CaseSpec& s, json&) { return s; },
       [](const CaseSpec& s, const json&) { return s; },
       describe_spec,
+      [](const CaseSpec& s) {
+        std::vector<CaseSpec> out;
+        for (auto& [c, seq] : simpler_specs(s, -1)) out.push_back(std::move(c));
+        return out;
+      },
   }));
   v.push_back(make_property<GateSpec>({
       "gate-mirror",
@@ -380,6 +496,11 @@ std::vector<Property> build_properties() {
         return b;
       },
       [](const BatchCase& b) { return fmt::format("request {} of {}", b.seq, describe_spec(b.spec)); },
+      [](const BatchCase& b) {
+        std::vector<BatchCase> out;
+        for (auto& [c, seq] : simpler_specs(b.spec, b.seq)) out.push_back({std::move(c), seq});
+        return out;
+      },
   }));
   return v;
 }
@@ -454,7 +575,10 @@ std::string save_found(const std::string& dir, const Found& f, const FuzzOptions
   meta["backend"] = opt.ctx.backend == Backend::gpu ? "gpu" : "cpu";
   meta["message"] = f.message;
   meta["first_message"] = f.first_message;
-  meta["shrink"] = {{"steps", f.shrink_steps}, {"tries", f.shrink_tries}, {"hit_limit", f.shrink_hit_limit}};
+  meta["shrink"] = {{"steps", f.shrink_steps},
+                    {"simplify_steps", f.simplify_steps},
+                    {"tries", f.shrink_tries},
+                    {"hit_limit", f.shrink_hit_limit}};
   meta["reproduced"] = f.reproduced;
   meta["reproduce"] = fmt::format("pav fuzz --property {} --seed {} --cases 1", f.property, f.seed);
   meta["description"] = f.description;
@@ -602,8 +726,10 @@ FuzzReport run_fuzz(const FuzzOptions& opt, const std::vector<const Property*>& 
       report.failure = f;
       return report;
     }
-    fmt::print(out, "  shrunk in {} steps ({} candidates, {:.1f} s){}\n  shrunk case: {}\n  its failure: {}\n",
-               found->shrink_steps, found->shrink_tries, shrink_s,
+    fmt::print(out,
+               "  shrunk in {} steps of the shrink tree + {} simplifications ({} candidates, {:.1f} s){}\n"
+               "  shrunk case: {}\n  its failure: {}\n",
+               found->shrink_steps, found->simplify_steps, found->shrink_tries, shrink_s,
                found->shrink_hit_limit ? " - stopped at the shrink limit, not a local minimum" : "",
                found->description, found->message);
     report.saved_path = save_found(opt.save_dir, *found, opt);

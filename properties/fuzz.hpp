@@ -57,7 +57,8 @@ template <class T>
 struct Shrunk {
   T value;
   Verdict verdict;        // of `value`
-  int64_t steps = 0;      // accepted shrinks
+  int64_t steps = 0;      // accepted shrinks from the RapidCheck tree
+  int64_t simplify_steps = 0;  // accepted simplifications (simplify_failing)
   int64_t tries = 0;      // evaluated candidates
   bool hit_limit = false; // stopped by ShrinkLimits, not at a local minimum
 };
@@ -119,6 +120,36 @@ Shrunk<T> shrink_failing(const rc::Shrinkable<T>& root, const Verdict& root_verd
 // checks, where the time goes, in parallel.
 std::mutex& generation_mutex();
 
+// Second pass after the RapidCheck walk: a property's own simplifications of a
+// value (fewer sequences, shorter lengths, smaller shapes), which reach what the
+// generators' shrink trees cannot (a boundary length picked from a list does
+// not shrink there). Greedy too: the first candidate that still fails is taken.
+// Every candidate must be smaller in some well-founded order, so this ends.
+template <class T>
+void simplify_failing(Shrunk<T>& s, const std::function<Verdict(const T&)>& check,
+                      const std::function<std::vector<T>(const T&)>& simplify, const ShrinkLimits& limits,
+                      std::chrono::steady_clock::time_point t0) {
+  using Clock = std::chrono::steady_clock;
+  for (bool progressed = true; progressed;) {
+    progressed = false;
+    for (T& candidate : simplify(s.value)) {
+      if (s.tries >= limits.max_tries || std::chrono::duration<double>(Clock::now() - t0).count() > limits.max_seconds) {
+        s.hit_limit = true;
+        return;
+      }
+      ++s.tries;
+      Verdict verdict = guarded(check, candidate);
+      if (!verdict.passed) {
+        s.value = std::move(candidate);
+        s.verdict = std::move(verdict);
+        ++s.simplify_steps;
+        progressed = true;
+        break;
+      }
+    }
+  }
+}
+
 // A failing case after shrinking, as a case file's content.
 struct Found {
   std::string property;
@@ -126,7 +157,7 @@ struct Found {
   int size = 0;
   std::string first_message;  // the failure as first found
   std::string message;        // the failure of the shrunk case
-  int64_t shrink_steps = 0, shrink_tries = 0;
+  int64_t shrink_steps = 0, simplify_steps = 0, shrink_tries = 0;
   bool shrink_hit_limit = false;
   bool reproduced = true;     // false: the failure did not recur when regenerated (flaky)
   CaseSpec spec;              // the shrunk case
@@ -158,6 +189,8 @@ struct PropertyParts {
   std::function<CaseSpec(const T&, nlohmann::json& meta)> to_case;
   std::function<T(const CaseSpec&, const nlohmann::json& meta)> from_case;
   std::function<std::string(const T&)> describe;
+  // Optional: simpler variants of a value, tried after the shrink tree walk.
+  std::function<std::vector<T>(const T&)> simplify = nullptr;
 };
 
 template <class T>
@@ -189,7 +222,9 @@ Property make_property(PropertyParts<T> parts) {
     const T v = root.value();
     const Verdict first = guarded(check, v);
     if (first.passed) return std::nullopt;
-    const Shrunk<T> s = shrink_failing<T>(root, first, check, limits);
+    const auto t0 = std::chrono::steady_clock::now();
+    Shrunk<T> s = shrink_failing<T>(root, first, check, limits);
+    if (p->simplify && !s.hit_limit) simplify_failing<T>(s, check, p->simplify, limits, t0);
     Found f;
     f.property = p->name;
     f.seed = seed;
@@ -197,6 +232,7 @@ Property make_property(PropertyParts<T> parts) {
     f.first_message = first.message;
     f.message = s.verdict.message;
     f.shrink_steps = s.steps;
+    f.simplify_steps = s.simplify_steps;
     f.shrink_tries = s.tries;
     f.shrink_hit_limit = s.hit_limit;
     f.meta = nlohmann::json::object();

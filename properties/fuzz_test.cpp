@@ -120,6 +120,33 @@ TEST(FuzzShrink, WalksToTheMinimalCounterexample) {
   }
 }
 
+TEST(FuzzShrink, SimplifiesPastWhatTheShrinkTreeReaches) {
+  // gen::element values do not shrink in RapidCheck; the property's own
+  // simplifications (halve, minus one) take the value down to the boundary.
+  PropertyParts<int> parts{
+      "planted-threshold",
+      "test only: values >= 300 fail",
+      true,
+      rc::gen::element(1000, 5000, 7777),
+      [](const int& x, const CheckContext&) { return x >= 300 ? Verdict::fail("planted") : Verdict::pass(); },
+      [](const int& x, json& meta) {
+        meta["x"] = x;
+        return CaseSpec{};
+      },
+      [](const CaseSpec&, const json& meta) { return meta.at("x").get<int>(); },
+      nullptr,
+      [](const int& x) { return std::vector<int>{x / 2, x - 1}; },
+  };
+  const Property p = make_property(std::move(parts));
+  for (uint64_t seed = 1; seed < 4; ++seed) {
+    const std::optional<Found> f = p.shrink_seed(seed, 50, {}, {});
+    ASSERT_TRUE(f.has_value()) << "seed " << seed;
+    EXPECT_EQ(f->meta.at("x").get<int>(), 300) << "seed " << seed;
+    EXPECT_EQ(f->shrink_steps, 0);
+    EXPECT_GT(f->simplify_steps, 0);
+  }
+}
+
 TEST(FuzzShrink, StopsAtTheTryLimit) {
   const auto gen = rc::gen::container<std::vector<int>>(rc::gen::inRange(0, 1000));
   const std::function<Verdict(const std::vector<int>&)> check = [](const std::vector<int>& v) {
