@@ -92,8 +92,8 @@ void BM_GateOnly(benchmark::State& state) {
 
 }  // namespace
 
-BENCHMARK(BM_RouteFeatureOff)->Arg(1)->Arg(8)->Arg(64);
-BENCHMARK(BM_RouteFeatureOnPlanned)->Arg(1)->Arg(8)->Arg(32)->Arg(64);
+BENCHMARK(BM_RouteFeatureOff)->Arg(1)->Arg(8)->Arg(64)->Arg(256);
+BENCHMARK(BM_RouteFeatureOnPlanned)->Arg(1)->Arg(8)->Arg(32)->Arg(64)->Arg(256);
 BENCHMARK(BM_RouteFeatureOnSparse)->Arg(1)->Arg(8)->Arg(64);
 BENCHMARK(BM_GateOnly)->Arg(8);
 BENCHMARK_MAIN();

@@ -79,7 +79,21 @@ bool plan_matches(const PlanView& plan, const DecodeCall& call) noexcept {
   if (call.k_cache.rank != 5 || plan.kv_heads != call.k_cache.shape[1]) return false;
   if (plan.max_partitions < 1 || plan.max_partitions > call.opt.cu) return false;
   if (plan.capacity < num_seqs || plan.capacity > num_seqs * plan.max_partitions) return false;
-  return plan_is_fresh(plan, lens.as<const int32_t>(), num_seqs);
+  // A refresh rewrites every task of a sequence together, so the first and last
+  // task of each sequence stand for all of them: O(num_seqs) per call. The
+  // planned kernel still checks every task (DecodeResult::stale_tasks).
+  const int32_t* live = lens.as<const int32_t>();
+  for (int64_t b = 0; b < num_seqs; ++b) {
+    const int64_t first = plan.reduce_info[2 * b], count = plan.reduce_info[2 * b + 1];
+    if (count == 0) {
+      if (live[b] > 0) return false;
+      continue;
+    }
+    if (first < 0 || count < 0 || first + count > plan.capacity) return false;
+    if (plan.work_info[4 * first + 3] != live[b] || plan.work_info[4 * (first + count - 1) + 3] != live[b])
+      return false;
+  }
+  return true;
 }
 
 Router::Router(Settings settings, LogSink log) : settings_(settings), log_(std::move(log)) {}

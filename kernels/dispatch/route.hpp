@@ -53,9 +53,10 @@ struct Route {
 std::string route_label(const Route& r);
 
 // True when plan may serve call: same num_seqs and Hkv, a ceiling in 1..cu, a
-// capacity the planner could have made, and every task recorded from the live
-// length of its sequence (rows without tasks have live length <= 0). A plan
-// whose shapes agree but whose lengths are stale is refused.
+// capacity the planner could have made, and each sequence's tasks (the first
+// and the last, which a refresh writes together with the rest) recorded from
+// its live length; rows without tasks must have live length <= 0. A plan whose
+// shapes agree but whose lengths are stale is refused. O(num_seqs).
 bool plan_matches(const PlanView& plan, const DecodeCall& call) noexcept;
 
 struct RouteCounts {
