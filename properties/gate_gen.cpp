@@ -141,10 +141,14 @@ struct GateCaseEditor {
     v.data = buffer(extent(v) * std::max(dtype_size(v.dtype), 1) + 64);
   }
   // Pads the second-to-last dim's stride: a non-contiguous view of the same shape.
+  // Breaks contiguity: a gap after each row; when every dim but the last has
+  // size 1 (one row, whose stride contiguity ignores), elements two apart.
   void pad_rows(TensorView& v) {
     const int r = v.rank;
-    v.stride[r - 1] = 1;
-    v.stride[r - 2] = v.shape[r - 1] + 16;
+    int64_t leading = 1;
+    for (int i = 0; i < r - 1; ++i) leading *= v.shape[i];
+    v.stride[r - 1] = leading == 1 ? 2 : 1;
+    v.stride[r - 2] = v.shape[r - 1] * v.stride[r - 1] + 16;
     for (int i = r - 3; i >= 0; --i) v.stride[i] = v.stride[i + 1] * v.shape[i + 1];
     v.data = buffer(extent(v) * dtype_size(v.dtype) + 64);
   }
@@ -408,7 +412,8 @@ GateCase materialize(const GateSpec& spec) {
     throw std::invalid_argument("variant " + std::to_string(spec.variant) + " out of range for clause " +
                                 std::string(clause_name(spec.violate)));
   GateCase g;
-  g.host = build_case(spec.base);
+  // A call breaking a clause is refused before any kernel reads its values.
+  g.host = build_case(spec.base, /*fill_values=*/spec.violate == Clause::none);
   g.call = g.host.call();
   GateCaseEditor ed{g};
   if (spec.with_plan) {

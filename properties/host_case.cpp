@@ -40,7 +40,7 @@ bool row_has_visible_token(const CaseSpec& s, int64_t seq, int64_t pos) {
   return int64_t(s.lens[seq]) - s.q_len + 1 + pos > 0;
 }
 
-HostCase build_case(const CaseSpec& spec) {
+HostCase build_case(const CaseSpec& spec, bool fill_values) {
   HostCase c;
   c.spec = spec;
   const int64_t B = int64_t(spec.lens.size());
@@ -101,7 +101,7 @@ HostCase build_case(const CaseSpec& spec) {
   const int64_t qrows = B * spec.q_len, qstride = Hq * D + spec.q_row_pad;
   const uint16_t qnan = spec.q_dtype == DType::bf16 ? 0x7fc0 : 0x7e00;
   c.q.assign(qrows * qstride, qnan);
-  for (int64_t r = 0; r < qrows; ++r)
+  for (int64_t r = 0; r < qrows && fill_values; ++r)
     for (int64_t i = 0; i < Hq * D; ++i) {
       const float v = normal(rng);
       c.q[r * qstride + i] = spec.q_dtype == DType::bf16 ? f32_to_bf16(v) : f32_to_f16(v);
@@ -125,7 +125,7 @@ HostCase build_case(const CaseSpec& spec) {
     c.v_scale.assign(c.num_blocks * H * bs, nanf_());
   }
   // Codes ~ N(0, 1) * 32 so per-tensor scales near 1/32 give values near N(0, 1).
-  for (int64_t b = 0; b < B; ++b)
+  for (int64_t b = 0; b < B && fill_values; ++b)
     for (int64_t t = 0; t < std::max<int32_t>(spec.lens[b], 0); ++t) {
       const int64_t blk = c.block_tables[b * c.max_blocks + t / bs], off = t % bs;
       for (int64_t h = 0; h < H; ++h) {
@@ -155,7 +155,7 @@ HostCase build_case(const CaseSpec& spec) {
 
   // Sentinels: key codes follow the sign of the group's summed queries, value
   // codes are a large alternating pattern.
-  for (size_t si = 0; si < spec.sentinels.size(); ++si) {
+  for (size_t si = 0; si < spec.sentinels.size() && fill_values; ++si) {
     const Sentinel& s = spec.sentinels[si];
     if (s.seq < 0 || s.seq >= B) bad("sentinels", "seq " + std::to_string(s.seq) + " out of range");
     if (s.token < 0 || s.token >= spec.lens[s.seq]) continue;  // outside the context: nothing to plant

@@ -62,8 +62,11 @@ struct HostCase {
 };
 
 // Builds the buffers a spec describes; throws std::invalid_argument naming the
-// field when the spec is inconsistent.
-HostCase build_case(const CaseSpec& spec);
+// field when the spec is inconsistent. fill_values = false builds the shapes,
+// tables, lengths and scales only and leaves Q and the caches NaN-poisoned:
+// for calls that must be refused before any kernel reads them (gate-mirror
+// violations), where drawing values is most of the cost.
+HostCase build_case(const CaseSpec& spec, bool fill_values = true);
 
 // Scratch buffers for one path, NaN-poisoned.
 struct HostScratch {

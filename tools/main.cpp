@@ -5,6 +5,11 @@
 #include <algorithm>
 #include <exception>
 
+#include "tools/backend_option.hpp"
+#ifdef PAV_HAVE_GPU
+#include "kernels/hip/host_staged.hpp"
+#endif
+
 namespace pav::cli {
 
 std::vector<Command>& registry() {
@@ -14,6 +19,15 @@ std::vector<Command>& registry() {
 
 Registrar::Registrar(std::string name, std::string summary, CommandFn fn) {
   registry().push_back({std::move(name), std::move(summary), std::move(fn)});
+}
+
+bool register_gpu() {
+#ifdef PAV_HAVE_GPU
+  static const bool registered = kernels::gpu::register_host_staged_backend();
+  return registered;
+#else
+  return false;
+#endif
 }
 
 int parse(CLI::App& app, const std::vector<std::string>& args) {
