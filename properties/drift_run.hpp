@@ -1,5 +1,5 @@
 #pragma once
-// The drift sweep (docs/drift.md): does the decode error grow with the split
+// The drift sweep (README, "Drift"): does the decode error grow with the split
 // ceiling? For each cell (context length x batch x heads) and each data seed it
 // builds one decode call from fp32 source values, two references (over the
 // dequantized cache, and end to end over the source values), runs every arm

@@ -276,7 +276,7 @@ PlannerCase planner_from_case(const CaseSpec& s, const json& meta) {
 
 // ---- decode ------------------------------------------------------------------------
 
-// "Small shapes" for the fuzz decode property: see docs/fuzz.md for the figures
+// "Small shapes" for the fuzz decode property: see README, "Properties" and "Throughput" for the figures
 // behind these limits (one case must stay well under 200 ms on one core).
 DecodeGenLimits fuzz_decode_limits() {
   DecodeGenLimits lim;

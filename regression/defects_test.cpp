@@ -444,8 +444,8 @@ std::string read_doc(const std::string& rel) {
 }  // namespace
 
 TEST(Defect13_NamesAndSettings, EverySettingIsDocumentedWithItsDefault) {
-  const std::string doc = read_doc("docs/dispatch.md");
-  ASSERT_FALSE(doc.empty()) << "docs/dispatch.md missing";
+  const std::string doc = read_doc("README.md");
+  ASSERT_FALSE(doc.empty()) << "README.md missing";
   for (const SettingInfo& s : setting_table()) {
     const size_t at = doc.find("| `" + std::string(s.env) + "` |");
     ASSERT_NE(at, std::string::npos) << s.env << " has no row in the settings table";

@@ -1,5 +1,5 @@
 // pav fuzz: long property runs that find, shrink, save and replay. See
-// docs/fuzz.md.
+// README, "Properties" and "Throughput".
 #include <fmt/core.h>
 
 #include <charconv>

@@ -80,7 +80,7 @@ CheckResult decode_check(uint64_t seed, int cases, kernels::Backend backend, boo
   return r;
 }
 
-// The quick drift sweep (docs/drift.md, fixtures/drift-quick.json): no error
+// The quick drift sweep (README, "Drift", fixtures/drift-quick.json): no error
 // growth from the lowest to the highest split ceiling, no mismatch at the
 // REFERENCE 10 standard, and the positive control's growth is detected.
 CheckResult drift_check(kernels::Backend backend, bool progress) {

@@ -18,7 +18,7 @@ struct SettingInfo {
   std::string_view default_value;  // "0" or "1"
   std::string_view description;
 };
-// Every setting this module reads; docs/dispatch.md documents each (a test checks).
+// Every setting this module reads; README, "Routing, plan lifecycle and plan freshness" documents each (a test checks).
 std::span<const SettingInfo> setting_table();
 
 // Settings from the variables' values (nullptr or "" = unset: the default).

@@ -5,6 +5,10 @@
 // device_common.hpp first: on AMD the runtime header must precede <cstring>.
 #include "kernels/hip/device_common.hpp"
 #include <stdexcept>
+#if defined(PAV_HIP_NVIDIA)
+#include <cuda_fp16.h>
+#include <cuda_fp8.h>
+#endif
 
 #include "kernels/cpu/decode_cpu.hpp"
 #include "kernels/hip/gpu_backend.hpp"
@@ -88,9 +92,141 @@ __device__ bool sequence_stale(const Params& p, int seq, int* flag) {
   return stale;
 }
 
-// ---- attention ------------------------------------------------------------------------
-// One block per (task, KV head); the block index is the scratch slot:
-// uniform (seq*Hkv + h)*splits + k, planned h*capacity + i.
+// ---- attention: pieces both bodies share -----------------------------------------------
+// Which partition block `slot` attends: uniform (seq*Hkv + h)*splits + k, planned
+// h*capacity + i. False (for the whole block) when the slot is padding, not a
+// task of its sequence's range, or its sequence is stale (not attended).
+__device__ bool resolve_work(const Params& p, int64_t slot, int& seq, int& h, int64_t& tile0, int64_t& tile1,
+                             int* flag) {
+  if (p.planned) {
+    h = int(slot / p.capacity);
+    const int64_t i = slot % p.capacity;
+    const int32_t* row = p.work + 4 * i;
+    if (row[1] >= row[2]) return false;  // padding
+    seq = row[0];
+    if (seq < 0 || seq >= p.num_seqs) return false;
+    const int64_t first = p.reduce_info[2 * seq], count = p.reduce_info[2 * seq + 1];
+    if (i < first || i >= first + count) return false;  // not a task of its sequence's range
+    if (sequence_stale(p, seq, flag)) return false;     // stale: not attended
+    tile0 = row[1];
+    tile1 = row[2];
+    return true;
+  }
+  const int k = int(slot % p.splits);
+  const int64_t sh = slot / p.splits;
+  seq = int(sh / p.hkv);
+  h = int(sh % p.hkv);
+  const int64_t tiles = plan_tiles(p.lens[seq]);
+  const int64_t per = ceil_div64(max64(tiles, 1), p.splits);
+  tile0 = min64(k * per, tiles);
+  tile1 = min64((k + 1) * per, tiles);
+  return true;
+}
+
+// Q rows r0..r0+nr-1 of (seq, h) into qf[r * D + d] (one warp per row),
+// quantized per row to fp8 with q_scale = max(absmax/FP8_MAX, 1e-20) under fp8
+// compute; qscale = q_scale * softmax_scale; running max and sum reset.
+__device__ void load_q_rows(const Params& p, int seq, int h, int r0, int nr, float* qf, float* qscale,
+                            float* row_m, float* row_l) {
+  const int lane = threadIdx.x % kWarpSize, warp = threadIdx.x / kWarpSize;
+  const int D = p.head_dim, G = p.group;
+  for (int r = warp; r < nr; r += kWarps) {
+    const int row = r0 + r, pos = row / G, g = row % G;
+    const uint16_t* qrow = p.q + (int64_t(seq) * p.q_len + pos) * p.q_s0 + int64_t(h * G + g) * p.q_s1;
+    float amax = 0.0f;
+    for (int d = lane; d < D; d += kWarpSize) {
+      const float x = load_half(qrow, d, p.half_bf16);
+      qf[r * D + d] = x;
+      amax = fmaxf(amax, fabsf(x));
+    }
+    amax = warp_max(amax);
+    float qs = 1.0f;
+    if (p.fp8_compute) {
+      qs = fmaxf(amax / p.fp8_max, 1e-20f);
+      for (int d = lane; d < D; d += kWarpSize)
+        qf[r * D + d] = fp8_to_f32(f32_to_fp8(qf[r * D + d] / qs, p.compute_fp8), p.compute_fp8);
+    }
+    if (lane == 0) {
+      qscale[r] = qs * p.softmax_scale;
+      row_m[r] = neg_inf();
+      row_l[r] = 0.0f;
+    }
+  }
+}
+
+// Online softmax of one tile (one warp per row) over the scores in
+// sw[r * kTileTokens + i]: the running max after this tile, P = exp(s - m)
+// summed unquantized into l, and the PV weight fp8(P * FP8_MAX) times the
+// per-token V scale written back into sw. Tokens a row does not see (MTP
+// causality) get weight 0; tokens past the context (i >= n) are never used.
+__device__ void softmax_tile(const Params& p, int h, const int32_t* table, int64_t len,
+                             int64_t t0, int n, int r0, int nr, float* sw, float* row_m, float* row_l,
+                             float* row_alpha) {
+  const int lane = threadIdx.x % kWarpSize, warp = threadIdx.x / kWarpSize;
+  const int G = p.group, bs = p.block_size;
+  for (int r = warp; r < nr; r += kWarps) {
+    const int pos = (r0 + r) / G;
+    const int visible = int(min64(n, len - p.q_len + 1 + pos - t0));
+    float* srow = sw + r * kTileTokens;
+    if (visible <= 0) {
+      for (int i2 = lane; i2 < n; i2 += kWarpSize) srow[i2] = 0.0f;
+      if (lane == 0) row_alpha[r] = 1.0f;
+      continue;
+    }
+    float tmax = neg_inf();
+    for (int i2 = lane; i2 < visible; i2 += kWarpSize) tmax = fmaxf(tmax, srow[i2]);
+    tmax = warp_max(tmax);
+    const float m_old = row_m[r];
+    const float m_new = fmaxf(m_old, tmax);
+    const float alpha = m_old == neg_inf() ? 0.0f : expf(m_old - m_new);
+    float lsum = 0.0f;
+    for (int i2 = lane; i2 < n; i2 += kWarpSize) {
+      float w = 0.0f;
+      if (i2 < visible) {
+        const float pt = expf(srow[i2] - m_new);
+        lsum += pt;
+        w = p.fp8_compute ? fp8_to_f32(f32_to_fp8(pt * p.fp8_max, p.compute_fp8), p.compute_fp8) : pt;
+        if (p.v_scale_kind == kScaleToken) {
+          const int64_t t = t0 + i2, blk = table[t / bs], off = t % bs;
+          w *= p.v_scale[(blk * p.hkv + h) * bs + off];
+        }
+      }
+      srow[i2] = w;
+    }
+    lsum = warp_sum(lsum);
+    PAV_SYNC_WARP();  // every lane has read row_m[r] before lane 0 rewrites it
+    if (lane == 0) {
+      row_l[r] = row_l[r] * alpha + lsum;
+      row_m[r] = m_new;
+      row_alpha[r] = alpha;
+    }
+  }
+}
+
+// Writes one finished row element: acc undone by the P scale and the
+// per-tensor V scale (epi), normalized by l; to the output (direct) or the
+// slot's partial.
+__device__ inline void store_row_value(const Params& p, int seq, int h, int64_t slot, int row, int d, float acc,
+                                       float l, float epi) {
+  const float inv = l > 0.0f ? 1.0f / l : 0.0f;
+  const float val = acc * epi;
+  if (p.direct) {
+    const int pos = row / p.group, g = row % p.group;
+    uint16_t* o = p.out + (int64_t(seq) * p.q_len + pos) * p.out_s0 + int64_t(h * p.group + g) * p.out_s1;
+    o[d] = to_half(l > 0.0f ? val * inv : 0.0f, p.half_bf16);
+  } else {
+    store_partial(p.partial, (slot * p.rows + row) * p.head_dim + d, val * inv, p.partial_kind);
+  }
+}
+
+__device__ inline float epilogue_scale(const Params& p) {
+  return (p.v_scale_kind == kScaleTensor ? p.v_scale[0] : 1.0f) / (p.fp8_compute ? p.fp8_max : 1.0f);
+}
+
+// ---- attention: general body -----------------------------------------------------------
+// Any head_dim of the backend, either compute type. One block per (task, KV
+// head); the block index is the scratch slot. K and V codes are staged in
+// shared memory and decoded through a table.
 __global__ void __launch_bounds__(kThreads) attend_kernel(const Params p) {
   __shared__ float lut[256];                       // cache fp8 code -> f32
   __shared__ float qf[kAccElems];                  // Q rows of the chunk, as the product uses them
@@ -101,34 +237,13 @@ __global__ void __launch_bounds__(kThreads) attend_kernel(const Params p) {
   __shared__ float row_m[kMaxRowChunk], row_l[kMaxRowChunk], row_alpha[kMaxRowChunk];
   __shared__ int flag;
 
-  const int tid = threadIdx.x, lane = tid % kWarpSize, warp = tid / kWarpSize;
+  const int tid = threadIdx.x;
   const int64_t slot = blockIdx.x;
-  const int D = p.head_dim, G = p.group, bs = p.block_size;
+  const int D = p.head_dim, bs = p.block_size;
 
   int seq, h;
   int64_t tile0, tile1;
-  if (p.planned) {
-    h = int(slot / p.capacity);
-    const int64_t i = slot % p.capacity;
-    const int32_t* row = p.work + 4 * i;
-    if (row[1] >= row[2]) return;  // padding
-    seq = row[0];
-    if (seq < 0 || seq >= p.num_seqs) return;
-    const int64_t first = p.reduce_info[2 * seq], count = p.reduce_info[2 * seq + 1];
-    if (i < first || i >= first + count) return;  // not a task of its sequence's range
-    if (sequence_stale(p, seq, &flag)) return;    // stale: not attended
-    tile0 = row[1];
-    tile1 = row[2];
-  } else {
-    const int k = int(slot % p.splits);
-    const int64_t sh = slot / p.splits;
-    seq = int(sh / p.hkv);
-    h = int(sh % p.hkv);
-    const int64_t tiles = plan_tiles(p.lens[seq]);
-    const int64_t per = ceil_div64(max64(tiles, 1), p.splits);
-    tile0 = min64(k * per, tiles);
-    tile1 = min64((k + 1) * per, tiles);
-  }
+  if (!resolve_work(p, slot, seq, h, tile0, tile1, &flag)) return;
   const int64_t len = p.lens[seq];
 
   lut[tid] = fp8_to_f32(uint8_t(tid), p.cache_fp8);  // kThreads == 256
@@ -137,36 +252,13 @@ __global__ void __launch_bounds__(kThreads) attend_kernel(const Params p) {
   while (T * D > kStageBytes) T >>= 1;
   const int RG = kThreads / T;
   const int RC = min(kMaxRowChunk, kAccElems / D);
-  const float epi = (p.v_scale_kind == kScaleTensor ? p.v_scale[0] : 1.0f) /
-                    (p.fp8_compute ? p.fp8_max : 1.0f);
+  const float epi = epilogue_scale(p);
   const int32_t* table = p.tables + int64_t(seq) * p.tables_s0;
 
   for (int r0 = 0; r0 < p.rows; r0 += RC) {
     const int nr = min(RC, p.rows - r0);
     __syncthreads();
-    // Q rows: quantized per row to fp8 with q_scale = max(absmax/FP8_MAX, 1e-20).
-    for (int r = warp; r < nr; r += kWarps) {
-      const int row = r0 + r, pos = row / G, g = row % G;
-      const uint16_t* qrow = p.q + (int64_t(seq) * p.q_len + pos) * p.q_s0 + int64_t(h * G + g) * p.q_s1;
-      float amax = 0.0f;
-      for (int d = lane; d < D; d += kWarpSize) {
-        const float x = load_half(qrow, d, p.half_bf16);
-        qf[r * D + d] = x;
-        amax = fmaxf(amax, fabsf(x));
-      }
-      amax = warp_max(amax);
-      float qs = 1.0f;
-      if (p.fp8_compute) {
-        qs = fmaxf(amax / p.fp8_max, 1e-20f);
-        for (int d = lane; d < D; d += kWarpSize)
-          qf[r * D + d] = fp8_to_f32(f32_to_fp8(qf[r * D + d] / qs, p.compute_fp8), p.compute_fp8);
-      }
-      if (lane == 0) {
-        qscale[r] = qs * p.softmax_scale;
-        row_m[r] = neg_inf();
-        row_l[r] = 0.0f;
-      }
-    }
+    load_q_rows(p, seq, h, r0, nr, qf, qscale, row_m, row_l);
     float acc[kAccPerThread];
 #pragma unroll
     for (int e = 0; e < kAccPerThread; ++e) acc[e] = 0.0f;
@@ -218,48 +310,7 @@ __global__ void __launch_bounds__(kThreads) attend_kernel(const Params p) {
         }
       }
       __syncthreads();
-
-      // Online softmax per row (one warp per row): the running max after this
-      // tile, P = exp(s - m) summed unquantized into l, and the PV weight
-      // fp8(P * FP8_MAX) times the per-token V scale. Tokens a row does not see
-      // (MTP causality) get weight 0; tokens past the context are never used.
-      for (int r = warp; r < nr; r += kWarps) {
-        const int pos = (r0 + r) / G;
-        const int visible = int(min64(n, len - p.q_len + 1 + pos - t0));
-        float* srow = sw + r * kTileTokens;
-        if (visible <= 0) {
-          for (int i2 = lane; i2 < n; i2 += kWarpSize) srow[i2] = 0.0f;
-          if (lane == 0) row_alpha[r] = 1.0f;
-          continue;
-        }
-        float tmax = neg_inf();
-        for (int i2 = lane; i2 < visible; i2 += kWarpSize) tmax = fmaxf(tmax, srow[i2]);
-        tmax = warp_max(tmax);
-        const float m_old = row_m[r];
-        const float m_new = fmaxf(m_old, tmax);
-        const float alpha = m_old == neg_inf() ? 0.0f : expf(m_old - m_new);
-        float lsum = 0.0f;
-        for (int i2 = lane; i2 < n; i2 += kWarpSize) {
-          float w = 0.0f;
-          if (i2 < visible) {
-            const float pt = expf(srow[i2] - m_new);
-            lsum += pt;
-            w = p.fp8_compute ? fp8_to_f32(f32_to_fp8(pt * p.fp8_max, p.compute_fp8), p.compute_fp8) : pt;
-            if (p.v_scale_kind == kScaleToken) {
-              const int64_t t = t0 + i2, blk = table[t / bs], off = t % bs;
-              w *= p.v_scale[(blk * p.hkv + h) * bs + off];
-            }
-          }
-          srow[i2] = w;
-        }
-        lsum = warp_sum(lsum);
-        PAV_SYNC_WARP();  // every lane has read row_m[r] before lane 0 rewrites it
-        if (lane == 0) {
-          row_l[r] = row_l[r] * alpha + lsum;
-          row_m[r] = m_new;
-          row_alpha[r] = alpha;
-        }
-      }
+      softmax_tile(p, h, table, len, t0, n, r0, nr, sw, row_m, row_l, row_alpha);
       __syncthreads();
 
       // Pass 2: acc = acc * alpha + sum_i w_i v_i, T tokens at a time.
@@ -294,22 +345,199 @@ __global__ void __launch_bounds__(kThreads) attend_kernel(const Params p) {
     }
     __syncthreads();
 
-    // Epilogue: undo the P scale and the per-tensor V scale, normalize by l.
 #pragma unroll
     for (int e = 0; e < kAccPerThread; ++e) {
       const int f = tid + e * kThreads, r = f / D, d = f % D;
-      if (r >= nr) continue;
-      const float l = row_l[r];
-      const float inv = l > 0.0f ? 1.0f / l : 0.0f;
-      const float val = acc[e] * epi;
-      const int row = r0 + r;
-      if (p.direct) {
-        const int pos = row / G, g = row % G;
-        uint16_t* o = p.out + (int64_t(seq) * p.q_len + pos) * p.out_s0 + int64_t(h * G + g) * p.out_s1;
-        o[d] = to_half(l > 0.0f ? val * inv : 0.0f, p.half_bf16);
-      } else {
-        store_partial(p.partial, (slot * p.rows + row) * D + d, val * inv, p.partial_kind);
+      if (r < nr) store_row_value(p, seq, h, slot, r0 + r, d, acc[e], row_l[r], epi);
+    }
+    if (!p.direct && tid < nr) {
+      p.m[slot * p.rows + r0 + tid] = row_m[tid];
+      p.l[slot * p.rows + r0 + tid] = row_l[tid];
+    }
+  }
+}
+
+// ---- attention: fast body ----------------------------------------------------------------
+// fp8 compute, head_dim kD in {64, 128, 256}, K and V 16-byte aligned. The
+// numerics are attend_kernel's (the same tiles, Q and P quantization, masking,
+// fp32 products summed in another order); the data movement differs:
+// - scores: one thread per token of the tile; its K codes come 16 at a time
+//   straight from the cache into registers and are decoded there (no table, no
+//   staging); Q rows are read from shared memory as float4, one address for the
+//   whole warp;
+// - PV: one thread per (head dim, token group); 16 V codes of consecutive
+//   tokens per 16-byte load (both V layouts keep 16 tokens of one dim
+//   contiguous within a block), the tile's weights read as float4; the token
+//   groups' sums are added at the end of the partition.
+// kR query rows per pass (8 or 16).
+
+// 16 fp8 codes (little-endian in a uint4) to f32.
+__device__ inline void decode16(const uint4 w, DType flavour, float out[16]) {
+  const uint32_t words[4] = {w.x, w.y, w.z, w.w};
+#if defined(PAV_HIP_NVIDIA)
+  if (flavour == DType::fp8_e4m3fn) {
+    // The hardware's e4m3 -> f16 conversion is exact (f16 holds every e4m3
+    // value, NaN included); f16 -> f32 is exact too.
+#pragma unroll
+    for (int q = 0; q < 4; ++q) {
+      const __half2_raw lo = __nv_cvt_fp8x2_to_halfraw2(__nv_fp8x2_storage_t(words[q] & 0xffffu), __NV_E4M3);
+      const __half2_raw hi = __nv_cvt_fp8x2_to_halfraw2(__nv_fp8x2_storage_t(words[q] >> 16), __NV_E4M3);
+      const float2 a = __half22float2(__half2(lo)), b = __half22float2(__half2(hi));
+      out[4 * q] = a.x;
+      out[4 * q + 1] = a.y;
+      out[4 * q + 2] = b.x;
+      out[4 * q + 3] = b.y;
+    }
+    return;
+  }
+#endif
+#pragma unroll
+  for (int j = 0; j < 16; ++j) out[j] = fp8_to_f32(uint8_t(words[j / 4] >> (8 * (j % 4))), flavour);
+}
+
+template <int kR, int kD>
+__global__ void __launch_bounds__(kThreads) attend_fast_kernel(const Params p) {
+  static_assert(kThreads % kD == 0 && kD % 16 == 0, "token groups split the block evenly");
+  constexpr int kGroups = kThreads / kD;   // token groups of the PV pass
+  constexpr int kKVec = kD / 16;           // 16-code vectors per K row
+  constexpr int kKBatch = kKVec < 8 ? kKVec : 8;  // K vectors in registers at once
+  alignas(16) __shared__ float qf[kR * kD];
+  alignas(16) __shared__ float sw[kR * kTileTokens];  // scores, then P weights; last, group sums
+  __shared__ float qscale[kR], row_m[kR], row_l[kR], row_alpha[kR];
+  __shared__ int flag;
+  static_assert((kGroups - 1) * kD <= kTileTokens, "group sums fit in sw");
+
+  const int tid = threadIdx.x;
+  const int64_t slot = blockIdx.x;
+  const int bs = p.block_size, hkv = p.hkv;
+  int seq, h;
+  int64_t tile0, tile1;
+  if (!resolve_work(p, slot, seq, h, tile0, tile1, &flag)) return;
+  const int64_t len = p.lens[seq];
+  const float epi = epilogue_scale(p);
+  const int32_t* table = p.tables + int64_t(seq) * p.tables_s0;
+  const int dv = tid % kD, grp = tid / kD;
+
+  for (int r0 = 0; r0 < p.rows; r0 += kR) {
+    const int nr = min(kR, p.rows - r0);
+    __syncthreads();
+    load_q_rows(p, seq, h, r0, nr, qf, qscale, row_m, row_l);
+    float acc[kR];
+#pragma unroll
+    for (int r = 0; r < kR; ++r) acc[r] = 0.0f;
+
+    for (int64_t tile = tile0; tile < tile1; ++tile) {
+      const int64_t t0 = tile * kTileTokens;
+      const int n = int(min64(kTileTokens, len - t0));
+      if (n <= 0) break;
+      __syncthreads();  // Q ready; the previous tile's weights consumed
+
+      // Scores: thread tid <-> token t0 + tid.
+      if (tid < n) {
+        const int64_t t = t0 + tid, blk = table[t / bs], off = t % bs;
+        const uint8_t* kp = p.k + (blk * hkv + h) * int64_t(kKVec) * bs * 16 + off * 16;
+        float dot[kR];
+#pragma unroll
+        for (int r = 0; r < kR; ++r) dot[r] = 0.0f;
+#pragma unroll
+        for (int v0 = 0; v0 < kKVec; v0 += kKBatch) {
+          uint4 kw[kKBatch];
+#pragma unroll
+          for (int v = 0; v < kKBatch; ++v)
+            kw[v] = *reinterpret_cast<const uint4*>(kp + int64_t(v0 + v) * bs * 16);
+#pragma unroll
+          for (int v = 0; v < kKBatch; ++v) {
+            float kf[16];
+            decode16(kw[v], p.cache_fp8, kf);
+#pragma unroll
+            for (int r = 0; r < kR; ++r) {
+              if (r >= nr) continue;
+              const float4* q4 = reinterpret_cast<const float4*>(qf + r * kD + (v0 + v) * 16);
+              float a = dot[r];
+#pragma unroll
+              for (int j = 0; j < 4; ++j) {
+                const float4 q = q4[j];
+                a = fmaf(q.x, kf[4 * j], a);
+                a = fmaf(q.y, kf[4 * j + 1], a);
+                a = fmaf(q.z, kf[4 * j + 2], a);
+                a = fmaf(q.w, kf[4 * j + 3], a);
+              }
+              dot[r] = a;
+            }
+          }
+        }
+        const float ks = scale_at(p.k_scale, p.k_scale_kind, blk, h, off, p);
+#pragma unroll
+        for (int r = 0; r < kR; ++r)
+          if (r < nr) sw[r * kTileTokens + tid] = dot[r] * qscale[r] * ks;
       }
+      __syncthreads();
+      softmax_tile(p, h, table, len, t0, n, r0, nr, sw, row_m, row_l, row_alpha);
+      __syncthreads();
+
+      // PV: thread (dv, grp) <-> dim dv of the 16-token chunks grp, grp + kGroups, ...
+#pragma unroll
+      for (int r = 0; r < kR; ++r)
+        if (r < nr) acc[r] *= row_alpha[r];
+      for (int c = grp; c * 16 < n; c += kGroups) {
+        const int64_t t = t0 + int64_t(c) * 16, blk = table[t / bs], off = t % bs;
+        const uint8_t* vp = p.v_trans
+            ? p.v + ((blk * hkv + h) * (bs / 16) + off / 16) * int64_t(kD) * 16 + dv * 16
+            : p.v + ((blk * hkv + h) * kD + dv) * int64_t(bs) + off;
+        // A chunk is 16-aligned within one block, so the load stays inside the
+        // block even when the context ends inside the chunk; codes past the
+        // context are decoded but never used.
+        float vf[16];
+        decode16(*reinterpret_cast<const uint4*>(vp), p.cache_fp8, vf);
+        const int valid = n - c * 16;
+        if (valid >= 16) {
+#pragma unroll
+          for (int r = 0; r < kR; ++r) {
+            if (r >= nr) continue;
+            const float4* w4 = reinterpret_cast<const float4*>(sw + r * kTileTokens + c * 16);
+            float a = acc[r];
+#pragma unroll
+            for (int j = 0; j < 4; ++j) {
+              const float4 w = w4[j];
+              a = fmaf(w.x, vf[4 * j], a);
+              a = fmaf(w.y, vf[4 * j + 1], a);
+              a = fmaf(w.z, vf[4 * j + 2], a);
+              a = fmaf(w.w, vf[4 * j + 3], a);
+            }
+            acc[r] = a;
+          }
+        } else {
+#pragma unroll
+          for (int r = 0; r < kR; ++r) {
+            if (r >= nr) continue;
+            const float* wr = sw + r * kTileTokens + c * 16;
+            float a = acc[r];
+#pragma unroll
+            for (int j = 0; j < 16; ++j)
+              if (j < valid) a = fmaf(wr[j], vf[j], a);
+            acc[r] = a;
+          }
+        }
+      }
+    }
+
+    // Sum the token groups into group 0, then store.
+    __syncthreads();
+    if (grp > 0) {
+#pragma unroll
+      for (int r = 0; r < kR; ++r)
+        if (r < nr) sw[((grp - 1) * kR + r) * kD + dv] = acc[r];
+    }
+    __syncthreads();
+    if (grp == 0) {
+      for (int g2 = 1; g2 < kGroups; ++g2) {
+#pragma unroll
+        for (int r = 0; r < kR; ++r)
+          if (r < nr) acc[r] += sw[((g2 - 1) * kR + r) * kD + dv];
+      }
+#pragma unroll
+      for (int r = 0; r < kR; ++r)
+        if (r < nr) store_row_value(p, seq, h, slot, r0 + r, dv, acc[r], row_l[r], epi);
     }
     if (!p.direct && tid < nr) {
       p.m[slot * p.rows + r0 + tid] = row_m[tid];
@@ -517,6 +745,36 @@ void check_scratch(const Scratch& sc, const Params& p, int64_t slots, DType part
     bad("scratch holds fewer than " + std::to_string(slots) + " slots");
 }
 
+// The attention over `slots` blocks: the fast body where it applies (fp8
+// compute, head_dim 64/128/256, K and V 16-byte aligned), else the general one.
+bool fast_attention_applies(const Params& p) {
+  const bool aligned = reinterpret_cast<uintptr_t>(p.k) % 16 == 0 && reinterpret_cast<uintptr_t>(p.v) % 16 == 0;
+  return p.fp8_compute && aligned && p.block_size % 16 == 0 &&
+         (p.head_dim == 64 || p.head_dim == 128 || p.head_dim == 256);
+}
+
+template <int kR>
+void launch_fast(const Params& p, unsigned grid, hipStream_t s) {
+  switch (p.head_dim) {
+    case 64: attend_fast_kernel<kR, 64><<<grid, kThreads, 0, s>>>(p); break;
+    case 128: attend_fast_kernel<kR, 128><<<grid, kThreads, 0, s>>>(p); break;
+    default: attend_fast_kernel<kR, 256><<<grid, kThreads, 0, s>>>(p); break;
+  }
+}
+
+void launch_attention(const Params& p, int64_t slots, hipStream_t s, const char* what) {
+  const unsigned grid = unsigned(slots);
+  if (fast_attention_applies(p)) {
+    if (p.rows <= 8)
+      launch_fast<8>(p, grid, s);
+    else
+      launch_fast<16>(p, grid, s);
+  } else {
+    attend_kernel<<<grid, kThreads, 0, s>>>(p);
+  }
+  check_launch(what);
+}
+
 void launch_reduce(const Params& p, hipStream_t s) {
   const unsigned grid = unsigned(int64_t(p.num_seqs) * p.hkv);
   if (grid == 0) return;
@@ -552,8 +810,7 @@ void uniform_decode(const DecodeCall& call, const Scratch& scratch, StreamHandle
   }
   const hipStream_t s = static_cast<hipStream_t>(stream);
   if (slots == 0) return;
-  attend_kernel<<<unsigned(slots), kThreads, 0, s>>>(p);
-  check_launch("uniform attention");
+  launch_attention(p, slots, s, "uniform attention");
   if (!p.direct) launch_reduce(p, s);
 }
 
@@ -576,8 +833,7 @@ void planned_decode(const DecodeCall& call, const PlanView& plan, const Scratch&
   const hipStream_t s = static_cast<hipStream_t>(stream);
   check_kernel<<<1, kCheckThreads, 0, s>>>(p, dev_status);
   check_launch("plan freshness check");
-  attend_kernel<<<unsigned(int64_t(p.hkv) * plan.capacity), kThreads, 0, s>>>(p);
-  check_launch("planned attention");
+  launch_attention(p, int64_t(p.hkv) * plan.capacity, s, "planned attention");
   launch_reduce(p, s);
 }
 

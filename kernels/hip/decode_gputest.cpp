@@ -94,6 +94,14 @@ TEST(GpuDecode, BoundaryLengthsAcrossShapes) {
     s.v_layout = kernels::VLayout::trans;
     run_both(s);
   }
+  {  // D 96: the general attention body (the fast one takes D 64 / 128 / 256), trans V, per-token scales
+    CaseSpec s = base_spec(short_boundaries(), seed++);
+    s.head_dim = 96;
+    s.group = 8;
+    s.v_layout = kernels::VLayout::trans;
+    s.scales = ScaleKind::per_token;
+    run_both(s);
+  }
   {  // G 17 with q_len 2: 34 rows, three row chunks at D 128
     CaseSpec s = base_spec({0, 1, 2, 3, 4, 255, 256, 257, 513, 2307}, seed++);
     s.group = 17;
