@@ -25,10 +25,15 @@ PlanParams resolve(PlanParams p) {
   return p;
 }
 
+int64_t plan_capacity_of(const PlanParams& p) {
+  if (p.policy == PlanPolicy::balanced)
+    return balanced_capacity(p.num_seqs, p.kv_heads, p.max_partitions, p.workgroup_budget);
+  return plan_capacity(p.num_seqs, p.kv_heads, p.max_partitions, p.workgroup_budget);
+}
+
 WorkPlan::WorkPlan(PlanParams params)
     : params_(resolve(params)),
-      capacity_(plan_capacity(params_.num_seqs, params_.kv_heads, params_.max_partitions,
-                              params_.workgroup_budget)),
+      capacity_(plan_capacity_of(params_)),
       work_(size_t(capacity_) * 4, 0),
       reduce_(size_t(params_.num_seqs) * 2, 0) {}
 

@@ -104,6 +104,10 @@ struct PlanParams {
 // max_partitions 1..cu, budget >= 1).
 PlanParams resolve(PlanParams p);
 
+// Slots a plan of resolved params holds: plan_capacity() for proportional
+// (REFERENCE section 6), balanced_capacity() for balanced.
+int64_t plan_capacity_of(const PlanParams& resolved);
+
 // A non-owning view of a plan's buffers (host or device memory).
 struct PlanView {
   int32_t* work_info = nullptr;    // [capacity, 4]

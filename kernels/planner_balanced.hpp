@@ -1,12 +1,13 @@
 #pragma once
 // The "balanced" planner policy: cost-aware split counts over the same plan
-// layout as "proportional" (REFERENCE section 6). Same capacity, same
-// work_info / reduce_info format, same tile boundaries within a request
-// (plan_task); only the partition counts differ.
+// layout as "proportional" (REFERENCE section 6). Same work_info /
+// reduce_info format, same tile boundaries within a request (plan_task); the
+// partition counts differ, and the capacity holds one wave plus one task per
+// request (balanced_capacity).
 //
-// Cost model (one wave of workgroups, which is what the capacity buys: Hkv *
-// capacity ~ the workgroup budget). Attention time is set by the costliest
-// task, in tiles. Splitting a request into k > 1 tasks costs each of its tasks
+// Cost model (one wave of workgroups: Hkv * ceil(budget / Hkv) ~ the workgroup
+// budget, what runs at once). Attention time is set by the costliest task, in
+// tiles. Splitting a request into k > 1 tasks costs each of its tasks
 // a fixed `split_cost` tiles more (the partial write, its m/l, and its share
 // of the reduce read). A request of t tiles in k tasks costs
 // ceil(t / k) + (k > 1 ? split_cost : 0).
@@ -18,7 +19,15 @@
 //      t / min_chunk), and the partitions sum to at most the task limit. A
 //      binary search over v: the plan with the cheapest critical path, and
 //      requests off that path stay whole.
-//   3. When splitting saves no more than one split cost (v + split_cost >=
+//   3. A second wave, when one wave leaves slots idle: if the one-wave plan's
+//      critical path v is more than 1.5 times the mean work per slot of a wave
+//      (sum_tiles / task budget), a few long requests hold the wave while the
+//      other slots finish early; then the target search runs again over
+//      [ceil(sum_tiles / task budget), longest] with the whole capacity (one
+//      wave plus one task per request) as the limit, and the hardware
+//      backfills the extra tasks into the idle slots. Below that ratio the
+//      tasks are near-equal and a second wave would only add a wave's tail.
+//   4. When splitting saves no more than one split cost (v + split_cost >=
 //      longest request), nothing is split: the reduce is not worth its launch.
 // A request with count 1 is written straight to the output by a kernel that
 // honours it (plan_row_is_direct); a plan where no row is split needs no
@@ -44,7 +53,22 @@ PAV_HD inline int64_t balanced_task_budget(int64_t workgroup_budget, int64_t kv_
   return ceil_div64(workgroup_budget, kv_heads);
 }
 
-// Tasks the balanced plan may use: never more than capacity; only more than
+// Capacity of a balanced plan: one wave of tasks per head (the proportional
+// plan's ceil(budget / Hkv)) plus one per request, at most max_partitions per
+// request, so a batch that fills a wave by itself can still split its long
+// requests into a second wave (step 3).
+PAV_HD inline int64_t balanced_capacity(int64_t num_seqs, int64_t kv_heads, int64_t max_partitions,
+                                        int64_t workgroup_budget) {
+  return min64(num_seqs * max_partitions, num_seqs + balanced_task_budget(workgroup_budget, kv_heads));
+}
+
+// Step 3's test: the one-wave target is more than 1.5 times the mean work per
+// slot of a wave.
+PAV_HD inline bool balanced_use_second_wave(int64_t one_wave_target, int64_t sum_tiles, int64_t task_budget) {
+  return 2 * one_wave_target > 3 * ceil_div64(sum_tiles, task_budget);
+}
+
+// Tasks the one-wave plan may use: never more than capacity; only more than
 // one per nonempty request when the budget leaves room.
 PAV_HD inline int64_t balanced_task_limit(int64_t capacity, int64_t nonempty, int64_t task_budget) {
   return min64(capacity, max64(nonempty, task_budget));
@@ -106,6 +130,18 @@ PAV_HD inline BalancedSearch balanced_search_init(int64_t sum_tiles, int64_t max
   return s;
 }
 
+// The second-wave search (step 3): targets from the mean work per slot of a
+// wave (finer splits only add tasks no wave runs at once) up to the longest
+// request, which always fits (every request whole).
+PAV_HD inline BalancedSearch balanced_second_wave_search_init(int64_t sum_tiles, int64_t max_tiles,
+                                                              int64_t nonempty, int64_t task_budget) {
+  BalancedSearch s;
+  if (nonempty == 0) return s;
+  s.hi = max_tiles;
+  s.lo = min64(max_tiles, max64(1, ceil_div64(sum_tiles, task_budget)));
+  return s;
+}
+
 // True when the plan's request b writes its output directly (one partition):
 // no partial, no reduce for that row.
 PAV_HD inline bool plan_row_is_direct(const int32_t* reduce_info, int64_t b) {
@@ -120,8 +156,28 @@ PAV_HD inline bool plan_needs_reduce(const int32_t* reduce_info, int64_t num_seq
 }
 
 // Fills work_info [capacity, 4] and reduce_info [num_seqs, 2] with the
-// balanced plan, padding zeroed. Sequential; a few passes over lens, no
-// allocation. split_cost >= 0, min_chunk >= 1, capacity >= num_seqs.
+// balanced plan, padding zeroed. Sequential; a few passes over lens per probe,
+// no allocation. split_cost >= 0, min_chunk >= 1, capacity >= num_seqs.
+// Partitions the whole batch takes at `target` (step 2's sum).
+PAV_HD inline int64_t balanced_tasks_at(const int32_t* lens, int64_t num_seqs, int64_t target,
+                                        int64_t max_partitions, int64_t split_cost, int64_t min_chunk) {
+  int64_t tasks = 0;
+  for (int64_t b = 0; b < num_seqs; ++b) {
+    const int64_t t = plan_tiles(lens[b]);
+    tasks += balanced_count_for(t, target, split_cost, balanced_max_count(t, max_partitions, min_chunk));
+  }
+  return tasks;
+}
+
+// Runs a search to its end: the smallest target in range whose tasks fit `limit`.
+PAV_HD inline int64_t balanced_search_run(BalancedSearch search, const int32_t* lens, int64_t num_seqs,
+                                          int64_t limit, int64_t max_partitions, int64_t split_cost,
+                                          int64_t min_chunk) {
+  while (!search.done())
+    search.step(balanced_tasks_at(lens, num_seqs, search.probe(), max_partitions, split_cost, min_chunk), limit);
+  return search.lo;
+}
+
 PAV_HD inline void balanced_fill(const int32_t* lens, int64_t num_seqs, int64_t max_partitions,
                                  int64_t capacity, int64_t task_budget, int64_t split_cost,
                                  int64_t min_chunk, int32_t* work_info, int32_t* reduce_info) {
@@ -133,17 +189,11 @@ PAV_HD inline void balanced_fill(const int32_t* lens, int64_t num_seqs, int64_t 
     max_tiles = max64(max_tiles, t);
   }
   const int64_t limit = balanced_task_limit(capacity, nonempty, task_budget);
-  BalancedSearch search = balanced_search_init(sum_tiles, max_tiles, nonempty, limit);
-  while (!search.done()) {
-    const int64_t target = search.probe();
-    int64_t tasks = 0;
-    for (int64_t b = 0; b < num_seqs; ++b) {
-      const int64_t t = plan_tiles(lens[b]);
-      tasks += balanced_count_for(t, target, split_cost, balanced_max_count(t, max_partitions, min_chunk));
-    }
-    search.step(tasks, limit);
-  }
-  const int64_t target = search.lo;
+  int64_t target = balanced_search_run(balanced_search_init(sum_tiles, max_tiles, nonempty, limit), lens, num_seqs,
+                                       limit, max_partitions, split_cost, min_chunk);
+  if (capacity > limit && balanced_use_second_wave(target, sum_tiles, task_budget))
+    target = balanced_search_run(balanced_second_wave_search_init(sum_tiles, max_tiles, nonempty, task_budget),
+                                 lens, num_seqs, capacity, max_partitions, split_cost, min_chunk);
   const bool split = target + split_cost < max_tiles;
   int64_t first = 0;
   for (int64_t b = 0; b < num_seqs; ++b) {

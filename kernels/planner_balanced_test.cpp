@@ -58,8 +58,11 @@ std::vector<int32_t> oracle_counts(const std::vector<int32_t>& lens, int64_t hkv
   }
   std::vector<int32_t> out(B, 0);
   if (n == 0) return out;
-  const int64_t capacity = std::min(B * maxp, std::max(B, cdiv(budget, hkv)));
-  const int64_t limit = std::min(capacity, std::max(n, cdiv(budget, hkv)));
+  const int64_t wave = cdiv(budget, hkv);
+  const int64_t capacity = std::min(B * maxp, B + wave);
+  const int64_t limit = std::min(capacity, std::max(n, wave));
+  int64_t sum_tiles = 0;
+  for (int64_t b = 0; b < B; ++b) sum_tiles += t[b];
   // Fewest partitions with cost <= v, or -1 when the caps forbid it.
   auto fewest = [&](int64_t x, int64_t v) -> int64_t {
     const int64_t most = std::max<int64_t>(1, std::min(maxp, x / mc));
@@ -67,11 +70,9 @@ std::vector<int32_t> oracle_counts(const std::vector<int32_t>& lens, int64_t hkv
       if (cdiv(x, k) + (k > 1 ? s : 0) <= v) return k;
     return -1;
   };
-  int64_t v = 0;
-  if (limit <= n) {
-    v = longest;
-  } else {
-    for (v = 1;; ++v) {
+  // Smallest target from `from` up whose fewest-partition counts fit `lim`.
+  auto scan = [&](int64_t from, int64_t lim) {
+    for (int64_t v = from;; ++v) {
       int64_t tasks = 0;
       bool ok = true;
       for (int64_t b = 0; b < B && ok; ++b) {
@@ -80,9 +81,13 @@ std::vector<int32_t> oracle_counts(const std::vector<int32_t>& lens, int64_t hkv
         ok = k > 0;
         tasks += k;
       }
-      if (ok && tasks <= limit) break;
+      if (ok && tasks <= lim) return v;
     }
-  }
+  };
+  int64_t v = limit <= n ? longest : scan(1, limit);
+  // A second wave when the one-wave critical path is over 1.5x the mean work
+  // per slot: the scan restarts at that mean with the whole capacity.
+  if (capacity > limit && 2 * v > 3 * cdiv(sum_tiles, wave)) v = scan(std::min(longest, cdiv(sum_tiles, wave)), capacity);
   const bool split = v + s < longest;
   for (int64_t b = 0; b < B; ++b)
     if (t[b] > 0) out[b] = split ? int32_t(fewest(t[b], v)) : 1;
@@ -151,10 +156,12 @@ rc::Gen<int32_t> gen_scannable_len() {
 // ---- hand-computed plans -------------------------------------------------------------
 
 TEST(PlannerBalanced, EqualBatchFillingTheBudgetIsNeverSplit) {
-  // B 33, Hkv 8, CU 132: budget 264 -> 33 tasks per head = B. One partition each.
+  // B 33, Hkv 8, CU 132: budget 264 -> 33 tasks per head = B. One partition
+  // each. Capacity 33 + 33 = 66, but the one-wave critical path (128 tiles) is
+  // the mean work per slot (33 * 128 / 33), so no second wave.
   const std::vector<int32_t> lens(33, 32768);
   const WorkPlan p = build(lens, balanced_params(lens.size(), 8, 132));
-  EXPECT_EQ(p.capacity(), 33);
+  EXPECT_EQ(p.capacity(), 66);
   EXPECT_EQ(counts_of(p), std::vector<int32_t>(33, 1));
   for (int b = 0; b < 33; ++b) EXPECT_EQ(row(p, b), (std::vector<int32_t>{b, 0, 128, 32768}));
   EXPECT_FALSE(plan_needs_reduce(p.reduce_info().data(), 33));
@@ -177,24 +184,50 @@ TEST(PlannerBalanced, EqualBatchBelowTheBudgetSplitsEvenly) {
 
 TEST(PlannerBalanced, PeerBatchOfTwenty) {
   // tiles 2985, 1305, 469, 469 and 2 x (4, 8, ..., 32): sum 5516, 20 nonempty;
-  // Hkv 8, CU 132: limit 33, search [ceil(5516 / 33) = 168, 2985].
-  // v = 333 (tasks of at most 332 tiles): 9 + 4 + 2 + 2 + 16 = 33 fits;
-  // v = 332 needs ceil(2985 / 331) = 10 for the first: 34.
+  // Hkv 8, CU 132: one wave is 33 tasks per head, capacity 20 + 33 = 53.
+  // One wave: search [ceil(5516 / 33) = 168, 2985] with limit 33 gives v = 333
+  // (9 + 4 + 2 + 2 + 16 = 33). 2 * 333 > 3 * 168: the 9 tasks of 332 tiles hold
+  // the wave while the 16 short requests' slots idle, so a second wave: search
+  // [168, 2985] with limit 53. v = 168 (tasks of at most 167 tiles) fits at
+  // once: ceil(2985 / 167) = 18, ceil(1305 / 167) = 8, 3, 3, and 16 whole: 48.
   std::vector<int32_t> lens = {764000, 334000, 120000, 120000};
   for (int r = 0; r < 2; ++r)
     for (int k = 1; k <= 8; ++k) lens.push_back(1000 * k);
   const WorkPlan p = build(lens, balanced_params(lens.size(), 8, 132));
-  std::vector<int32_t> want = {9, 4, 2, 2};
+  EXPECT_EQ(p.capacity(), 53);
+  std::vector<int32_t> want = {18, 8, 3, 3};
   want.resize(20, 1);
   EXPECT_EQ(counts_of(p), want);
-  const int b0[] = {0, 331, 663, 995, 1326, 1658, 1990, 2321, 2653, 2985};  // floor(p * 2985 / 9)
-  for (int k = 0; k < 9; ++k) EXPECT_EQ(row(p, k), (std::vector<int32_t>{0, b0[k], b0[k + 1], 764000}));
-  EXPECT_EQ(row(p, 9), (std::vector<int32_t>{1, 0, 326, 334000}));
-  EXPECT_EQ(row(p, 17), (std::vector<int32_t>{4, 0, 4, 1000}));
-  EXPECT_EQ(p.active_tasks(), 33);
+  // floor(p * 2985 / 18)
+  const int b0[] = {0, 165, 331, 497, 663, 829, 995, 1160, 1326, 1492, 1658, 1824, 1990, 2155, 2321, 2487, 2653, 2819, 2985};
+  for (int k = 0; k < 18; ++k) EXPECT_EQ(row(p, k), (std::vector<int32_t>{0, b0[k], b0[k + 1], 764000}));
+  EXPECT_EQ(row(p, 18), (std::vector<int32_t>{1, 0, 163, 334000}));  // floor(1305 / 8)
+  EXPECT_EQ(row(p, 26), (std::vector<int32_t>{2, 0, 156, 120000}));  // floor(469 / 3)
+  EXPECT_EQ(row(p, 32), (std::vector<int32_t>{4, 0, 4, 1000}));
+  EXPECT_EQ(row(p, 48), (std::vector<int32_t>{0, 0, 0, 0}));
+  EXPECT_EQ(p.active_tasks(), 48);
   EXPECT_TRUE(plan_row_is_direct(p.reduce_info().data(), 4));
   EXPECT_FALSE(plan_row_is_direct(p.reduce_info().data(), 0));
   EXPECT_TRUE(plan_needs_reduce(p.reduce_info().data(), 20));
+}
+
+TEST(PlannerBalanced, SecondWaveForALongRequestInAFullBatch) {
+  // 64 requests, Hkv 8, CU 132: one wave is 33 tasks per head, fewer than the
+  // 64 nonempty rows, so the one-wave plan splits nothing (v = 2985, the 764k
+  // request). Mean work per slot: ceil((2985 + 63 * 16) / 33) = ceil(3993 / 33)
+  // = 121; 2 * 2985 > 3 * 121, so a second wave with capacity 64 + 33 = 97:
+  // v = 121 fits at once (ceil(2985 / 120) = 25, the 63 others whole: 88).
+  std::vector<int32_t> lens(64, 4096);
+  lens[5] = 764000;
+  const WorkPlan p = build(lens, balanced_params(lens.size(), 8, 132));
+  EXPECT_EQ(p.capacity(), 97);
+  std::vector<int32_t> want(64, 1);
+  want[5] = 25;
+  EXPECT_EQ(counts_of(p), want);
+  EXPECT_EQ(p.active_tasks(), 88);
+  // The same batch with equal lengths stays one task per request.
+  const std::vector<int32_t> equal(64, 4096);
+  EXPECT_EQ(counts_of(build(equal, balanced_params(equal.size(), 8, 132))), std::vector<int32_t>(64, 1));
 }
 
 TEST(PlannerBalanced, RequestsOffTheCriticalPathStayWhole) {
@@ -219,7 +252,7 @@ TEST(PlannerBalanced, MarginalSplitIsNotWorthAReduce) {
   // (v = 99 needs 2 + 2); 100 + 1 < 101 fails, so nothing is split.
   const std::vector<int32_t> lens = {25856, 25600};
   const WorkPlan p = build(lens, balanced_params(lens.size(), 1, 132, 0, 3));
-  EXPECT_EQ(p.capacity(), 3);
+  EXPECT_EQ(p.capacity(), 5);  // 2 requests + a wave of 3; the wave's v = 100 is under 1.5 x ceil(201 / 3)
   EXPECT_EQ(counts_of(p), (std::vector<int32_t>{1, 1}));
   // With no split cost the same batch splits the longer request.
   const WorkPlan free = build(lens, balanced_params(lens.size(), 1, 132, 0, 3, 0));
@@ -284,6 +317,15 @@ TEST(PlannerBalanced, HelpersHandComputed) {
   const BalancedSearch s = balanced_search_init(5516, 2985, 20, 33);
   EXPECT_EQ(s.lo, 168);  // ceil(5516 / 33)
   EXPECT_EQ(s.hi, 2985);
+  EXPECT_EQ(balanced_capacity(20, 8, 132, 264), 53);  // 20 + ceil(264 / 8)
+  EXPECT_EQ(balanced_capacity(2, 1, 2, 16), 4);       // 2 partitions per request at most
+  EXPECT_TRUE(balanced_use_second_wave(333, 5516, 33));   // 666 > 3 * 168 = 504
+  EXPECT_FALSE(balanced_use_second_wave(252, 5516, 33));  // 504 is not > 504
+  const BalancedSearch w2 = balanced_second_wave_search_init(5516, 2985, 20, 33);
+  EXPECT_EQ(w2.lo, 168);
+  EXPECT_EQ(w2.hi, 2985);
+  EXPECT_EQ(balanced_second_wave_search_init(100, 40, 3, 1).lo, 40);  // never above the longest
+  EXPECT_TRUE(balanced_second_wave_search_init(0, 0, 0, 33).done());
 }
 
 TEST(PlannerBalancedProps, OptimalUnderTheModelOnSmallBatches) {
@@ -319,7 +361,18 @@ TEST(PlannerBalancedProps, OptimalUnderTheModelOnSmallBatches) {
       if (b == B) break;
     }
     const int64_t got = modeled_cost(p, lens, s);
-    if (got == longest) {
+    int64_t tasks = 0, sum_tiles = 0;
+    for (int b = 0; b < B; ++b) {
+      tasks += p.reduce_info()[2 * b + 1];
+      sum_tiles += t[b];
+    }
+    if (tasks > limit) {
+      // A second wave: only where the one-wave optimum idles the wave, and
+      // never a worse critical path than that optimum.
+      EXPECT_GT(2 * best, 3 * cdiv(sum_tiles, cdiv(budget, hkv))) << "iteration " << iter;
+      EXPECT_LE(got, best) << "iteration " << iter;
+      EXPECT_LE(tasks, p.capacity()) << "iteration " << iter;
+    } else if (got == longest) {
       EXPECT_LE(longest, best + s) << "iteration " << iter;  // declined a split worth <= s
     } else {
       EXPECT_EQ(got, best) << "iteration " << iter << " lens[0] " << lens[0];
@@ -333,9 +386,9 @@ RC_GTEST_PROP(PlannerBalancedProps, InvariantsOfTheProportionalPlanHold, ()) {
   const Shape s = *gen_shape();
   const WorkPlan p = build(s.lens, s.params());
   const int64_t B = int64_t(s.lens.size()), maxp = s.resolved_maxp();
-  // Same capacity (scratch size) as the proportional policy.
+  // Capacity (scratch size): one wave plus one task per request.
   const int64_t per_head = s.resolved_budget() / s.hkv + (s.resolved_budget() % s.hkv != 0);
-  RC_ASSERT(p.capacity() == std::min(B * maxp, std::max(B, per_head)));
+  RC_ASSERT(p.capacity() == std::min(B * maxp, B + per_head));
   int64_t next_first = 0;
   for (int64_t b = 0; b < B; ++b) {
     const int64_t first = p.reduce_info()[2 * b], count = p.reduce_info()[2 * b + 1];
@@ -366,16 +419,24 @@ RC_GTEST_PROP(PlannerBalancedProps, InvariantsOfTheProportionalPlanHold, ()) {
   RC_ASSERT(plan_is_fresh(const_cast<WorkPlan&>(p).view(), s.lens.data(), B));
 }
 
-RC_GTEST_PROP(PlannerBalancedProps, NoSplitWhenNonemptyRowsFillTheBudget, ()) {
+RC_GTEST_PROP(PlannerBalancedProps, FullBatchSplitsOnlyForASecondWave, ()) {
+  // When the nonempty rows fill a wave, the one-wave plan splits nothing (its
+  // critical path is the longest request); any split then comes from the
+  // second wave, which needs that request to exceed 1.5x the mean work per slot.
   const Shape s = *gen_shape();
   const WorkPlan p = build(s.lens, s.params());
-  int64_t nonempty = 0;
-  for (int32_t l : s.lens) nonempty += l > 0;
+  int64_t nonempty = 0, sum_tiles = 0, longest = 0;
+  for (int32_t l : s.lens) {
+    nonempty += l > 0;
+    sum_tiles += tiles_of(l);
+    longest = std::max(longest, tiles_of(l));
+  }
   const int64_t per_head = (s.resolved_budget() + s.hkv - 1) / s.hkv;
   int64_t tasks = 0;
   for (int32_t c : counts_of(p)) tasks += c;
-  RC_ASSERT(tasks <= std::max(nonempty, per_head));  // within the budget per head
-  if (nonempty >= per_head)
+  RC_ASSERT(tasks <= p.capacity());
+  if (nonempty >= per_head && tasks > nonempty) RC_ASSERT(2 * longest > 3 * cdiv(sum_tiles, per_head));
+  if (nonempty >= per_head && 2 * longest <= 3 * cdiv(sum_tiles, per_head))
     for (size_t b = 0; b < s.lens.size(); ++b) RC_ASSERT(counts_of(p)[b] == (s.lens[b] > 0 ? 1 : 0));
 }
 

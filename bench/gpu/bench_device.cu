@@ -130,6 +130,8 @@ balanced_refresh_kernel(const int32_t* __restrict__ lens, int num_seqs, int64_t 
                         int32_t* __restrict__ reduce) {
   using namespace kernels;
   __shared__ int64_t red[kRefreshWarps + 1];
+  __shared__ int32_t s_tiles[kernels::kMaxPlanBatch], s_most[kernels::kMaxPlanBatch];
+  __shared__ int s_fits[kRefreshWarps];
   const int t = threadIdx.x;
   // Thread t owns the contiguous sequences [b0, b1): prefix order is kept.
   const int per = (num_seqs + int(blockDim.x) - 1) / int(blockDim.x);
@@ -148,15 +150,45 @@ balanced_refresh_kernel(const int32_t* __restrict__ lens, int num_seqs, int64_t 
   const int64_t nonempty = block_reduce<false>(my_nonempty, red);
   const int64_t max_tiles = block_reduce<true>(my_max, red);
   const int64_t limit = balanced_task_limit(capacity, nonempty, task_budget);
-  BalancedSearch search = balanced_search_init(sum_tiles, max_tiles, nonempty, limit);
-  while (!search.done()) {  // every thread holds the same search state
-    const int64_t target = search.probe();
-    int64_t mine = 0;
-#pragma unroll
-    for (int k = 0; k < kSeqsPerThread; ++k) mine += balanced_count_for(tiles[k], target, split_cost, most[k]);
-    search.step(block_reduce<false>(mine, red), limit);
-  }
-  const int64_t target = search.lo;
+  for (int k = 0; k < kSeqsPerThread; ++k)
+    if (b0 + k < b1) {
+      s_tiles[b0 + k] = int32_t(tiles[k]);  // <= ceil(INT32_MAX / 256) tiles
+      s_most[b0 + k] = int32_t(most[k]);    // <= max_partitions
+    }
+  __syncthreads();
+  // The smallest target in [lo, hi] whose tasks fit `lim` (hi always fits).
+  // Each round every warp tests one target of an even spread over the range
+  // (warp 0 tests lo), so a round narrows it about warps-fold where a binary
+  // step halves it. The task count only falls as the target rises, so this
+  // finds the host's binary search's answer. Every thread ends with the same lo.
+  const int lane = t % 32, warp = t / 32, warps = int(blockDim.x) / 32;
+  auto run = [&](BalancedSearch search, int64_t lim) {
+    int64_t lo = search.lo, hi = search.hi;
+    while (lo < hi) {
+      const int64_t span = hi - lo;
+      const int64_t probe = lo + span * warp / warps;
+      int64_t mine = 0;
+      for (int b = lane; b < num_seqs; b += 32) mine += balanced_count_for(s_tiles[b], probe, split_cost, s_most[b]);
+      for (int o = 16; o > 0; o >>= 1) mine += __shfl_xor_sync(0xffffffffu, mine, o);
+      if (lane == 0) s_fits[warp] = mine <= lim ? 1 : 0;
+      __syncthreads();
+      int first = warps;  // the first warp whose target fits
+      for (int w = 0; w < warps; ++w)
+        if (s_fits[w]) {
+          first = w;
+          break;
+        }
+      const int64_t next_hi = first < warps ? lo + span * first / warps : hi;
+      const int64_t next_lo = first == 0 ? lo : lo + span * (first - 1) / warps + 1;
+      __syncthreads();  // s_fits is rewritten by the next round
+      lo = next_lo;
+      hi = next_hi;
+    }
+    return lo;
+  };
+  int64_t target = run(balanced_search_init(sum_tiles, max_tiles, nonempty, limit), limit);
+  if (capacity > limit && balanced_use_second_wave(target, sum_tiles, task_budget))
+    target = run(balanced_second_wave_search_init(sum_tiles, max_tiles, nonempty, task_budget), capacity);
   const bool split = target + split_cost < max_tiles;
   int64_t count[kSeqsPerThread];
   int64_t my_count = 0;
@@ -267,9 +299,9 @@ void balanced_refresh(const int32_t* dev_lens, int64_t num_seqs, int64_t max_par
   if (num_seqs < 1 || num_seqs > kernels::kMaxPlanBatch) throw std::invalid_argument("balanced_refresh: num_seqs");
   if (capacity < num_seqs || max_partitions < 1 || min_chunk < 1 || split_cost < 0 || task_budget < 1)
     throw std::invalid_argument("balanced_refresh: parameters");
-  // As many whole warps as sequences (up to 1024): small batches pay for
-  // fewer warps in every block-wide step of the search.
-  const int threads = int(std::min<int64_t>(kRefreshMaxThreads, (num_seqs + 31) / 32 * 32));
+  // As many whole warps as sequences (up to 1024), and at least 8: each warp
+  // tests one target per round of the search.
+  const int threads = int(std::min<int64_t>(kRefreshMaxThreads, std::max<int64_t>(256, (num_seqs + 31) / 32 * 32)));
   balanced_refresh_kernel<<<1, threads, 0, as_stream(s)>>>(dev_lens, int(num_seqs), max_partitions, capacity,
                                                             task_budget, split_cost, min_chunk, dev_work, dev_reduce);
   ck(cudaGetLastError(), "balanced_refresh");

@@ -247,7 +247,7 @@ DevicePlan make_plan(int64_t num_seqs, int64_t hkv, int cu, PlanPolicy policy, i
   pp.workgroup_budget = budget;
   pp.policy = policy;
   p.params = resolve(pp);
-  p.capacity = plan_capacity(p.params.num_seqs, p.params.kv_heads, p.params.max_partitions, p.params.workgroup_budget);
+  p.capacity = plan_capacity_of(p.params);
   p.work = gpu::DeviceBuffer(size_t(p.capacity * 16));
   p.reduce = gpu::DeviceBuffer(size_t(num_seqs * 8));
   gpu::fill_bytes(p.work.data(), 0x5a, p.work.bytes());  // garbage: a refresh that skips a slot shows
