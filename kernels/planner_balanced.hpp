@@ -99,7 +99,11 @@ PAV_HD inline int64_t balanced_count_for(int64_t tiles, int64_t target, int64_t 
   if (tiles <= target) return 1;
   const int64_t room = target - split_cost;  // longest task a split request may have
   if (room < 1) return kBalancedUnreachable;
-  const int64_t count = ceil_div64(tiles, room);
+  // 32-bit division where it fits (always, for int32 lengths): a 64-bit one is
+  // a long subroutine on a GPU, and the search calls this per request per probe.
+  const int64_t count = tiles < (int64_t(1) << 31) && room < (int64_t(1) << 31)
+                            ? int64_t((uint32_t(tiles) - 1u) / uint32_t(room) + 1u)
+                            : ceil_div64(tiles, room);
   return count <= max_count ? count : kBalancedUnreachable;
 }
 
@@ -131,14 +135,14 @@ PAV_HD inline BalancedSearch balanced_search_init(int64_t sum_tiles, int64_t max
 }
 
 // The second-wave search (step 3): targets from the mean work per slot of a
-// wave (finer splits only add tasks no wave runs at once) up to the longest
-// request, which always fits (every request whole).
-PAV_HD inline BalancedSearch balanced_second_wave_search_init(int64_t sum_tiles, int64_t max_tiles,
+// wave (finer splits only add tasks no wave runs at once) up to the one-wave
+// target, which fits (the capacity holds the one-wave plan).
+PAV_HD inline BalancedSearch balanced_second_wave_search_init(int64_t sum_tiles, int64_t one_wave_target,
                                                               int64_t nonempty, int64_t task_budget) {
   BalancedSearch s;
   if (nonempty == 0) return s;
-  s.hi = max_tiles;
-  s.lo = min64(max_tiles, max64(1, ceil_div64(sum_tiles, task_budget)));
+  s.hi = one_wave_target;
+  s.lo = min64(one_wave_target, max64(1, ceil_div64(sum_tiles, task_budget)));
   return s;
 }
 
@@ -192,7 +196,7 @@ PAV_HD inline void balanced_fill(const int32_t* lens, int64_t num_seqs, int64_t 
   int64_t target = balanced_search_run(balanced_search_init(sum_tiles, max_tiles, nonempty, limit), lens, num_seqs,
                                        limit, max_partitions, split_cost, min_chunk);
   if (capacity > limit && balanced_use_second_wave(target, sum_tiles, task_budget))
-    target = balanced_search_run(balanced_second_wave_search_init(sum_tiles, max_tiles, nonempty, task_budget),
+    target = balanced_search_run(balanced_second_wave_search_init(sum_tiles, target, nonempty, task_budget),
                                  lens, num_seqs, capacity, max_partitions, split_cost, min_chunk);
   const bool split = target + split_cost < max_tiles;
   int64_t first = 0;

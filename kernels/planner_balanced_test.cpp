@@ -321,10 +321,11 @@ TEST(PlannerBalanced, HelpersHandComputed) {
   EXPECT_EQ(balanced_capacity(2, 1, 2, 16), 4);       // 2 partitions per request at most
   EXPECT_TRUE(balanced_use_second_wave(333, 5516, 33));   // 666 > 3 * 168 = 504
   EXPECT_FALSE(balanced_use_second_wave(252, 5516, 33));  // 504 is not > 504
-  const BalancedSearch w2 = balanced_second_wave_search_init(5516, 2985, 20, 33);
+  const BalancedSearch w2 = balanced_second_wave_search_init(5516, 333, 20, 33);
   EXPECT_EQ(w2.lo, 168);
-  EXPECT_EQ(w2.hi, 2985);
-  EXPECT_EQ(balanced_second_wave_search_init(100, 40, 3, 1).lo, 40);  // never above the longest
+  EXPECT_EQ(w2.hi, 333);  // the one-wave target
+  EXPECT_EQ(balanced_second_wave_search_init(100, 40, 3, 1).lo, 40);  // never above the one-wave target
+  EXPECT_EQ(balanced_count_for(int64_t(3) << 31, 1 << 20, 1, int64_t(1) << 40), 6145);  // 64-bit path: ceil(6 Gi / (1 Mi - 1))
   EXPECT_TRUE(balanced_second_wave_search_init(0, 0, 0, 33).done());
 }
 

@@ -188,7 +188,7 @@ balanced_refresh_kernel(const int32_t* __restrict__ lens, int num_seqs, int64_t 
   };
   int64_t target = run(balanced_search_init(sum_tiles, max_tiles, nonempty, limit), limit);
   if (capacity > limit && balanced_use_second_wave(target, sum_tiles, task_budget))
-    target = run(balanced_second_wave_search_init(sum_tiles, max_tiles, nonempty, task_budget), capacity);
+    target = run(balanced_second_wave_search_init(sum_tiles, target, nonempty, task_budget), capacity);
   const bool split = target + split_cost < max_tiles;
   int64_t count[kSeqsPerThread];
   int64_t my_count = 0;
@@ -299,9 +299,9 @@ void balanced_refresh(const int32_t* dev_lens, int64_t num_seqs, int64_t max_par
   if (num_seqs < 1 || num_seqs > kernels::kMaxPlanBatch) throw std::invalid_argument("balanced_refresh: num_seqs");
   if (capacity < num_seqs || max_partitions < 1 || min_chunk < 1 || split_cost < 0 || task_budget < 1)
     throw std::invalid_argument("balanced_refresh: parameters");
-  // As many whole warps as sequences (up to 1024), and at least 8: each warp
+  // As many whole warps as sequences (up to 1024), and at least 16: each warp
   // tests one target per round of the search.
-  const int threads = int(std::min<int64_t>(kRefreshMaxThreads, std::max<int64_t>(256, (num_seqs + 31) / 32 * 32)));
+  const int threads = int(std::min<int64_t>(kRefreshMaxThreads, std::max<int64_t>(512, (num_seqs + 31) / 32 * 32)));
   balanced_refresh_kernel<<<1, threads, 0, as_stream(s)>>>(dev_lens, int(num_seqs), max_partitions, capacity,
                                                             task_budget, split_cost, min_chunk, dev_work, dev_reduce);
   ck(cudaGetLastError(), "balanced_refresh");
