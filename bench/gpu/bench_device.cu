@@ -199,14 +199,33 @@ balanced_refresh_kernel(const int32_t* __restrict__ lens, int num_seqs, int64_t 
   }
   int64_t all_tasks = 0;
   int64_t first = block_exclusive_scan(my_count, red, &all_tasks);
+  // Each sequence's first task, in shared memory (s_most is free now), so the
+  // task rows can be written one per thread: a long request's tasks written by
+  // its own thread alone would serialize the refresh.
+  int32_t* s_first = s_most;
 #pragma unroll
   for (int k = 0; k < kSeqsPerThread; ++k) {
     const int b = b0 + k;
     if (b >= b1) break;
     reduce[2 * b] = int32_t(first);
     reduce[2 * b + 1] = int32_t(count[k]);
-    for (int64_t p = 0; p < count[k]; ++p) plan_task(work + 4 * (first + p), int32_t(b), p, tiles[k], count[k], lens[b]);
+    s_first[b] = int32_t(first);
     first += count[k];
+  }
+  __syncthreads();
+  for (int64_t i = t; i < all_tasks; i += blockDim.x) {
+    // The task's sequence: the last b whose first task is <= i (sequences with
+    // no task share the next one's first, so the last of equals owns it).
+    int lo = 0, hi = num_seqs - 1;
+    while (lo < hi) {
+      const int mid = (lo + hi + 1) / 2;
+      if (s_first[mid] <= i)
+        lo = mid;
+      else
+        hi = mid - 1;
+    }
+    const int64_t end = lo + 1 < num_seqs ? s_first[lo + 1] : all_tasks;
+    plan_task(work + 4 * i, int32_t(lo), i - s_first[lo], s_tiles[lo], end - s_first[lo], lens[lo]);
   }
   for (int64_t i = all_tasks * 4 + t; i < capacity * 4; i += blockDim.x) work[i] = 0;
 }
