@@ -46,6 +46,26 @@ PAV_HD inline void plan_task(int32_t* row, int32_t seq, int64_t p, int64_t tiles
   row[3] = len;
 }
 
+// Writes reduce_info [num_seqs, 2] and the task rows of work_info [capacity, 4]
+// from per-request partition counts, in request order, then zeroes the padding
+// slots. count_of(tiles) is called once per request, in order (both policies'
+// count rules go through here).
+template <class CountOf>
+PAV_HD inline void plan_write(const int32_t* lens, int64_t num_seqs, int64_t capacity, CountOf count_of,
+                              int32_t* work_info, int32_t* reduce_info) {
+  int64_t first = 0;
+  for (int64_t b = 0; b < num_seqs; ++b) {
+    const int64_t tiles = plan_tiles(lens[b]);
+    const int64_t count = count_of(tiles);
+    reduce_info[2 * b] = int32_t(first);
+    reduce_info[2 * b + 1] = int32_t(count);
+    for (int64_t p = 0; p < count; ++p)
+      plan_task(work_info + 4 * (first + p), int32_t(b), p, tiles, count, lens[b]);
+    first += count;
+  }
+  for (int64_t i = first * 4; i < capacity * 4; ++i) work_info[i] = 0;
+}
+
 // Fills work_info [capacity, 4] and reduce_info [num_seqs, 2] from lens in one
 // pass, padding slots zeroed. Sequential; the GPU refresh parallelises the same
 // formulas.
@@ -59,18 +79,14 @@ PAV_HD inline void plan_fill(const int32_t* lens, int64_t num_seqs, int64_t max_
   }
   const int64_t total = max64(sum_tiles, 1);
   const int64_t remaining = capacity - sum_nonempty;
-  int64_t cum = 0, first = 0;
-  for (int64_t b = 0; b < num_seqs; ++b) {
-    const int64_t tiles = plan_tiles(lens[b]);
-    cum += tiles;
-    const int64_t count = plan_count(tiles, cum, remaining, total, max_partitions);
-    reduce_info[2 * b] = int32_t(first);
-    reduce_info[2 * b + 1] = int32_t(count);
-    for (int64_t p = 0; p < count; ++p)
-      plan_task(work_info + 4 * (first + p), int32_t(b), p, tiles, count, lens[b]);
-    first += count;
-  }
-  for (int64_t i = first * 4; i < capacity * 4; ++i) work_info[i] = 0;
+  int64_t cum = 0;
+  plan_write(
+      lens, num_seqs, capacity,
+      [&](int64_t tiles) {
+        cum += tiles;
+        return plan_count(tiles, cum, remaining, total, max_partitions);
+      },
+      work_info, reduce_info);
 }
 
 // Uniform split count (REFERENCE section 5).

@@ -199,19 +199,13 @@ PAV_HD inline void balanced_fill(const int32_t* lens, int64_t num_seqs, int64_t 
     target = balanced_search_run(balanced_second_wave_search_init(sum_tiles, target, nonempty, task_budget),
                                  lens, num_seqs, capacity, max_partitions, split_cost, min_chunk);
   const bool split = target + split_cost < max_tiles;
-  int64_t first = 0;
-  for (int64_t b = 0; b < num_seqs; ++b) {
-    const int64_t t = plan_tiles(lens[b]);
-    const int64_t count =
-        split ? balanced_count_for(t, target, split_cost, balanced_max_count(t, max_partitions, min_chunk))
-              : (t > 0 ? 1 : 0);
-    reduce_info[2 * b] = int32_t(first);
-    reduce_info[2 * b + 1] = int32_t(count);
-    for (int64_t p = 0; p < count; ++p)
-      plan_task(work_info + 4 * (first + p), int32_t(b), p, t, count, lens[b]);
-    first += count;
-  }
-  for (int64_t i = first * 4; i < capacity * 4; ++i) work_info[i] = 0;
+  plan_write(
+      lens, num_seqs, capacity,
+      [&](int64_t t) -> int64_t {
+        if (!split) return t > 0 ? 1 : 0;
+        return balanced_count_for(t, target, split_cost, balanced_max_count(t, max_partitions, min_chunk));
+      },
+      work_info, reduce_info);
 }
 
 }  // namespace pav::kernels

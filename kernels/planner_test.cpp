@@ -8,6 +8,7 @@
 #include <numeric>
 
 #include "kernels/planner.hpp"
+#include "kernels/planner_test_support.hpp"
 
 using namespace pav::kernels;
 
@@ -19,9 +20,8 @@ WorkPlan build(const std::vector<int32_t>& lens, int64_t hkv, int64_t cu, int64_
   return p;
 }
 
-std::vector<int32_t> row(const WorkPlan& p, int64_t i) {
-  return {p.work_info()[4 * i], p.work_info()[4 * i + 1], p.work_info()[4 * i + 2], p.work_info()[4 * i + 3]};
-}
+using plan_check::row;
+using plan_check::tiles_of;
 
 // Lengths for the properties: small batches mostly, heavy-tailed values.
 rc::Gen<int32_t> gen_len() {
@@ -53,8 +53,6 @@ rc::Gen<Shape> gen_shape() {
     return s;
   });
 }
-
-int64_t tiles_of(int32_t len) { return len <= 0 ? 0 : (int64_t(len) + 255) / 256; }
 
 }  // namespace
 
@@ -124,32 +122,7 @@ RC_GTEST_PROP(PlannerProps, CoversEveryTileOnceInOrder, ()) {
   // Capacity formula, computed here without the planner's helpers.
   const int64_t per_head = budget / s.hkv + (budget % s.hkv != 0);
   RC_ASSERT(p.capacity() == std::min(B * maxp, std::max(B, per_head)));
-  int64_t next_first = 0;
-  for (int64_t b = 0; b < B; ++b) {
-    const int64_t first = p.reduce_info()[2 * b], count = p.reduce_info()[2 * b + 1];
-    const int64_t tiles = tiles_of(s.lens[b]);
-    RC_ASSERT(first == next_first);
-    if (tiles == 0) {
-      RC_ASSERT(count == 0);
-    } else {
-      RC_ASSERT(count >= 1);
-      RC_ASSERT(count <= std::min(tiles, maxp));
-    }
-    int64_t covered = 0;
-    for (int64_t k = 0; k < count; ++k) {
-      const auto r = row(p, first + k);
-      RC_ASSERT(r[0] == b);
-      RC_ASSERT(r[1] == covered);  // in order, no gap, no overlap
-      RC_ASSERT(r[2] > r[1]);
-      RC_ASSERT(r[3] == s.lens[b]);  // the raw length is recorded
-      covered = r[2];
-    }
-    RC_ASSERT(covered == (count ? tiles : 0));
-    next_first += count;
-  }
-  RC_ASSERT(next_first <= p.capacity());
-  for (int64_t i = next_first; i < p.capacity(); ++i) RC_ASSERT(row(p, i) == (std::vector<int32_t>{0, 0, 0, 0}));
-  RC_ASSERT(check_plan_structure(const_cast<WorkPlan&>(p).view()).empty());
+  plan_check::assert_plan_layout(p, s.lens, maxp);
 }
 
 RC_GTEST_PROP(PlannerProps, RefreshEqualsFreshBuildAndIsDeterministic, ()) {

@@ -36,6 +36,16 @@ int64_t TensorView::numel() const {
   return n;
 }
 
+int64_t TensorView::span() const {
+  if (rank == 0) return 0;
+  int64_t last = 0;
+  for (int i = 0; i < rank; ++i) {
+    if (shape[i] == 0) return 0;
+    last += (shape[i] - 1) * stride[i];
+  }
+  return last + 1;
+}
+
 bool TensorView::contiguous() const {
   int64_t expect = 1;
   for (int i = rank - 1; i >= 0; --i) {

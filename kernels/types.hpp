@@ -54,6 +54,10 @@ struct TensorView {
 
   bool present() const { return rank > 0; }
   int64_t numel() const;
+  // Elements from data to the view's last element, inclusive, for
+  // non-negative strides: the memory a copy of the view must cover. 0 for an
+  // absent or empty view.
+  int64_t span() const;
   bool contiguous() const;
   template <class T> T* as() const { return static_cast<T*>(data); }
 

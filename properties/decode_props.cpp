@@ -25,35 +25,6 @@ RC_GTEST_PROP(DecodeProps, CpuDecodeMatchesReference, ()) {
   if (!k.passed) RC_FAIL(k.verdict);
 }
 
-namespace {
-
-// A one-sequence case holding exactly sequence `seq` of `c`: same cache bytes,
-// same block ids, same query rows.
-CaseSpec single_sequence(const HostCase& c, int64_t seq) {
-  CaseSpec s = c.spec;
-  s.lens = {c.lens[seq]};
-  s.sentinels.clear();
-  s.block_tables = std::vector<int32_t>(c.block_tables.begin() + seq * c.max_blocks,
-                                        c.block_tables.begin() + (seq + 1) * c.max_blocks);
-  const int64_t row_elems = int64_t(s.hkv) * s.group * s.head_dim;
-  const int64_t qstride = row_elems + s.q_row_pad;
-  std::vector<uint16_t> q;
-  for (int64_t p = 0; p < s.q_len; ++p) {
-    const auto* row = &c.q[(seq * s.q_len + p) * qstride];
-    q.insert(q.end(), row, row + row_elems);
-  }
-  s.q_bits = q;
-  s.k_codes = c.k;
-  s.v_codes = c.v;
-  if (!c.k_scale.empty()) {
-    s.k_scale_values = c.k_scale;
-    s.v_scale_values = c.v_scale;
-  }
-  return s;
-}
-
-}  // namespace
-
 RC_GTEST_PROP(DecodeProps, BatchInvariantForFixedSplit, ()) {
   DecodeGenLimits lim;
   lim.allow_long = false;
@@ -63,7 +34,7 @@ RC_GTEST_PROP(DecodeProps, BatchInvariantForFixedSplit, ()) {
   HostCase batch = build_case(spec);
   run_case(batch);
   const int64_t seq = *rc::gen::inRange<int64_t>(0, int64_t(spec.lens.size()));
-  HostCase alone = build_case(single_sequence(batch, seq));
+  HostCase alone = build_case(single_sequence_spec(batch, seq));
   run_case(alone);
   const int64_t row_elems = int64_t(spec.hkv) * spec.group * spec.head_dim;
   const uint16_t* in_batch = &batch.out[seq * spec.q_len * row_elems];

@@ -318,37 +318,11 @@ rc::Gen<BatchCase> gen_batch_case() {
   });
 }
 
-// The one-request call holding request `seq` of `c`: same cache bytes, block
-// ids, query rows and scales.
-CaseSpec alone_spec(const HostCase& c, int64_t seq) {
-  CaseSpec s = c.spec;
-  s.lens = {c.lens[size_t(seq)]};
-  s.sentinels.clear();
-  s.block_tables = std::vector<int32_t>(c.block_tables.begin() + seq * c.max_blocks,
-                                        c.block_tables.begin() + (seq + 1) * c.max_blocks);
-  const int64_t row_elems = int64_t(s.hkv) * s.group * s.head_dim;
-  const int64_t stride = row_elems + s.q_row_pad;
-  std::vector<uint16_t> q;
-  for (int64_t p = 0; p < s.q_len; ++p) {
-    const uint16_t* row = &c.q[size_t((seq * s.q_len + p) * stride)];
-    q.insert(q.end(), row, row + row_elems);
-  }
-  s.q_bits = std::move(q);
-  s.q_row_pad = 0;
-  s.k_codes = c.k;
-  s.v_codes = c.v;
-  if (!c.k_scale.empty()) {
-    s.k_scale_values = c.k_scale;
-    s.v_scale_values = c.v_scale;
-  }
-  return s;
-}
-
 Verdict check_batch(const BatchCase& b, const CheckContext& ctx) {
   if (b.seq < 0 || b.seq >= int64_t(b.spec.lens.size())) return Verdict::fail("seq outside the batch");
   HostCase batch = build_case(b.spec);
   run_case(batch, ctx.backend);
-  HostCase alone = build_case(alone_spec(batch, b.seq));
+  HostCase alone = build_case(single_sequence_spec(batch, b.seq));
   run_case(alone, ctx.backend);
   const CaseSpec& s = b.spec;
   const int64_t row_elems = int64_t(s.hkv) * s.group * s.head_dim;

@@ -118,14 +118,6 @@ struct GateCaseEditor {
     g.extra_.emplace_back(size_t(std::max<int64_t>(bytes, 64)), std::byte{0});
     return g.extra_.back().data();
   }
-  static int64_t extent(const TensorView& v) {
-    int64_t e = 1;
-    for (int i = 0; i < v.rank; ++i) {
-      if (v.shape[i] == 0) return 0;
-      e += (v.shape[i] - 1) * v.stride[i];
-    }
-    return e;
-  }
   // Reshapes v as a contiguous view over a new buffer.
   void reshape(TensorView& v, std::initializer_list<int64_t> shape) {
     const TensorView shaped = TensorView::contiguous_of(nullptr, v.dtype, shape);
@@ -138,7 +130,7 @@ struct GateCaseEditor {
   void restride(TensorView& v, std::initializer_list<int64_t> strides) {
     int i = 0;
     for (int64_t s : strides) v.stride[i++] = s;
-    v.data = buffer(extent(v) * std::max(dtype_size(v.dtype), 1) + 64);
+    v.data = buffer(v.span() * std::max(dtype_size(v.dtype), 1) + 64);
   }
   // Pads the second-to-last dim's stride: a non-contiguous view of the same shape.
   // Breaks contiguity: a gap after each row; when every dim but the last has
@@ -150,12 +142,12 @@ struct GateCaseEditor {
     v.stride[r - 1] = leading == 1 ? 2 : 1;
     v.stride[r - 2] = v.shape[r - 1] * v.stride[r - 1] + 16;
     for (int i = r - 3; i >= 0; --i) v.stride[i] = v.stride[i + 1] * v.shape[i + 1];
-    v.data = buffer(extent(v) * dtype_size(v.dtype) + 64);
+    v.data = buffer(v.span() * dtype_size(v.dtype) + 64);
   }
   void retype(TensorView& v, DType t) {
     // A wider element type needs a wider buffer for the same shape.
     v.dtype = t;
-    v.data = buffer(std::max<int64_t>(extent(v), 1) * std::max(dtype_size(t), 1) + 64);
+    v.data = buffer(std::max<int64_t>(v.span(), 1) * std::max(dtype_size(t), 1) + 64);
   }
 
   // A new plan for other params; scratch follows its capacity (planned layout).

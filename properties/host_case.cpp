@@ -183,6 +183,29 @@ HostCase build_case(const CaseSpec& spec, bool fill_values) {
   return c;
 }
 
+CaseSpec single_sequence_spec(const HostCase& c, int64_t seq) {
+  CaseSpec s = c.spec;
+  s.lens = {c.lens[size_t(seq)]};
+  s.sentinels.clear();
+  s.block_tables = std::vector<int32_t>(c.block_tables.begin() + seq * c.max_blocks,
+                                        c.block_tables.begin() + (seq + 1) * c.max_blocks);
+  const int64_t row_elems = int64_t(s.hkv) * s.group * s.head_dim;
+  const int64_t stride = row_elems + s.q_row_pad;
+  std::vector<uint16_t> q;
+  for (int64_t p = 0; p < s.q_len; ++p) {
+    const uint16_t* row = &c.q[size_t((seq * s.q_len + p) * stride)];
+    q.insert(q.end(), row, row + row_elems);
+  }
+  s.q_bits = std::move(q);
+  s.k_codes = c.k;
+  s.v_codes = c.v;
+  if (!c.k_scale.empty()) {
+    s.k_scale_values = c.k_scale;
+    s.v_scale_values = c.v_scale;
+  }
+  return s;
+}
+
 DecodeCall HostCase::call() {
   const CaseSpec& s = spec;
   const int64_t B = int64_t(lens.size()), D = s.head_dim, H = s.hkv, Hq = H * s.group, bs = s.block_size;

@@ -68,6 +68,10 @@ struct HostCase {
 // violations), where drawing values is most of the cost.
 HostCase build_case(const CaseSpec& spec, bool fill_values = true);
 
+// The one-sequence call holding sequence `seq` of `c`: the same cache bytes,
+// block ids, query rows and scales, inline (batch-invariance checks).
+CaseSpec single_sequence_spec(const HostCase& c, int64_t seq);
+
 // Scratch buffers for one path, NaN-poisoned.
 struct HostScratch {
   std::vector<uint8_t> partial;

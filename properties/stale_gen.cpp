@@ -44,6 +44,15 @@ std::string to_string(const StaleScenario& s) {
 
 std::ostream& operator<<(std::ostream& os, const StaleScenario& s) { return os << to_string(s); }
 
+dispatch::BatchSpec batch_of(HostCase& host, int32_t* lens, int micro_batch) {
+  dispatch::BatchSpec b;
+  b.num_seqs = int64_t(host.lens.size());
+  b.context_lens = lens ? lens : host.lens.data();
+  b.q_len = host.spec.q_len;
+  b.micro_batch = micro_batch;
+  return b;
+}
+
 dispatch::PlanCacheConfig cache_config(const CaseSpec& spec) {
   dispatch::PlanCacheConfig c;
   c.cu = spec.opt.cu;

@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "kernels/dispatch/metadata.hpp"
 #include "kernels/dispatch/plan_cache.hpp"
 #include "properties/host_case.hpp"
 
@@ -45,5 +46,9 @@ rc::Gen<StaleScenario> gen_stale_scenario(Mutation m);
 
 // The plan cache geometry a scenario's forwards need.
 kernels::dispatch::PlanCacheConfig cache_config(const CaseSpec& spec);
+
+// A forward's batch over `host`'s sequences: their live lengths, or `lens`
+// in their place.
+kernels::dispatch::BatchSpec batch_of(HostCase& host, int32_t* lens = nullptr, int micro_batch = 0);
 
 }  // namespace pav::props

@@ -37,14 +37,7 @@ struct World {
     std::copy(s.live.begin(), s.live.end(), host.lens.begin());
     (void)builder.build_for_graph_capture(batch());
   }
-  BatchSpec batch(int32_t* lens = nullptr, int micro_batch = 0) {
-    BatchSpec b;
-    b.num_seqs = int64_t(host.lens.size());
-    b.context_lens = lens ? lens : host.lens.data();
-    b.q_len = host.spec.q_len;
-    b.micro_batch = micro_batch;
-    return b;
-  }
+  BatchSpec batch(int32_t* lens = nullptr, int micro_batch = 0) { return batch_of(host, lens, micro_batch); }
   HostCase host;
   PlanCache cache;
   MetadataBuilder builder;

@@ -33,14 +33,7 @@ namespace {
 struct Engine {
   explicit Engine(const CaseSpec& spec, Settings settings = {true, true})
       : host(build_case(spec)), cache(cache_config(spec), nullptr), builder(cache, settings), router(settings, nullptr) {}
-  BatchSpec batch(int32_t* lens = nullptr, int micro_batch = 0) {
-    BatchSpec b;
-    b.num_seqs = int64_t(host.lens.size());
-    b.context_lens = lens ? lens : host.lens.data();
-    b.q_len = host.spec.q_len;
-    b.micro_batch = micro_batch;
-    return b;
-  }
+  BatchSpec batch(int32_t* lens = nullptr, int micro_batch = 0) { return batch_of(host, lens, micro_batch); }
   ForwardMetadata capture() { return builder.build_for_graph_capture(batch()); }
   HostCase host;
   PlanCache cache;

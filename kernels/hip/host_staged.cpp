@@ -13,16 +13,11 @@ namespace {
 
 // Bytes a strided view spans from its data pointer (0 for an absent or empty view).
 size_t span_bytes(const TensorView& t, const char* name) {
-  if (!t.present() || t.data == nullptr) return 0;
-  int64_t last = 0;
-  for (int i = 0; i < t.rank; ++i) {
-    if (t.shape[i] == 0) return 0;
+  if (t.data == nullptr || t.span() == 0) return 0;
+  for (int i = 0; i < t.rank; ++i)
     if (t.stride[i] < 0)
-      throw std::invalid_argument(std::string("host-staged GPU call: ") + name +
-                                  " has a negative stride");
-    last += (t.shape[i] - 1) * t.stride[i];
-  }
-  return size_t(last + 1) * size_t(dtype_size(t.dtype));
+      throw std::invalid_argument(std::string("host-staged GPU call: ") + name + " has a negative stride");
+  return size_t(t.span()) * size_t(dtype_size(t.dtype));
 }
 
 // Device buffers reused across calls of one thread, grown on demand.
