@@ -41,6 +41,28 @@ RC_GTEST_PROP(DecodeProps, BatchInvariantForFixedSplit, ()) {
   RC_ASSERT(std::memcmp(in_batch, alone.out.data(), size_t(spec.q_len * row_elems) * 2) == 0);
 }
 
+TEST(DecodeCases, BatchInvariantShortBesideLong) {
+  // The property above at a fixed point where a partition size borrowed from
+  // another request shows: a 3-tile request beside a 40-tile one, 4 splits.
+  CaseSpec spec;
+  spec.lens = {10000, 700};
+  spec.group = 2;
+  spec.path = Path::uniform;
+  spec.opt.uniform_partitions = 4;
+  spec.seed = 5;
+  HostCase batch = build_case(spec);
+  run_case(batch);
+  const int64_t row_elems = int64_t(spec.hkv) * spec.group * spec.head_dim;
+  for (int64_t seq = 0; seq < 2; ++seq) {
+    HostCase alone = build_case(single_sequence_spec(batch, seq));
+    run_case(alone);
+    EXPECT_EQ(std::memcmp(&batch.out[size_t(seq * spec.q_len * row_elems)], alone.out.data(),
+                          size_t(spec.q_len * row_elems) * 2),
+              0)
+        << "request " << seq << " differs in the batch and alone";
+  }
+}
+
 TEST(DecodeCases, SentinelAtEveryTileBoundaryIsSeen) {
   // A long uneven batch where each sequence has dominant tokens at tile
   // boundaries: a skipped or duplicated tile moves the output by O(1).
