@@ -13,6 +13,7 @@ namespace pav::cli {
 inline constexpr int kExitOk = 0;
 inline constexpr int kExitFail = 1;      // the check ran and found a defect
 inline constexpr int kExitBadInput = 2;  // bad arguments or malformed input
+inline constexpr int kExitCannotRun = 3; // could not run: no device, missing tool, I/O error
 
 using CommandFn = std::function<int(std::vector<std::string> args)>;
 
