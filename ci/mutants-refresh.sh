@@ -20,8 +20,10 @@
 #
 # Exit: 0 all good (or all drifted patches regenerated), 1 a patch is malformed,
 # refused or does not apply exactly (--check), 2 bad usage.
+# PAV_MUTANTS_ROOT: the tree to work on (default: this repository; tests point
+# it at a scratch tree).
 set -uo pipefail
-root=$(cd "$(dirname "$0")/.." && pwd)
+root=${PAV_MUTANTS_ROOT:-$(cd "$(dirname "$0")/.." && pwd)}
 mode=refresh
 verify=0
 filter=""
@@ -152,7 +154,7 @@ if [[ $verify -eq 1 ]]; then
       echo "verify: $name is a ${preset} mutant; run it where that preset builds (ci/gpu.sh)"
       continue
     fi
-    bash "$root/ci/mutants.sh" "$name" || bad=$((bad + 1))
+    bash "$(dirname "$0")/mutants.sh" "$name" || bad=$((bad + 1))
   done
 elif ((${#refreshed[@]} > 0)); then
   echo "check each is still caught: ci/mutants.sh NAME (or rerun with --verify)"
