@@ -242,13 +242,13 @@ TEST_F(PavCli, ExitCodeTableOverEveryCommand) {
       {"fuzz --minutes inf", 2, "--minutes"},
       {"fuzz --minutes 0", 2, "--minutes"},
       {"fuzz --minutes \"\"", 2, "--minutes"},
-      {"fuzz --minutes 10081", 2, "--minutes"},
-      {"fuzz --shrink-minutes nan", 2, "--shrink-minutes"},
-      {"fuzz --shrink-tries -1", 2, "--shrink-tries"},
-      {"fuzz --seed -1", 2, "--seed"},
-      {"fuzz --seed 18446744073709551616", 2, "--seed"},
+      {"fuzz --cases 1 --minutes 10081", 2, "--minutes"},
+      {"fuzz --cases 1 --shrink-minutes nan", 2, "--shrink-minutes"},
+      {"fuzz --cases 1 --shrink-tries -1", 2, "--shrink-tries"},
+      {"fuzz --cases 1 --seed -1", 2, "--seed"},
+      {"fuzz --cases 1 --seed 18446744073709551616", 2, "--seed"},
       {"fuzz --cases 0", 2, "--cases"},
-      {"fuzz --jobs 0", 2, "--jobs"},
+      {"fuzz --cases 1 --jobs 0", 2, "--jobs"},
       {"fuzz --shard 2/2 --cases 1", 2, "--shard"},
       {"fuzz --property nosuch --cases 1", 2, "--property: unknown property 'nosuch'"},
       {"fuzz --replay {dir}/missing.json", 2, "--replay"},
@@ -343,7 +343,9 @@ TEST_F(PavCli, ExitCodeTableOverEveryCommand) {
       if (w == "{too-many}") w = too_many;
       args.push_back(w);
     }
-    const Outcome o = launch({args, row.env});
+    Launch l{args, row.env};
+    l.timeout_s = 60;  // a row that should be refused must not become a long run
+    const Outcome o = launch(l);
     const std::string shown = row.args.size() > 120 ? row.args.substr(0, 120) + "..." : row.args;
     EXPECT_EQ(o.code, row.code) << "pav " << shown << "\nstdout: " << o.out.substr(0, 2000)
                                 << "\nstderr: " << o.err.substr(0, 2000);
@@ -511,7 +513,9 @@ TEST_F(PavCli, AnUnwritableFolderIsRefusedAtStartUp) {
        {"fuzz --property decode --minutes 5 --save " + d, "verify --backend cpu --save " + d,
         "verify --backend cpu --checks planner --save " + d + "/sub",
         "fuzz --property planner --cases 10 --json-out " + d + "/r.json"}) {
-    const Outcome o = run(args);
+    Launch l{expand_all(args)};
+    l.timeout_s = 20;
+    const Outcome o = launch(l);
     EXPECT_EQ(o.code, 3) << args << " (" << ro.how() << ")\n" << o.err;
     EXPECT_NE(o.err.find(args.find("--json-out") != std::string::npos ? "--json-out" : "--save"), std::string::npos)
         << o.err;
@@ -524,7 +528,7 @@ TEST_F(PavCli, AnUnwritableFolderIsRefusedAtStartUp) {
 namespace {
 
 // Waits until `file` contains `text` (or the timeout), then some more.
-void wait_for(const fs::path& file, const std::string& text, double then_s, double timeout_s = 60) {
+void wait_for(const fs::path& file, const std::string& text, double then_s, double timeout_s = 15) {
   const auto t0 = Clock::now();
   while (slurp(file).find(text) == std::string::npos &&
          std::chrono::duration<double>(Clock::now() - t0).count() < timeout_s)
@@ -543,7 +547,7 @@ TEST_F(PavCli, FuzzStopsCleanlyOnSigintAndSigterm) {
     const fs::path report = dir_ / ("report-" + std::to_string(sig) + ".json");
     Launch l{{"fuzz", "--property", "planner,decode", "--minutes", "30", "--seed", "11", "--save", save.string(),
               "--json-out", report.string()}};
-    l.timeout_s = 60;
+    l.timeout_s = 20;
     double sent_at = 0;
     l.during = [&](pid_t pid, const fs::path& out, const fs::path&) {
       wait_for(out, "job 0: seeds", 1.0);
@@ -574,7 +578,7 @@ TEST_F(PavCli, FuzzStopsCleanlyOnSigintAndSigterm) {
 TEST_F(PavCli, VerifyStopsCleanlyOnSigint) {
   Launch l{{"verify", "--backend", "cpu", "--checks", "planner,decode", "--plan-cases", "1000000", "--save",
             (dir_ / "ce").string()}};
-  l.timeout_s = 60;
+  l.timeout_s = 20;
   l.during = [](pid_t pid, const fs::path& out, const fs::path&) {
     wait_for(out, "job 0: seeds", 1.0);
     kill(pid, SIGINT);
@@ -586,4 +590,21 @@ TEST_F(PavCli, VerifyStopsCleanlyOnSigint) {
   EXPECT_NE(o.out.find("stopped by SIGINT"), std::string::npos) << o.out;
   EXPECT_TRUE(std::regex_search(o.out, std::regex(R"(planner\s+\d+\s+stopped)"))) << o.out;
   EXPECT_EQ(o.out.find("\ndecode "), std::string::npos) << "the decode check must not start after the stop";
+}
+
+TEST_F(PavCli, DriftStopsCleanlyOnSigint) {
+  const fs::path report = dir_ / "drift.json";
+  Launch l{{"drift", "--backend", "cpu", "--json-out", report.string()}};
+  l.timeout_s = 20;
+  l.during = [](pid_t pid, const fs::path& out, const fs::path&) {
+    wait_for(out, "pav drift: sweep", 1.0);
+    kill(pid, SIGINT);
+  };
+  const Outcome o = launch(l);
+  EXPECT_FALSE(o.timed_out) << "drift did not stop";
+  EXPECT_EQ(o.signal, 0);
+  EXPECT_EQ(o.code, 3) << o.err;
+  EXPECT_NE(o.err.find("stopped by SIGINT"), std::string::npos) << o.err;
+  EXPECT_FALSE(fs::exists(report)) << "no report of a sweep that did not end";
+  for (const auto& f : files_in(dir_)) EXPECT_EQ(f.find(".tmp-"), std::string::npos) << "left behind: " << f;
 }

@@ -127,6 +127,7 @@ int run(std::vector<std::string> args) {
   if (!quiet && text)
     fmt::print("pav drift: sweep {} ({} cells of {}), backend {}, {} seeds\n", sweep.name, chosen.size(),
                props::drift_cells(sweep).size(), cli::backend_name(backend), sweep.seeds);
+  std::fflush(stdout);
   props::DriftReport rep;
   try {
     rep = props::run_drift(sweep, chosen, opt);

@@ -133,6 +133,7 @@ int run(std::vector<std::string> args) {
 
   fmt::print(ctx.log, "pav verify: backend {}, seed {}, counterexamples to {}\n", cli::backend_name(backend), seed,
              save_dir);
+  std::fflush(ctx.log);
   std::vector<CheckResult> results;
   for (const std::string& c : chosen) {
     if (cli::stop_requested()) break;
