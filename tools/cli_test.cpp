@@ -17,6 +17,7 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <map>
 #include <regex>
 #include <sstream>
 #include <thread>
@@ -275,6 +276,7 @@ TEST_F(PavCli, ExitCodeTableOverEveryCommand) {
       {"drift --json={dir}/r.json", 2, "--json-out"},
       {"drift --list --cells nosuch", 2, "--cells: no cell 'nosuch'"},
       {"drift --list --cells 0,,1", 2, "--cells"},
+      {"drift --list --cells \"\"", 2, "--cells"},
       {"drift --seeds 1", 2, "--seeds"},
       {"drift --max-context 0", 2, "--max-context"},
       {"drift --sweep {dir}/missing.json", 2, "missing.json"},
@@ -407,6 +409,19 @@ TEST_F(PavCli, JsonOnStdoutForEveryCommand) {
   EXPECT_DOUBLE_EQ(mc["gate"]["p_b_worse"].get<double>(), 1.0 / 1024);
   const json bc = json::parse(run("bench-compare {dir}/bench-a.json {dir}/bench-b10.json --max-regression 5 --json").out);
   EXPECT_EQ(bc["gate"]["regressed"], true);
+  // The fixtures the other way round: p50 is 1.96% worse but its interval
+  // [-1.73%, +4.54%] holds no change, so it does not fail even at 0%; p90 (+35%,
+  // interval from +8%) does; throughput has no interval and fails on its estimate.
+  const json rev = json::parse(
+      run("bench-compare {fix}/stats/bench-b.json {fix}/stats/bench-a.json --max-regression 0 --json").out);
+  std::map<std::string, json> by_metric;
+  for (const auto& m : rev["gate"]["metrics"]) by_metric[m["metric"].get<std::string>()] = m;
+  EXPECT_GT(by_metric["p50_ms"]["regression"].get<double>(), 0.0);
+  EXPECT_EQ(by_metric["p50_ms"]["significant"], false);
+  EXPECT_EQ(by_metric["p50_ms"]["fails"], false);
+  EXPECT_EQ(by_metric["p90_ms"]["fails"], true);
+  EXPECT_EQ(by_metric["throughput_tok_s"]["interval"], false);
+  EXPECT_EQ(by_metric["throughput_tok_s"]["fails"], true);
 }
 
 // --json-out FILE writes the report --json prints, and the text still goes to stdout.
@@ -607,4 +622,18 @@ TEST_F(PavCli, DriftStopsCleanlyOnSigint) {
   EXPECT_NE(o.err.find("stopped by SIGINT"), std::string::npos) << o.err;
   EXPECT_FALSE(fs::exists(report)) << "no report of a sweep that did not end";
   for (const auto& f : files_in(dir_)) EXPECT_EQ(f.find(".tmp-"), std::string::npos) << "left behind: " << f;
+}
+
+// A hostile value is not echoed whole into the error message.
+TEST_F(PavCli, AHugeValueIsNotEchoedWhole) {
+  const std::string huge(100000, 'a');
+  for (const std::vector<std::string>& args :
+       {std::vector<std::string>{"verify", "--backend", huge}, {"fuzz", "--cases", "1", "--property", huge},
+        {"plan", "--lengths", huge, "--kv-heads", "1", "--cu", "8"}, {"mcnemar", "--counts", huge},
+        {"fuzz", "--seed", huge}, {huge}}) {
+    const Outcome o = launch({args});
+    EXPECT_EQ(o.code, 2) << args[0];
+    EXPECT_LT(o.err.size(), 3000u) << args[0] << ": " << o.err.size() << " bytes of error";
+    EXPECT_FALSE(o.err.empty());
+  }
 }

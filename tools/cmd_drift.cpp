@@ -61,11 +61,13 @@ int run(std::vector<std::string> args) {
   output.add_options(app);  // the full report (pav-drift-report/1)
   app.add_option("--markdown", md_out, "write the report tables as Markdown to FILE");
   app.add_option("--plot", plot_out, "write a PNG of error against ceiling (gnuplot; also OUT.gp and OUT.dat)");
-  app.add_option("--cells", cells, "run only these cells: names (120k/b8) or indices, comma-separated");
-  app.add_option("--max-context", max_context, "run only cells whose context is at most N tokens (0: all)")
-      ->check(cli::integer_in(1, cli::kMaxContext));
-  app.add_option("--seeds", seeds, "override the sweep's data seeds per cell (0: the sweep's)")
-      ->check(cli::integer_in(2, 10000));
+  auto* opt_cells = app.add_option("--cells", cells, "run only these cells: names (120k/b8) or indices, comma-separated");
+  app.add_option("--max-context", max_context, "run only cells whose context is at most N tokens")
+      ->check(cli::integer_in(1, cli::kMaxContext))
+      ->default_str("all");
+  app.add_option("--seeds", seeds, "override the sweep's data seeds per cell")
+      ->check(cli::integer_in(2, 10000))
+      ->default_str("the sweep's");
   app.add_flag("--list", list, "print the cells, their lengths and the split counts of every arm; run nothing");
   app.add_flag("--no-progress", no_progress, "no progress bar on stderr");
   app.add_flag("--quiet", quiet, "print only the verdict line");
@@ -82,6 +84,7 @@ int run(std::vector<std::string> args) {
     throw cli::BadInput(e.what());
   }
   if (seeds > 0) sweep.seeds = seeds;
+  if (opt_cells->count() > 0 && cells.empty()) throw cli::BadInput("--cells: an empty value (give names or indices)");
   const std::vector<props::DriftCell> chosen = select_cells(props::drift_cells(sweep), cells, max_context);
 
   if (list) {

@@ -26,8 +26,8 @@ inline constexpr double kMaxMinutes = 7 * 24 * 60;       // a week: longer is su
 CLI::Validator integer_in(int64_t lo, int64_t hi);
 // A seed: 0..2^64-1 in decimal digits ("-1" is refused, not wrapped).
 CLI::Validator seed_value();
-// A finite number in [lo, hi] (or (lo, hi] with lo_open); NaN and inf are refused.
-CLI::Validator finite_in(double lo, double hi, bool lo_open = false);
+// A finite number in [lo, hi], either end open on request; NaN and inf are refused.
+CLI::Validator finite_in(double lo, double hi, bool lo_open = false, bool hi_open = false);
 
 // Reads an integer list ("5,0,9000") strictly: every item an integer in
 // lo..hi, at most max_items items; BadInput names `option` and the item.
