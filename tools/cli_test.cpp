@@ -239,6 +239,11 @@ TEST_F(PavCli, ExitCodeTableOverEveryCommand) {
       {"fuzz --property planner --cases 40 --seed 1 --quiet --save {dir}/ce", 0, "pav fuzz: PASS"},
       {"fuzz --list", 0, "gate-mirror"},
       {"fuzz --backend cpu --replay {dir}/case.json", 0, "PASS"},
+      // Both sides of each limit: the bound itself is accepted.
+      {"fuzz --property planner --cases 1 --minutes 10080 --quiet --save {dir}/ce", 0, "pav fuzz: PASS"},
+      {"fuzz --property planner --cases 1 --seed 18446744073709551615 --quiet --save {dir}/ce", 0, "pav fuzz: PASS"},
+      {"fuzz --property planner --cases 1 --seed 0 --shrink-minutes 0 --shrink-tries 0 --quiet --save {dir}/ce", 0,
+       "pav fuzz: PASS"},
       {"fuzz --minutes nan", 2, "--minutes"},
       {"fuzz --minutes inf", 2, "--minutes"},
       {"fuzz --minutes 0", 2, "--minutes"},
@@ -285,6 +290,7 @@ TEST_F(PavCli, ExitCodeTableOverEveryCommand) {
       // plan
       {"plan --lengths 5,0,9000 --kv-heads 1 --cu 8", 0, "capacity 16"},
       {"plan --lengths {long-lengths} --kv-heads 1024 --cu 4096 --budget 1048576", 0, "capacity"},
+      {"plan --lengths 0 --kv-heads 1 --cu 1 --max-partitions 1 --budget 1", 0, "capacity 1"},
       {"plan --lengths 5 --kv-heads 9223372036854775808 --cu 8", 2, "--kv-heads"},
       {"plan --lengths 5 --kv-heads 0 --cu 8", 2, "--kv-heads"},
       {"plan --lengths 5 --kv-heads 1025 --cu 8", 2, "--kv-heads"},
@@ -308,6 +314,7 @@ TEST_F(PavCli, ExitCodeTableOverEveryCommand) {
       {"mcnemar --counts 9,1 --fail-if-worse 0.0107", 0, "pass"},
       {"mcnemar --counts 0,10 --fail-if-worse 0.5", 0, "pass"},
       {"mcnemar --counts 5,5 --fail-if-worse 0.5", 0, "pass"},
+      {"mcnemar --counts 10,0 --fail-if-worse 1 --confidence 0.999999", 1, "FAIL"},
       {"mcnemar --counts 1", 2, "--counts"},
       {"mcnemar --counts \"\"", 2, "--counts"},
       {"mcnemar --counts 9223372036854775807,1", 2, "--counts"},
