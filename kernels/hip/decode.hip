@@ -1186,15 +1186,12 @@ bool fast_attention_applies(const Params& p) {
          (p.head_dim == 64 || p.head_dim == 128 || p.head_dim == 256);
 }
 
-bool mma_attention_applies(const Params& p) {
 #if defined(PAV_HIP_NVIDIA)
+bool mma_attention_applies(const Params& p) {
   return fast_attention_applies(p) && p.compute_fp8 == DType::fp8_e4m3fn && p.cache_fp8 == DType::fp8_e4m3fn &&
          p.v_scale_kind != kScaleToken;
-#else
-  (void)p;
-  return false;
-#endif
 }
+#endif
 
 template <int kR>
 void launch_fast(const Params& p, unsigned grid, hipStream_t s) {

@@ -80,7 +80,7 @@ TEST(GpuPlanner, BalancedRefreshOnTraceLikeBatches) {
   for (int batch : {20, 32, 256, 4096})
     for (int64_t hkv : {1, 8})
       for (int shape = 0; shape < 3; ++shape) {
-        std::vector<int32_t> lens(size_t(batch));
+        std::vector<int32_t> lens(static_cast<size_t>(batch), 0);
         for (auto& x : lens) {
           if (shape == 0) x = 32768;                                          // equal
           else if (shape == 1) x = int32_t(1000 + rng() % 7000);             // short, uneven

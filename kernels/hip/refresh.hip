@@ -135,6 +135,34 @@ __device__ int64_t block_exclusive_scan_warps(int64_t v, int64_t* red, int64_t* 
   return before + inc - v;
 }
 
+// balanced_count_for(tiles, target, split_cost, max_count) for one target and
+// many requests, without a division per request: room = target - split_cost
+// and its reciprocal are taken once per probe; the quotient from the
+// reciprocal is within one of the true one for tiles < 2^24 and is corrected
+// exactly. Falls back to the shared rule for larger counts. GpuPlanner.*
+// holds the device plans to the host's bit for bit.
+struct CountProbe {
+  int64_t target, split_cost, room;
+  float inv_room;
+};
+__device__ inline CountProbe count_probe(int64_t target, int64_t split_cost) {
+  const int64_t room = target - split_cost;
+  return {target, split_cost, room, room >= 1 ? 1.0f / float(room) : 0.0f};
+}
+__device__ inline int64_t count_at(const CountProbe& c, int32_t tiles, int32_t max_count) {
+  if (tiles <= 0) return 0;
+  if (tiles <= c.target) return 1;
+  if (c.room < 1) return kBalancedUnreachable;
+  if (tiles >= (1 << 24) || c.room >= (int64_t(1) << 24))
+    return balanced_count_for(tiles, c.target, c.split_cost, max_count);
+  const uint32_t num = uint32_t(tiles) - 1u, den = uint32_t(c.room);
+  uint32_t q = uint32_t(float(num) * c.inv_room);
+  if (uint64_t(q) * den > num) --q;                 // one too many
+  else if (uint64_t(q + 1) * den <= num) ++q;       // one too few
+  const int64_t count = int64_t(q) + 1;             // ceil(tiles / room)
+  return count <= max_count ? count : kBalancedUnreachable;
+}
+
 __global__ void __launch_bounds__(kRefreshThreads)
 balanced_refresh_kernel(const int32_t* __restrict__ lens, int num_seqs, int64_t max_partitions, int64_t capacity,
                         int64_t task_budget, int64_t split_cost, int64_t min_chunk, int32_t* __restrict__ work,
@@ -142,6 +170,7 @@ balanced_refresh_kernel(const int32_t* __restrict__ lens, int num_seqs, int64_t 
   __shared__ int64_t red[3 * (kRefreshWarps + 1)];
   __shared__ int32_t s_tiles[kMaxPlanBatch], s_most[kMaxPlanBatch];
   __shared__ int s_fits[kRefreshWarps];
+  static_assert(kRefreshWarps <= kWarpSize, "one ballot covers every warp's flag");
   const int t = threadIdx.x;
   // Thread t owns the contiguous sequences [b0, b1): prefix order is kept.
   const int per = (num_seqs + int(blockDim.x) - 1) / int(blockDim.x);
@@ -173,19 +202,16 @@ balanced_refresh_kernel(const int32_t* __restrict__ lens, int num_seqs, int64_t 
     int64_t lo = search.lo, hi = search.hi;
     while (lo < hi) {
       const int64_t span = hi - lo;
-      const int64_t probe = lo + span * warp / warps;
+      const CountProbe probe = count_probe(lo + span * warp / warps, split_cost);
       int64_t count = 0;
-      for (int b = lane; b < num_seqs; b += kWarpSize)
-        count += balanced_count_for(s_tiles[b], probe, split_cost, s_most[b]);
+      for (int b = lane; b < num_seqs; b += kWarpSize) count += count_at(probe, s_tiles[b], s_most[b]);
       for (int o = kWarpSize / 2; o > 0; o >>= 1) count += PAV_SHFL_XOR(count, o);
       if (lane == 0) s_fits[warp] = count <= lim ? 1 : 0;
       __syncthreads();
-      int first = warps;  // the first warp whose target fits
-      for (int w = 0; w < warps; ++w)
-        if (s_fits[w]) {
-          first = w;
-          break;
-        }
+      // The first warp whose target fits: one ballot over the flags (warps <=
+      // kWarpSize), the same answer in every warp.
+      const unsigned long long fits = PAV_BALLOT(lane < warps && s_fits[lane] != 0);
+      const int first = fits ? __ffsll(static_cast<long long>(fits)) - 1 : warps;
       const int64_t next_hi = first < warps ? lo + span * first / warps : hi;
       const int64_t next_lo = first == 0 ? lo : lo + span * (first - 1) / warps + 1;
       __syncthreads();  // s_fits is rewritten by the next round
