@@ -469,14 +469,14 @@ double rel_l2(const std::vector<uint16_t>& a, const std::vector<uint16_t>& b) {
 }
 
 // ---- batch-256 plan refresh ------------------------------------------------------------------
-json refresh_256(Runner& R, std::vector<std::string>& table) {
+json refresh_256(Runner& R, std::vector<std::string>& table, const std::vector<int64_t>& kv_heads) {
   json out = json::array();
   gpu::StreamHandle s = R.stream.get();
   std::vector<int32_t> lens = trace_batch(256, R.st.seed + 256);
   gpu::DeviceBuffer dlens(lens.size() * 4);
   gpu::copy_to_device(dlens.data(), lens.data(), lens.size() * 4, s);
   constexpr int kGraphRefreshes = 50;
-  for (int64_t hkv : {8, 1})
+  for (int64_t hkv : kv_heads)
     for (PlanPolicy pol : {PlanPolicy::proportional, PlanPolicy::balanced}) {
       DevicePlan p = make_plan(256, hkv, R.st.cu, pol, 0);
       p.refresh(dlens.as<int32_t>(), s);
@@ -525,6 +525,10 @@ int run(int argc, char** argv) {
   app.add_option("--bandwidth-gb", bw_gb, "size of the read-ceiling buffer (GB)")->check(CLI::Range(0.5, 32.0));
   app.add_option("--seed", st.seed, "seed of the batch shuffles, block tables and data");
   app.add_option("--max-seconds", max_seconds, "skip the configurations left once this much time has passed (0: none)");
+  std::vector<int64_t> refresh_heads = {8, 1};
+  app.add_option("--refresh-kv-heads", refresh_heads, "KV head counts of the batch-256 refresh figures")
+      ->delimiter(',')
+      ->check(CLI::Range(int64_t(1), int64_t(64)));
   CLI11_PARSE(app, argc, argv);
   std::vector<Variant> variants;
   for (const auto& v : variant_names) variants.push_back(parse_variant(v));
@@ -585,7 +589,8 @@ int run(int argc, char** argv) {
              bw_gb, bw.n);
 
   std::vector<std::string> refresh_rows;
-  if (only.empty() || only.find("refresh") != std::string::npos) doc["refresh_256"] = refresh_256(R, refresh_rows);
+  if (only.empty() || only.find("refresh") != std::string::npos)
+    doc["refresh_256"] = refresh_256(R, refresh_rows, refresh_heads);
 
   std::vector<std::string> rows, summary;
   json jconfigs = json::array();

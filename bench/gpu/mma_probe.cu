@@ -11,6 +11,7 @@
 #include <cuda_fp8.h>
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstdint>
@@ -38,22 +39,19 @@ __global__ void probe(const uint32_t* a, const uint32_t* b, float c_in, int fp8,
 }
 
 uint8_t e4m3(float v) { return __nv_cvt_float_to_fp8(v, __NV_SATFINITE, __NV_E4M3); }
-uint16_t f16(float v) {
-  const __half h = __float2half_rn(v);
-  return reinterpret_cast<const __half_raw&>(h).x;
-}
+uint16_t f16(float v) { return static_cast<__half_raw>(__float2half_rn(v)).x; }
 
 // D[0][0] of one instruction: A row 0 = (one, x, 0...), B column 0 = (one, y, 0...)
 // (lane 0 holds k = 0 and 1 of row 0 / column 0 in the low bytes of its first
 // registers in both layouts), C[0][0] = c.
-float run(bool fp8, float one, float x, float y, float c) {
+float run(bool fp8, float one_a, float one_b, float x, float y, float c) {
   uint32_t ha[128] = {}, hb[64] = {};
   if (fp8) {
-    ha[0] = uint32_t(e4m3(one)) | uint32_t(e4m3(x)) << 8;
-    hb[0] = uint32_t(e4m3(one)) | uint32_t(e4m3(y)) << 8;
+    ha[0] = uint32_t(e4m3(one_a)) | uint32_t(e4m3(x)) << 8;
+    hb[0] = uint32_t(e4m3(one_b)) | uint32_t(e4m3(y)) << 8;
   } else {
-    ha[0] = uint32_t(f16(one)) | uint32_t(f16(x)) << 16;
-    hb[0] = uint32_t(f16(one)) | uint32_t(f16(y)) << 16;
+    ha[0] = uint32_t(f16(one_a)) | uint32_t(f16(x)) << 16;
+    hb[0] = uint32_t(f16(one_b)) | uint32_t(f16(y)) << 16;
   }
   uint32_t *da, *db;
   float* dd;
@@ -69,6 +67,8 @@ float run(bool fp8, float one, float x, float y, float c) {
   return out;
 }
 
+float run8(float one_a, float one_b, float x, float y, float c) { return run(true, one_a, one_b, x, y, c); }
+
 }  // namespace
 
 int main() {
@@ -78,22 +78,23 @@ int main() {
     // (subnormal), f16 2^-24; split k between them.
     const int kx = k / 2, ky = k - kx;
     const float x = std::ldexp(1.0f, -kx), y = std::ldexp(1.0f, -ky);
-    const bool fp8_ok = kx <= 9 && ky <= 9;
-    auto cell = [&](float r) {
+    auto cell = [&](float r, double big) {
       static char buf[64];
-      const double kept = (double(r) - 1.0) / std::ldexp(1.0, -k);
+      const double kept = (double(r) - big) / (big * std::ldexp(1.0, -k));
       std::snprintf(buf, sizeof buf, "%.3g", kept);
       return buf;
     };
     std::printf("| %d | 2^-%d |", k, k);
-    if (fp8_ok) {
-      std::printf(" %s |", cell(run(true, 1.0f, x, y, 0.0f)));
-      std::printf(" %s |", cell(run(true, 0.0f, x, y, 1.0f)));
-    } else {
-      std::printf(" - | - |");
-    }
-    std::printf(" %s |", cell(run(false, 1.0f, x, y, 0.0f)));
-    std::printf(" %s |\n", cell(run(false, 0.0f, x, y, 1.0f)));
+    // e4m3 reaches 2^-9: past 2^-18 the large term grows instead (1 -> 2^(k-18),
+    // split between its two factors), the ratio is what counts.
+    const int kb = k > 18 ? k - 18 : 0, kbx = kb / 2, kby = kb - kbx;
+    const float one8 = std::ldexp(1.0f, kbx), one8y = std::ldexp(1.0f, kby);
+    const float x8 = std::ldexp(1.0f, -std::min(kx, 9)), y8 = std::ldexp(1.0f, -std::min(ky, 9));
+    const double big8 = std::ldexp(1.0, kb);
+    std::printf(" %s |", cell(run8(one8, one8y, x8, y8, 0.0f), big8));
+    std::printf(" %s |", cell(run8(0.0f, 0.0f, x8, y8, float(big8)), big8));
+    std::printf(" %s |", cell(run(false, 1.0f, 1.0f, x, y, 0.0f), 1.0));
+    std::printf(" %s |\n", cell(run(false, 0.0f, 0.0f, x, y, 1.0f), 1.0));
   }
   const cudaError_t e = cudaGetLastError();
   if (e != cudaSuccess) {

@@ -49,6 +49,7 @@ struct Params {
   const float* v_scale;
   int k_scale_kind, v_scale_kind;
   int num_seqs, q_len, hkv, group, head_dim, block_size, rows;
+  int block_shift;  // log2(block_size) when it is a power of two, else -1
   float softmax_scale;
   bool fp8_compute;
   DType compute_fp8;  // flavour Q and P are quantized to (fp8 compute)
@@ -73,6 +74,19 @@ __device__ inline float scale_at(const float* s, int kind, int64_t blk, int h, i
   if (kind == kScaleNone) return 1.0f;
   if (kind == kScaleTensor) return s[0];
   return s[(blk * p.hkv + h) * p.block_size + off];
+}
+
+// Token t (< 2^31: lengths are int32) as (block-table column, offset in the
+// page) in 32-bit arithmetic: a shift for power-of-two pages. A 64-bit
+// division per page lookup cost more than the attention's arithmetic.
+__device__ inline void page_of(const Params& p, uint32_t t, uint32_t& col, uint32_t& off) {
+  if (p.block_shift >= 0) {
+    col = t >> p.block_shift;
+    off = t & uint32_t(p.block_size - 1);
+  } else {
+    col = t / uint32_t(p.block_size);
+    off = t - col * uint32_t(p.block_size);
+  }
 }
 
 // True when sequence `seq`'s own task range holds a task recorded for another
@@ -649,7 +663,9 @@ __device__ void issue_k(const Params& p, int h, const int32_t* table, int64_t le
     const int tok = (rest / kNG) * piece + (x & (piece - 1));
     const int64_t t = t0 + tok;
     if (t >= len) continue;  // past the context: never read
-    const int64_t blk = table[t / bs], off = t % bs;
+    uint32_t col, off;
+    page_of(p, uint32_t(t), col, off);
+    const int64_t blk = table[col];
     const uint8_t* src = p.k + ((blk * p.hkv + h) * kNG + grp) * int64_t(bs) * 16 + off * 16;
     const int ts = tok % kStageTokens;
     cp_async16(ring + (tok / kStageTokens) * stage_bytes<kD>() + ts * kD + 16 * (grp ^ k_swizzle<kD>(ts)), src);
@@ -674,7 +690,9 @@ __device__ void issue_v(const Params& p, int h, const int32_t* table, int64_t le
     }
     const int64_t t = t0 + c * 16;
     if (t >= len) continue;  // past the context: never read
-    const int64_t blk = table[t / bs], off = t % bs;
+    uint32_t col, off;
+    page_of(p, uint32_t(t), col, off);
+    const int64_t blk = table[col];
     const uint8_t* src = p.v_trans ? p.v + ((blk * p.hkv + h) * (bs / 16) + off / 16) * int64_t(kD) * 16 + d * 16
                                    : p.v + ((blk * p.hkv + h) * kD + d) * int64_t(bs) + off;
     cp_async16(ring + (kStagesPerTile + c / 4) * stage_bytes<kD>() + d * kStageTokens + 16 * v_slot(d, c % 4), src);
@@ -752,8 +770,9 @@ __global__ void __launch_bounds__(kThreads, kD <= 128 ? 2 : 1) attend_mma_kernel
       if (n <= 0) break;
       const bool next = tile + 1 < tile1 && t0 + kTileTokens < len;
       if (token_kscale && tid < n) {
-        const int64_t tt = t0 + tid, blk = table[tt / p.block_size], off = tt % p.block_size;
-        kscale[tid] = scale_at(p.k_scale, p.k_scale_kind, blk, h, off, p);
+        uint32_t col, off;
+        page_of(p, uint32_t(t0 + tid), col, off);
+        kscale[tid] = scale_at(p.k_scale, p.k_scale_kind, table[col], h, off, p);
       }
       if (tid < kR)
         row_vis[tid] = tid < nr ? int(min64(n, len - p.q_len + 1 + (r0 + tid) / p.group - t0)) : 0;
@@ -805,19 +824,28 @@ __global__ void __launch_bounds__(kThreads, kD <= 128 ? 2 : 1) attend_mma_kernel
 
       // Online softmax of the tile on the fragments: element e of (mt, nt) is
       // token 32w + 16mt + g + 8(e >> 1), row 8nt + 2t + (e & 1).
+      // This lane's rows 8nt + 2t + c: their scales and visible counts, once.
+      float qs_r[kNT][2];
+      int vis_r[kNT][2];
       float rmax[kNT][2];
 #pragma unroll
-      for (int nt = 0; nt < kNT; ++nt) rmax[nt][0] = rmax[nt][1] = neg_inf();
+      for (int nt = 0; nt < kNT; ++nt)
+#pragma unroll
+        for (int c = 0; c < 2; ++c) {
+          qs_r[nt][c] = qscale[8 * nt + 2 * t + c];
+          vis_r[nt][c] = row_vis[8 * nt + 2 * t + c];
+          rmax[nt][c] = neg_inf();
+        }
 #pragma unroll
       for (int mt = 0; mt < 2; ++mt)
 #pragma unroll
         for (int nt = 0; nt < kNT; ++nt)
 #pragma unroll
           for (int e = 0; e < 4; ++e) {
-            const int tok = 32 * warp + 16 * mt + g + 8 * (e >> 1), row = 8 * nt + 2 * t + (e & 1);
-            const float v = s[mt][nt][e] * qscale[row] * (token_kscale ? kscale[tok] : kscale_all);
+            const int tok = 32 * warp + 16 * mt + g + 8 * (e >> 1);
+            const float v = s[mt][nt][e] * qs_r[nt][e & 1] * (token_kscale ? kscale[tok] : kscale_all);
             s[mt][nt][e] = v;
-            if (tok < row_vis[row]) rmax[nt][e & 1] = fmaxf(rmax[nt][e & 1], v);
+            if (tok < vis_r[nt][e & 1]) rmax[nt][e & 1] = fmaxf(rmax[nt][e & 1], v);
           }
 #pragma unroll
       for (int nt = 0; nt < kNT; ++nt)
@@ -846,9 +874,14 @@ __global__ void __launch_bounds__(kThreads, kD <= 128 ? 2 : 1) attend_mma_kernel
         }
       }
       __syncthreads();
-      float lsum[kNT][2];
+      float lsum[kNT][2], mnew_r[kNT][2];
 #pragma unroll
-      for (int nt = 0; nt < kNT; ++nt) lsum[nt][0] = lsum[nt][1] = 0.0f;
+      for (int nt = 0; nt < kNT; ++nt)
+#pragma unroll
+        for (int c = 0; c < 2; ++c) {
+          lsum[nt][c] = 0.0f;
+          mnew_r[nt][c] = row_mnew[8 * nt + 2 * t + c];
+        }
 #pragma unroll
       for (int mt = 0; mt < 2; ++mt)
 #pragma unroll
@@ -857,8 +890,8 @@ __global__ void __launch_bounds__(kThreads, kD <= 128 ? 2 : 1) attend_mma_kernel
           for (int e = 0; e < 4; ++e) {
             const int tok = 32 * warp + 16 * mt + g + 8 * (e >> 1), row = 8 * nt + 2 * t + (e & 1);
             uint16_t w = 0;
-            if (tok < row_vis[row]) {
-              const float pt = expf(s[mt][nt][e] - row_mnew[row]);
+            if (tok < vis_r[nt][e & 1]) {
+              const float pt = expf(s[mt][nt][e] - mnew_r[nt][e & 1]);
               lsum[nt][e & 1] += pt;
               w = __nv_cvt_fp8_to_halfraw(__nv_cvt_float_to_fp8(pt * p.fp8_max, __NV_SATFINITE, __NV_E4M3), __NV_E4M3).x;
             }
@@ -1011,6 +1044,10 @@ __global__ void __launch_bounds__(kThreads) reduce_kernel(const Params p) {
   for (int idx = threadIdx.x; idx < p.rows * groups; idx += kThreads) {
     const int row = idx / groups, d0 = (idx % groups) * kVec;
     float M = neg_inf();
+    // The walks are unrolled so that several partitions' loads are in flight
+    // at once: one at a time, a sequence of ~100 partitions waited ~300 times
+    // on memory latency.
+#pragma unroll 8
     for (int64_t q = 0; q < walk; ++q) {
       const bool in = q < count;
       const float mq = in ? p.m[(base + q) * p.rows + row] : neg_inf();
@@ -1018,6 +1055,7 @@ __global__ void __launch_bounds__(kThreads) reduce_kernel(const Params p) {
     }
     if (M == neg_inf()) M = 0.0f;
     float L = 0.0f;
+#pragma unroll 8
     for (int64_t q = 0; q < walk; ++q) {
       const bool in = q < count;
       const int64_t at = (base + q) * p.rows + row;
@@ -1029,6 +1067,7 @@ __global__ void __launch_bounds__(kThreads) reduce_kernel(const Params p) {
 #pragma unroll
     for (int j = 0; j < kVec; ++j) o[j] = 0.0f;
     if (L > 0.0f) {
+#pragma unroll 4
       for (int64_t q = 0; q < walk; ++q) {
         const bool in = q < count;
         const int64_t at = (base + q) * p.rows + row;
@@ -1156,6 +1195,9 @@ Params params_of(const DecodeCall& c, const Scratch& sc) {
   p.group = int(d.group);
   p.head_dim = int(d.head_dim);
   p.block_size = int(d.block_size);
+  p.block_shift = -1;
+  for (int sh = 0; sh < 31; ++sh)
+    if ((int64_t(1) << sh) == d.block_size) p.block_shift = sh;
   p.rows = int(d.rows);
   p.softmax_scale = d.softmax_scale;
   p.fp8_compute = is_fp8(c.opt.compute);
