@@ -79,7 +79,7 @@ __device__ inline float scale_at(const float* s, int kind, int64_t blk, int h, i
 // Token t (< 2^31: lengths are int32) as (block-table column, offset in the
 // page) in 32-bit arithmetic: a shift for power-of-two pages. A 64-bit
 // division per page lookup cost more than the attention's arithmetic.
-__device__ inline void page_of(const Params& p, uint32_t t, uint32_t& col, uint32_t& off) {
+[[maybe_unused]] __device__ inline void page_of(const Params& p, uint32_t t, uint32_t& col, uint32_t& off) {
   if (p.block_shift >= 0) {
     col = t >> p.block_shift;
     off = t & uint32_t(p.block_size - 1);
