@@ -223,5 +223,57 @@ TEST(ProfileStandard, F32OutputCatchesADroppedTokenThe16BitFloorMisses) {
   EXPECT_TRUE(bf16.passed()) << "the 16-bit floor was expected to hide this: " << bf16.verdict;
 }
 
+// The units the standard uses, written out by hand: unit roundoff 2^-(mantissa
+// bits + 1); half the smallest subnormal for the absolute term.
+TEST(ProfileStandard, RoundingUnitsArePinned) {
+  EXPECT_EQ(p_unit_roundoff(PRound::fp8_running_max), 0.0625);
+  EXPECT_EQ(p_unit_roundoff(PRound::bf16), 1.0 / 256);
+  EXPECT_EQ(p_unit_roundoff(PRound::f16), 1.0 / 2048);
+  EXPECT_EQ(p_unit_roundoff(PRound::none), 0.0);
+  EXPECT_EQ(storage_unit_roundoff(DType::bf16), 1.0 / 256);
+  EXPECT_EQ(storage_unit_roundoff(DType::f16), 1.0 / 2048);
+  EXPECT_EQ(storage_unit_roundoff(DType::f32), 0.0);
+  EXPECT_EQ(storage_unit_roundoff(DType::none), 0.0);
+  EXPECT_EQ(p_subnormal_error(PRound::fp8_running_max, DType::fp8_e4m3fn), 1.0 / 1024 / 448);
+  EXPECT_EQ(p_subnormal_error(PRound::fp8_running_max, DType::fp8_e4m3fnuz), 1.0 / 2048 / 240);
+  EXPECT_EQ(p_subnormal_error(PRound::f16, DType::fp8_e4m3fn), 1.0 / (1 << 25));
+  EXPECT_EQ(p_subnormal_error(PRound::bf16, DType::fp8_e4m3fn), std::ldexp(1.0, -134));
+  EXPECT_EQ(p_subnormal_error(PRound::none, DType::fp8_e4m3fn), 0.0);
+}
+
+// One spike and a flat sea 15 nats below it: exp(-15) = 3.1e-7 exceeds f16's
+// c = 2^-25 = 3.0e-8, so under f16 rounding each token is charged c, and the
+// reference's pq_sub is 2000 c / L; under bf16 (c = 2^-134) it is ~0.
+TEST(ProfileStandard, SubnormalTermFollowsTheRounding) {
+  CallSpec s;
+  s.lens = {2000};
+  s.group = 1;
+  s.head_dim = 16;
+  s.scales = testing::Scales::none;
+  s.seed = 7030;
+  auto c = make_call(s);
+  // q = 8 e_0 (exact), k_0 = 15 for token 0, 0 elsewhere, scale 1/8: logits 15 and 0.
+  for (auto& x : c.q) x = kernels::f32_to_bf16(0.0f);
+  c.q[0] = kernels::f32_to_bf16(8.0f);
+  c.call.opt.softmax_scale = 0.125f;
+  for (int64_t t = 0; t < s.lens[0]; ++t) {
+    const int64_t blk = c.block_of(0, t), off = t % s.block_size;
+    for (int64_t d = 0; d < s.head_dim; ++d) {
+      c.k[c.k_at(blk, 0, d, off)] = kernels::f32_to_fp8(d == 0 && t == 0 ? 15.0f : 0.0f, s.cache);
+      c.v[c.v_at(blk, 0, d, off)] = kernels::f32_to_fp8(1.0f, s.cache);
+    }
+  }
+  const double L = 1.0 + 1999 * std::exp(-15.0);
+  const ReferenceResult f16 =
+      decode(c.call, NumericsProfile{QQuant::none, PRound::f16, DType::none}, {.precision = Precision::fp64});
+  EXPECT_NEAR(f16.pq_sub[0], 2000 * std::ldexp(1.0, -25) / L, 1e-7 * f16.pq_sub[0]);  // stored as float
+  const ReferenceResult bf16 =
+      decode(c.call, NumericsProfile{QQuant::none, PRound::bf16, DType::none}, {.precision = Precision::fp64});
+  EXPECT_LT(bf16.pq_sub[0], 1e-35);
+  const ReferenceResult none =
+      decode(c.call, NumericsProfile{QQuant::none, PRound::none, DType::none}, {.precision = Precision::fp64});
+  EXPECT_EQ(none.pq_sub[0], 0.0f);
+}
+
 }  // namespace
 }  // namespace pav::reference
