@@ -290,7 +290,7 @@ struct Core {
     return b;
   }
 
-  // Query rows r = p*G + g of KV head h, transformed per q_input, times softmax_scale.
+  // Query rows r = p*G + g of KV head h, quantized as the profile says, times softmax_scale.
   void load_q(int64_t seq, int64_t h, Mat<T>& q) const {
     std::vector<float> row(g.D), codes(g.D);
     for (int64_t p = 0; p < g.q_len; ++p)

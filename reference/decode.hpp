@@ -57,7 +57,9 @@ struct ReferenceResult {
   // Upper bound of sum_t min(exp(s_t - M), c) |v_td| / L with c = p_subnormal_error
   // of the profile's P rounding: P's absolute rounding error below the normal range.
   std::vector<float> pq_sub;
-  NumericsProfile profile;    // what the result was computed for (Q as the profile says)
+  // What the result was computed for (Q as the profile says). A result built
+  // by hand models no rounding: compare() then applies the floor alone.
+  NumericsProfile profile{QQuant::none, PRound::none, kernels::DType::none};
   // The output dtype the call asks the kernel for (call.out's, else q's): the
   // comparison standard's floor follows it (see compare.hpp).
   kernels::DType out_dtype = kernels::DType::bf16;
