@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstring>
 #include <filesystem>
+#include <limits>
 
 namespace pav::input {
 
@@ -232,6 +233,13 @@ const char* type_phrase(const json& v) {
 
 std::string got(const json& v) { return fmt::format("got {} {}", type_phrase(v), excerpt(v)); }
 
+double positive_value(const json& v, const std::string& source, const std::string& path) {
+  const double x = v.is_number() ? v.get<double>() : 0.0;
+  if (!(v.is_number() && std::isfinite(x) && x > 0.0))
+    fail(source, path, "expected a positive finite number, got " + (v.is_number() ? excerpt(v) : got(v).substr(4)));
+  return x;
+}
+
 std::string i128_text(__int128 v) {
   if (v >= 0) return std::to_string(static_cast<unsigned long long>(v));
   return std::to_string(static_cast<long long>(v));
@@ -389,6 +397,8 @@ double Object::number(std::string_view key, double lo, double hi, double fallbac
   return has(key) ? number(key, lo, hi) : fallback;
 }
 
+double Object::positive(std::string_view key) const { return positive_value(at(key), source_, path(key)); }
+
 bool Object::boolean(std::string_view key) const {
   const json& v = at(key);
   if (!v.is_boolean()) fail(key, "expected true or false, " + got(v));
@@ -432,8 +442,9 @@ Array::Array(const json& value, std::string source, std::string at, std::size_t 
     : j_(&value), source_(std::move(source)), at_(std::move(at)) {
   if (!value.is_array()) input::fail(source_, at_, "expected an array, " + got(value));
   if (value.size() < min_size || value.size() > max_size) {
-    const std::string want =
-        min_size == max_size ? fmt::format("{}", min_size) : fmt::format("{}..{}", min_size, max_size);
+    const std::string want = min_size == max_size                              ? fmt::format("{}", min_size)
+                             : max_size == std::numeric_limits<std::size_t>::max() ? fmt::format("at least {}", min_size)
+                                                                                    : fmt::format("{}..{}", min_size, max_size);
     input::fail(source_, at_, fmt::format("expected {} entries, got {}", want, value.size()));
   }
 }
@@ -449,6 +460,8 @@ double Array::number(std::size_t i, double lo, double hi) const {
   if (!(x >= lo && x <= hi)) fail(i, fmt::format("must be in [{}, {}], got {}", lo, hi, excerpt(v)));
   return x;
 }
+
+double Array::positive(std::size_t i) const { return positive_value((*j_)[i], source_, path(i)); }
 
 std::string Array::string(std::size_t i) const {
   const json& v = (*j_)[i];

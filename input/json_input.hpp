@@ -116,6 +116,8 @@ class Object {
   // Finite numbers within [lo, hi] (integers accepted).
   double number(std::string_view key, double lo, double hi) const;
   double number(std::string_view key, double lo, double hi, double fallback) const;
+  // A finite number > 0 (a duration, a latency).
+  double positive(std::string_view key) const;
   bool boolean(std::string_view key) const;
   bool boolean(std::string_view key, bool fallback) const;
   std::string string(std::string_view key) const;
@@ -148,6 +150,7 @@ class Array {
   template <class T>
   T integer(std::size_t i, T lo, T hi) const;
   double number(std::size_t i, double lo, double hi) const;
+  double positive(std::size_t i) const;
   std::string string(std::size_t i) const;
   Object object(std::size_t i) const;
   Array array(std::size_t i, std::size_t min_size, std::size_t max_size) const;

@@ -21,8 +21,10 @@ inline constexpr int64_t kMaxCu = 4096;
 inline constexpr int64_t kMaxWorkgroupBudget = int64_t(1) << 20;
 // KV heads of a call or a plan (the budget is divided by it, rounded up).
 inline constexpr int64_t kMaxKvHeads = 256;
-// Context lengths are int32 by the kernels' contract; this is the type's range.
+// Context lengths are int32 by the kernels' contract; this is the type's range,
+// and kMaxPlanTiles the 256-token tiles of the longest.
 inline constexpr int64_t kMaxContextLen = 2147483647;
+inline constexpr int64_t kMaxPlanTiles = (kMaxContextLen + 255) / 256;
 
 // Host memory one case may need (q, out, both caches, scales, block tables and
 // the scratch of its path), checked before any of it is allocated. The largest

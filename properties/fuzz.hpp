@@ -23,6 +23,7 @@
 #include <nlohmann/json.hpp>
 
 #include "kernels/launch.hpp"
+#include "properties/case_format.hpp"
 #include "properties/host_case.hpp"
 
 namespace pav::props::fuzz {
@@ -245,8 +246,9 @@ Property make_property(PropertyParts<T> parts) {
     T v;
     try {
       v = p->from_case(spec, meta);
-    } catch (const std::exception& e) {
-      return Verdict::fail(std::string("cannot rebuild the ") + p->name + " case: " + e.what());
+    } catch (const std::invalid_argument& e) {
+      // The file does not describe a case of this property: bad input, not a finding.
+      throw CaseError(std::string("not a valid ") + p->name + " case: " + e.what());
     }
     return guarded(check, v);
   };
@@ -301,7 +303,9 @@ std::string save_found(const std::string& dir, const Found& f, const FuzzOptions
 
 // Re-runs a saved case through the property its meta names. A file without a
 // known property (pav replay's decode files, other suites' saved decode cases)
-// replays as the decode property. *property_out gets the property run.
+// replays as the decode property. *property_out gets the property run. Throws
+// CaseError when the file is not a valid case of that property (a meta field,
+// a case past the memory limit); replay_case_file names the file.
 Verdict replay_case_file(const std::string& path, const CheckContext& ctx, std::string* property_out = nullptr);
 Verdict replay_case(const CaseSpec& spec, const nlohmann::json& meta, const CheckContext& ctx,
                     std::string* property_out = nullptr);

@@ -302,8 +302,17 @@ TEST(FuzzReplay, CaseFilesReplayThroughThePropertyTheyName) {
     const Verdict v = replay_case_file(path, {}, &property);
     EXPECT_EQ(property, "gate-mirror");
     EXPECT_TRUE(v.passed) << v.message;
+    // Meta that names no case of the property is bad input, by file and field.
     save_case(path, g.base, {{"property", "gate-mirror"}, {"violate", "no_such_clause"}});
-    EXPECT_FALSE(replay_case_file(path, {}).passed);
+    EXPECT_THROW(replay_case_file(path, {}), CaseError);
+    save_case(path, g.base, {{"property", "gate-mirror"}, {"violate", "block_size"}, {"variant", 99}});
+    try {
+      replay_case_file(path, {});
+      ADD_FAILURE() << "variant 99 of block_size replayed";
+    } catch (const CaseError& e) {
+      EXPECT_NE(std::string(e.what()).find(path + ": not a valid gate-mirror case: meta.variant"), std::string::npos)
+          << e.what();
+    }
   }
   // No property in meta (pav replay's files, other suites' saved cases): decode.
   {

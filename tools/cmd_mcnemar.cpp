@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <charconv>
 #include <cmath>
+#include <limits>
 #include <optional>
 
 namespace {
@@ -75,6 +76,8 @@ int run_counts(const std::string& counts, bool as_json) {
     throw pav::cli::BadInput(
         fmt::format("--counts: expected B,C (two non-negative integers), got '{}'", counts));
   }
+  if (*b > std::numeric_limits<std::int64_t>::max() - *c)
+    throw pav::cli::BadInput(fmt::format("--counts: B + C = {} + {} overflows a 64-bit count", *b, *c));
   const auto t = st::mcnemar(*b, *c);
   if (as_json) {
     json j;

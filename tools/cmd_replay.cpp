@@ -41,10 +41,15 @@ int run(std::vector<std::string> args) {
     }
     // A counterexample of another property (gate mirror, planner, batch
     // invariance, ...) replays through that property's own check.
-    const std::string property = meta.contains("property") ? meta["property"].get<std::string>() : "decode";
+    const std::string property = meta.value("property", std::string("decode"));  // a string: the reader checked
     if (property != "decode") {
       std::string ran;
-      const props::fuzz::Verdict v = props::fuzz::replay_case(spec, meta, {backend}, &ran);
+      props::fuzz::Verdict v;
+      try {
+        v = props::fuzz::replay_case(spec, meta, {backend}, &ran);
+      } catch (const props::CaseError& e) {
+        throw cli::BadInput(file + ": " + e.what());
+      }
       if (!v.passed) ++failures;
       if (json) {
         fmt::print("{}\n", nlohmann::json{{"case", file}, {"backend", cli::backend_name(backend)},
@@ -109,6 +114,9 @@ int run(std::vector<std::string> args) {
       j["passed"] = false;
       j["rejected"] = e.what();
       if (!json) fmt::print("case      {}\nverdict   FAIL: the kernel rejected the call: {}\n\n", file, e.what());
+    } catch (const std::invalid_argument& e) {
+      // Plan parameters the planner refuses (a ceiling above cu): the file's fault.
+      throw cli::BadInput(file + ": " + e.what());
     }
     if (json) fmt::print("{}\n", j.dump());
   }
