@@ -69,9 +69,6 @@ TEST(HostileFindings, DeepNestingIsRefusedByEveryReaderWithoutRecursion) {
   const std::string e = error_of([&] { props::load_case_spec(s.write("c.json", case_text)); });
   EXPECT_NE(e.find("c.json: meta[0][0]"), std::string::npos) << e.substr(0, 200);
   EXPECT_NE(e.find("nested deeper than 64"), std::string::npos) << e.substr(0, 200);
-  EXPECT_NE(error_of([&] { props::load_drift_sweep(s.write("s.json", "{\"contexts\": " + kDeep + "}")); })
-                .find("nested deeper than 64"),
-            std::string::npos);
   std::istringstream jsonl("{\"id\": 1, \"correct\": true, \"x\": " + kDeep + "}\n");
   EXPECT_NE(error_of([&] { stats::parse_correctness(jsonl, "a.jsonl"); }).find("a.jsonl:1: x"), std::string::npos);
   std::istringstream bench("{\"latency_ms\": " + kDeep + "}");
@@ -96,6 +93,43 @@ TEST(HostileFindings, Fp8PartialIsRefusedBeforeAnyScratchIsSized) {
     }
     EXPECT_THROW(props::make_scratch(hc.call(), 4), kernels::RejectError);
   }
+}
+
+// A split count past the kernel's range (the case reader allows one, so the
+// gate can name the clause) sized the uniform scratch before validation refused it.
+TEST(HostileFindings, SplitCountBeyondTheKernelIsRefusedBeforeScratchIsSized) {
+  json c = small_case();
+  c["lens"] = std::vector<int>(kernels::kMaxPlanBatch, 1);
+  c["path"] = "uniform";
+  c["options"]["uniform_partitions"] = 1 << 20;  // 2 TB of scratch if it were sized
+  props::HostCase hc = props::build_case(props::case_from_json(c, "c.json"), /*fill_values=*/false);
+  try {
+    props::run_case(hc);
+    ADD_FAILURE() << "2^20 uniform partitions ran";
+  } catch (const kernels::RejectError& e) {
+    EXPECT_EQ(e.clause(), kernels::Clause::partition_count) << e.what();
+  }
+}
+
+// The host-memory limit, worked by hand: lens [32000768] at block 16 needs
+// 2000048 blocks; with 81474 spare blocks, D 16, one head, the uniform path at
+// cu 8 (32 splits of one row): q 32 + out 32 + caches 2 * 2081522 * 256 +
+// tables 4 * 2000048 + scratch 32 * (16 * 4 + 8) bytes = 2^30 exactly.
+TEST(HostileFindings, HostMemoryLimitAcceptsExactlyTheLimitAndRefusesOneBlockMore) {
+  props::CaseSpec s;
+  s.lens = {32000768};
+  s.head_dim = 16;
+  s.group = 1;
+  s.path = props::Path::uniform;
+  s.opt.cu = 8;
+  s.opt.partial = kernels::DType::f32;
+  s.spare_blocks = 81474;
+  EXPECT_EQ(error_of([&] { props::check_case_spec(s); }), "(no error)");
+  s.spare_blocks = 81475;
+  EXPECT_EQ(error_of([&] { props::check_case_spec(s); }),
+            "lens: the case needs 1073742336 bytes of host memory (q, caches, tables, scratch), more than the limit "
+            "of 1073741824");
+  EXPECT_EQ(error_of([&] { props::check_case_spec(s, /*check_memory=*/false); }), "(no error)");
 }
 
 // Per-token scales of 1..3 values ran on leftover generated scales and passed.
@@ -153,9 +187,6 @@ TEST(HostileFindings, LibraryErrorsBecameNamedInputErrors) {
   EXPECT_NE(error_of([&] { props::load_case_spec(p); }).find("m.json: meta.property: expected a string"),
             std::string::npos);
   EXPECT_EQ(error_of([&] { props::load_case_spec(s.dir.string()); }), s.dir.string() + ": is a directory, expected a file");
-  std::string sweep = R"({"format": "pav-drift-sweep/1", "contexts": [1000], "batches": [1], "ceilings": [8, 32], "cu": 1e999})";
-  EXPECT_NE(error_of([&] { props::load_drift_sweep(s.write("s.json", sweep)); }).find("s.json: cu: malformed JSON"),
-            std::string::npos);
   // max_partitions above cu: the planner refuses it by name when the case is run.
   c = small_case();
   c["max_partitions"] = 9;
