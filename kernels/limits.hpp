@@ -20,7 +20,7 @@ inline constexpr int64_t kMaxCu = 4096;
 // (prefix tiles x remaining slots <= 2^35 x 2^21) far inside int64.
 inline constexpr int64_t kMaxWorkgroupBudget = int64_t(1) << 20;
 // KV heads of a call or a plan (the budget is divided by it, rounded up).
-inline constexpr int64_t kMaxKvHeads = 256;
+inline constexpr int64_t kMaxKvHeads = 1024;
 // Context lengths are int32 by the kernels' contract; this is the type's range,
 // and kMaxPlanTiles the 256-token tiles of the longest.
 inline constexpr int64_t kMaxContextLen = 2147483647;
