@@ -30,6 +30,9 @@ inline constexpr int64_t kMaxPlanTiles = (kMaxContextLen + 255) / 256;
 // the scratch of its path), checked before any of it is allocated. The largest
 // generated or saved case is a few tens of MiB.
 inline constexpr int64_t kMaxCaseHostBytes = int64_t(1) << 30;
+// K and V caches of the largest cell of a drift sweep (the full sweep's largest
+// is under 5 GB; a GPU holds 141 GB). Checked when the sweep is read.
+inline constexpr int64_t kMaxDriftCellBytes = int64_t(64) << 30;
 
 // ---- input files --------------------------------------------------------------------
 
