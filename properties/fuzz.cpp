@@ -412,8 +412,12 @@ GateSpec gate_from_case(const CaseSpec& s, const json& meta) {
   g.with_plan = meta.value("with_plan", true);
   const std::string c = meta.value("violate", std::string("none"));
   if (c == "none") g.violate = Clause::none;
-  else if (!parse_clause(c, g.violate)) throw std::invalid_argument("meta.violate: unknown clause '" + c + "'");
+  else if (!parse_clause(c, g.violate)) throw std::invalid_argument("meta.violate: unknown clause '" + input::excerpt(c) + "'");
   g.variant = meta.value("variant", 0);
+  if (g.violate != Clause::none && (g.variant < 0 || g.variant >= violation_variants(g.violate)))
+    throw std::invalid_argument("meta.variant: " + std::to_string(g.variant) + " is not a variant of clause " +
+                                c + " (0.." + std::to_string(violation_variants(g.violate) - 1) + ")");
+  check_case_spec(s);  // the base call is built: refuse one past the memory limit first
   return g;
 }
 
@@ -442,7 +446,10 @@ std::vector<Property> build_properties() {
       gen_decode_case(fuzz_decode_limits()),
       check_decode,
       [](const CaseSpec& s, json&) { return s; },
-      [](const CaseSpec& s, const json&) { return s; },
+      [](const CaseSpec& s, const json&) {
+        check_case_spec(s);
+        return s;
+      },
       describe_spec,
       [](const CaseSpec& s) {
         std::vector<CaseSpec> out;
@@ -472,6 +479,7 @@ std::vector<Property> build_properties() {
         return b.spec;
       },
       [](const CaseSpec& s, const json& meta) {
+        check_case_spec(s);
         BatchCase b;
         b.spec = s;
         b.seq = meta.value("seq", int64_t(0));

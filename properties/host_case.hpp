@@ -61,9 +61,23 @@ struct HostCase {
   void poison_output();        // NaN into every output element
 };
 
-// Builds the buffers a spec describes; throws std::invalid_argument naming the
-// field when the spec is inconsistent. fill_values = false builds the shapes,
-// tables, lengths and scales only and leaves Q and the caches NaN-poisoned:
+// Checks a spec without allocating anything: shapes in range, every inline
+// tensor's length against the shapes, scales matching their kind (both or
+// neither), and (check_memory) that its buffers and the scratch of its path fit
+// in kMaxCaseHostBytes. Throws std::invalid_argument "FIELD: why". Returns the
+// block counts the buffers will have.
+struct CaseBlocks {
+  int64_t num_blocks = 0, max_blocks = 0;
+  int64_t used = 0;  // blocks the lengths need (generated tables)
+};
+CaseBlocks check_case_spec(const CaseSpec& spec, bool check_memory = true);
+
+// Builds the buffers a spec describes (after check_case_spec); throws std::invalid_argument naming the
+// field when the spec is inconsistent (an inline tensor whose length does not
+// match the shapes, scales that do not match their kind) or when its buffers
+// and scratch would need more than kMaxCaseHostBytes; all before allocating.
+// fill_values = false builds the shapes, tables, lengths and scales only and
+// leaves Q and the caches NaN-poisoned:
 // for calls that must be refused before any kernel reads them (gate-mirror
 // violations), where drawing values is most of the cost.
 HostCase build_case(const CaseSpec& spec, bool fill_values = true);
@@ -80,7 +94,9 @@ struct HostScratch {
   int64_t slots = 0;
 };
 // heads > 0 shapes it [heads, slots/heads, rows, D] (the planned layout),
-// else [slots, rows, D] (the uniform layout).
+// else [slots, rows, D] (the uniform layout). Throws kernels::RejectError
+// (scratch_dtype) before sizing anything when opt.partial is not f32, bf16 or
+// f16, the dtypes these buffers hold.
 HostScratch make_scratch(const kernels::DecodeCall& call, int64_t slots, int64_t heads = 0);
 int64_t scratch_slots(const kernels::DecodeCall& call, Path path, int64_t capacity);
 

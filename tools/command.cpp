@@ -8,6 +8,7 @@
 #include <new>
 
 #include "common/durable_file.hpp"
+#include "input/json_input.hpp"
 #include "common/version.hpp"
 
 namespace pav::cli {
@@ -125,6 +126,12 @@ int run_command(const Command& c, std::vector<std::string> args) {
     return kExitCannotRun;
   } catch (const pav::IoError& e) {
     fmt::print(stderr, "pav {}: could not run: {}\n", c.name, bounded(e.what()));
+    return kExitCannotRun;
+  } catch (const pav::input::InputError& e) {  // a reader's error a command did not wrap
+    fmt::print(stderr, "pav {}: {}\n", c.name, e.what());
+    return kExitBadInput;
+  } catch (const pav::input::ReadError& e) {
+    fmt::print(stderr, "pav {}: could not run: {}\n", c.name, e.what());
     return kExitCannotRun;
   } catch (const std::bad_alloc&) {
     fmt::print(stderr, "pav {}: could not run: out of memory\n", c.name);

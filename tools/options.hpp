@@ -11,14 +11,17 @@
 #include <string>
 #include <vector>
 
+#include "kernels/limits.hpp"
+
 namespace pav::cli {
 
-// Stated limits (docs/cli.md lists them).
-inline constexpr int64_t kMaxCu = 4096;                  // compute units (SMs) of a device
-inline constexpr int64_t kMaxKvHeads = 1024;             // KV heads of a call
-inline constexpr int64_t kMaxBudget = int64_t(1) << 20;  // workgroup budget of a plan
-inline constexpr int64_t kMaxBatch = 4096;               // requests in one batch (the planner's limit)
-inline constexpr int64_t kMaxContext = std::numeric_limits<int32_t>::max();  // context_lens are int32
+// Stated limits: the options take what the readers and the planner take
+// (kernels/limits.hpp; docs/limits.md lists them).
+inline constexpr int64_t kMaxCu = kernels::kMaxCu;                   // compute units (SMs) of a device
+inline constexpr int64_t kMaxKvHeads = kernels::kMaxKvHeads;         // KV heads of a call
+inline constexpr int64_t kMaxBudget = kernels::kMaxWorkgroupBudget;  // workgroup budget of a plan
+inline constexpr int64_t kMaxBatch = kernels::kMaxPlanBatch;         // requests in one batch
+inline constexpr int64_t kMaxContext = kernels::kMaxContextLen;      // context_lens are int32
 inline constexpr double kMaxMinutes = 7 * 24 * 60;       // a week: longer is surely a typo
 
 // An integer in lo..hi, in decimal digits with an optional leading '-' (no
