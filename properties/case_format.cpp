@@ -93,7 +93,7 @@ CaseSpec case_from_json(const json& j) {
   if (!j.is_object()) fail("(top level)", "expected a JSON object");
   static const char* kKnown[] = {"format", "name", "lens", "q_len", "hkv", "group", "head_dim", "block_size",
                                  "v_layout", "q_dtype", "cache_dtype", "scales", "options", "path",
-                                 "max_partitions", "workgroup_budget", "q_row_pad", "spare_blocks", "seed",
+                                 "max_partitions", "workgroup_budget", "q_row_pad", "spare_blocks", "seed", "generator",
                                  "sentinels", "tensors", "meta"};
   for (auto it = j.begin(); it != j.end(); ++it) {
     bool ok = false;
@@ -157,6 +157,8 @@ CaseSpec case_from_json(const json& j) {
     if (!v.is_number_unsigned() && !v.is_number_integer()) fail("seed", "expected a non-negative integer, got " + v.dump());
     s.seed = v.get<uint64_t>();
   }
+  // A file without the field predates generator 2 and meant the legacy stream.
+  s.generator = get_int<int>(j, "generator", rng::kLegacyGenerator, rng::kGeneratorVersion, rng::kLegacyGenerator);
   if (j.contains("sentinels")) {
     const json& v = j.at("sentinels");
     if (!v.is_array()) fail("sentinels", "expected an array of [seq, token]");
@@ -220,6 +222,7 @@ json case_to_json(const CaseSpec& s, const json& meta) {
   j["q_row_pad"] = s.q_row_pad;
   j["spare_blocks"] = s.spare_blocks;
   j["seed"] = s.seed;
+  j["generator"] = s.generator;
   json sent = json::array();
   for (const auto& x : s.sentinels) sent.push_back({x.seq, x.token});
   j["sentinels"] = sent;
