@@ -193,6 +193,18 @@ TEST(CounterRng, LegacyFilesReplayTheLegacyStream) {
   EXPECT_EQ(h.block_tables[3], ids[3]);  // seq 1's block (max_blocks 3)
   std::normal_distribution<float> normal(0.0f, 1.0f);
   for (int i = 0; i < 32; ++i) ASSERT_EQ(h.q[i], kernels::f32_to_bf16(normal(mt))) << i;
+  for (int i = 0; i < 32; ++i) normal(mt);  // seq 1's Q row
+  std::uniform_real_distribution<float> unif(0.0f, 1.0f);
+  EXPECT_EQ(h.k_scale[0], 0.03125f * (0.75f + 0.5f * unif(mt)));
+  EXPECT_EQ(h.v_scale[0], 0.03125f * (0.75f + 0.5f * unif(mt)));
+  // Token 0 of seq 0, head 0: K and V drawn element by element, interleaved.
+  const int64_t blk = h.block_tables[0];
+  for (int64_t d = 0; d < 32; ++d) {
+    const uint8_t k = kernels::f32_to_fp8(normal(mt) * 32.0f, legacy.cache_dtype);
+    const uint8_t v = kernels::f32_to_fp8(normal(mt) * 32.0f, legacy.cache_dtype);
+    ASSERT_EQ(h.k[kernels::k_offset(blk, 0, d, 0, 1, 32, 16)], k) << d;
+    ASSERT_EQ(h.v[kernels::v_offset(legacy.v_layout, blk, 0, d, 0, 1, 32, 16)], v) << d;
+  }
   // The same spec under generator 2 is other data.
   CaseSpec now = legacy;
   now.generator = 2;
