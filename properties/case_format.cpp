@@ -109,7 +109,7 @@ CaseSpec case_from_json(const json& j, const std::string& source) {
   const Object o(j, source);
   o.only({"format", "name", "lens", "q_len", "hkv", "group", "head_dim", "block_size", "v_layout", "q_dtype",
           "cache_dtype", "scales", "options", "path", "max_partitions", "workgroup_budget", "q_row_pad",
-          "spare_blocks", "seed", "sentinels", "tensors", "meta"});
+          "spare_blocks", "seed", "generator", "sentinels", "tensors", "meta"});
   o.choice("format", {kCaseFormat}, kCaseFormat);
   if (o.has("name")) o.string("name");
   CaseSpec s;
@@ -135,6 +135,8 @@ CaseSpec case_from_json(const json& j, const std::string& source) {
   s.q_row_pad = o.integer<int64_t>("q_row_pad", 0, kMaxPadOrSpare, 0);
   s.spare_blocks = o.integer<int64_t>("spare_blocks", 1, kMaxPadOrSpare, 1);
   s.seed = o.integer<uint64_t>("seed", 0, std::numeric_limits<uint64_t>::max(), 1);
+  // A file without the field predates generator 2 and meant the legacy stream.
+  s.generator = o.integer<int>("generator", rng::kLegacyGenerator, rng::kGeneratorVersion, rng::kLegacyGenerator);
   if (o.has("sentinels")) {
     const Array a = o.array("sentinels", 0, size_t(kMaxPlanBatch));
     for (size_t i = 0; i < a.size(); ++i) {
@@ -187,6 +189,7 @@ json case_to_json(const CaseSpec& s, const json& meta) {
   j["q_row_pad"] = s.q_row_pad;
   j["spare_blocks"] = s.spare_blocks;
   j["seed"] = s.seed;
+  j["generator"] = s.generator;
   json sent = json::array();
   for (const auto& x : s.sentinels) sent.push_back({x.seq, x.token});
   j["sentinels"] = sent;

@@ -10,6 +10,7 @@
 #include "kernels/codecs.hpp"
 #include "kernels/cpu/decode_cpu.hpp"
 #include "kernels/validate.hpp"
+#include "properties/counter_rng.hpp"
 
 namespace pav::props {
 
@@ -30,6 +31,50 @@ std::vector<int64_t> blocks_per_sequence(const CaseSpec& s) {
   for (size_t b = 0; b < n.size(); ++b) n[b] = s.lens[b] > 0 ? (int64_t(s.lens[b]) + s.block_size - 1) / s.block_size : 0;
   return n;
 }
+
+// The random inputs of a case. Generator 2 (rng::kGeneratorVersion) draws each
+// value from its coordinates: the same bytes on every platform, and a
+// sequence's data does not depend on the other sequences. Generator 1 replays
+// case files saved before it: one std::mt19937_64 stream through the standard
+// library's distributions, consumed in build_case's loop order (its bytes are
+// only reproducible with the standard library that saved the file).
+class Draws {
+ public:
+  enum Tag : uint64_t { blocks = 1, q = 2, tensor_scales = 3, token_scales = 4, k = 5, v = 6 };
+
+  explicit Draws(const CaseSpec& s) : counter_(s.generator != rng::kLegacyGenerator), seed_(s.seed), mt_(s.seed) {}
+
+  void permute(std::vector<int32_t>& ids) {
+    if (counter_) rng::shuffle(ids, rng::key(seed_, blocks));
+    else std::shuffle(ids.begin(), ids.end(), mt_);
+  }
+  // A row of values: the key of (tag, a, b, c) under generator 2.
+  uint64_t row(Tag tag, int64_t a, int64_t b = 0, int64_t c = 0) const {
+    return counter_ ? rng::key(seed_, tag, uint64_t(a), uint64_t(b), uint64_t(c)) : 0;
+  }
+  float normal(uint64_t row, int64_t i) { return counter_ ? rng::normal(row, uint64_t(i)) : normal_(mt_); }
+  // n values of the K row and of the V row of one (sequence, token, head).
+  // The legacy stream drew them interleaved (K then V, element by element).
+  void kv_normals(uint64_t krow, uint64_t vrow, int64_t n, float* k, float* v) {
+    if (counter_) {
+      for (int64_t i = 0; i < n; ++i) k[i] = rng::normal(krow, uint64_t(i));
+      for (int64_t i = 0; i < n; ++i) v[i] = rng::normal(vrow, uint64_t(i));
+      return;
+    }
+    for (int64_t i = 0; i < n; ++i) {
+      k[i] = normal_(mt_);
+      v[i] = normal_(mt_);
+    }
+  }
+  float uniform(uint64_t row, int64_t i) { return counter_ ? rng::uniform(row, uint64_t(i)) : unif_(mt_); }
+
+ private:
+  bool counter_;
+  uint64_t seed_;
+  std::mt19937_64 mt_;
+  std::normal_distribution<float> normal_{0.0f, 1.0f};
+  std::uniform_real_distribution<float> unif_{0.0f, 1.0f};
+};
 
 }  // namespace
 
@@ -96,6 +141,9 @@ CaseBlocks check_case_spec(const CaseSpec& spec, bool check_memory) {
   if (spec.q_dtype != DType::bf16 && spec.q_dtype != DType::f16) bad("q_dtype", "must be bf16 or f16");
   if (spec.spare_blocks < 1) bad("spare_blocks", "must be >= 1 (unused table entries point at a poisoned block)");
   if (spec.q_row_pad < 0) bad("q_row_pad", "must be >= 0, got " + std::to_string(spec.q_row_pad));
+  if (spec.generator != rng::kGeneratorVersion && spec.generator != rng::kLegacyGenerator)
+    bad("generator", "must be " + std::to_string(rng::kLegacyGenerator) + " or " +
+                         std::to_string(rng::kGeneratorVersion) + ", got " + std::to_string(spec.generator));
   const int64_t D = spec.head_dim, H = spec.hkv, G = spec.group, Hq = H * G, bs = spec.block_size;
 
   const std::vector<int64_t> nblk = blocks_per_sequence(spec);
@@ -176,9 +224,7 @@ HostCase build_case(const CaseSpec& spec, bool fill_values) {
   const int64_t qrows = B * spec.q_len, qstride = Hq * D + spec.q_row_pad;
   const int64_t cache_elems = c.num_blocks * H * D * bs;
 
-  std::mt19937_64 rng(spec.seed);
-  std::normal_distribution<float> normal(0.0f, 1.0f);
-  std::uniform_real_distribution<float> unif(0.0f, 1.0f);
+  Draws draw(spec);
 
   // Block tables: used entries take shuffled ids; the rest point at a spare
   // (poisoned) block, which a kernel must never read.
@@ -187,7 +233,7 @@ HostCase build_case(const CaseSpec& spec, bool fill_values) {
   } else {
     std::vector<int32_t> ids(needed);
     std::iota(ids.begin(), ids.end(), 0);
-    std::shuffle(ids.begin(), ids.end(), rng);
+    draw.permute(ids);
     const int32_t spare = int32_t(needed);
     c.block_tables.assign(B * c.max_blocks, spare);
     int64_t k = 0;
@@ -200,8 +246,8 @@ HostCase build_case(const CaseSpec& spec, bool fill_values) {
   const uint16_t qnan = spec.q_dtype == DType::bf16 ? 0x7fc0 : 0x7e00;
   c.q.assign(qrows * qstride, qnan);
   for (int64_t r = 0; r < qrows && fill_values; ++r)
-    for (int64_t i = 0; i < Hq * D; ++i) {
-      const float v = normal(rng);
+    for (int64_t i = 0, row = draw.row(Draws::q, r); i < Hq * D; ++i) {
+      const float v = draw.normal(row, i);
       c.q[r * qstride + i] = spec.q_dtype == DType::bf16 ? f32_to_bf16(v) : f32_to_f16(v);
     }
   if (spec.q_bits) {
@@ -214,27 +260,36 @@ HostCase build_case(const CaseSpec& spec, bool fill_values) {
   c.k.assign(cache_elems, fp8_nan(fl));
   c.v.assign(cache_elems, fp8_nan(fl));
   if (spec.scales == ScaleKind::per_tensor) {
-    c.k_scale = {0.03125f * (0.75f + 0.5f * unif(rng))};
-    c.v_scale = {0.03125f * (0.75f + 0.5f * unif(rng))};
+    const uint64_t row = draw.row(Draws::tensor_scales, 0);
+    c.k_scale = {0.03125f * (0.75f + 0.5f * draw.uniform(row, 0))};
+    c.v_scale = {0.03125f * (0.75f + 0.5f * draw.uniform(row, 1))};
   } else if (spec.scales == ScaleKind::per_token) {
     c.k_scale.assign(c.num_blocks * H * bs, nanf_());
     c.v_scale.assign(c.num_blocks * H * bs, nanf_());
   }
   // Codes ~ N(0, 1) * 32 so per-tensor scales near 1/32 give values near N(0, 1).
+  std::vector<float> kval(D), vval(D);
   for (int64_t b = 0; b < B && fill_values; ++b)
     for (int64_t t = 0; t < std::max<int32_t>(spec.lens[b], 0); ++t) {
       const int64_t blk = c.block_tables[b * c.max_blocks + t / bs], off = t % bs;
       for (int64_t h = 0; h < H; ++h) {
         float tk = 1.0f, tv = 1.0f;
         if (spec.scales == ScaleKind::per_token) {
-          tk = 0.5f + unif(rng);
-          tv = 0.5f + unif(rng);
+          const uint64_t row = draw.row(Draws::token_scales, b, t, h);
+          tk = 0.5f + draw.uniform(row, 0);
+          tv = 0.5f + draw.uniform(row, 1);
           c.k_scale[(blk * H + h) * bs + off] = 0.03125f * tk;
           c.v_scale[(blk * H + h) * bs + off] = 0.03125f * tv;
         }
-        for (int64_t d = 0; d < D; ++d) {
-          c.k[k_offset(blk, h, d, off, H, D, bs)] = f32_to_fp8(normal(rng) * 32.0f / tk, fl);
-          c.v[v_offset(spec.v_layout, blk, h, d, off, H, D, bs)] = f32_to_fp8(normal(rng) * 32.0f / tv, fl);
+        draw.kv_normals(draw.row(Draws::k, b, t, h), draw.row(Draws::v, b, t, h), D, kval.data(), vval.data());
+        uint8_t* kdst = &c.k[k_offset(blk, h, 0, off, H, D, bs)];  // 16 contiguous codes per group of d
+        for (int64_t d = 0; d < D; ++d) kdst[(d / 16) * bs * 16 + d % 16] = f32_to_fp8(kval[d] * 32.0f / tk, fl);
+        if (spec.v_layout == VLayout::plain) {
+          uint8_t* vdst = &c.v[v_offset(VLayout::plain, blk, h, 0, off, H, D, bs)];  // stride bs per d
+          for (int64_t d = 0; d < D; ++d) vdst[d * bs] = f32_to_fp8(vval[d] * 32.0f / tv, fl);
+        } else {
+          uint8_t* vdst = &c.v[v_offset(VLayout::trans, blk, h, 0, off, H, D, bs)];  // stride 16 per d
+          for (int64_t d = 0; d < D; ++d) vdst[d * 16] = f32_to_fp8(vval[d] * 32.0f / tv, fl);
         }
       }
     }

@@ -10,6 +10,7 @@
 
 #include "kernels/call.hpp"
 #include "kernels/planner.hpp"
+#include "properties/counter_rng.hpp"
 
 namespace pav::props {
 
@@ -41,6 +42,10 @@ struct CaseSpec {
   int64_t q_row_pad = 0;              // extra elements between q rows (a strided q)
   int64_t spare_blocks = 1;           // blocks no table points to (poisoned)
   uint64_t seed = 1;                  // data seed: q, caches, scales, block order
+  // How the seed becomes data: 2 (counter-based, properties/counter_rng.hpp,
+  // the same bytes everywhere) or 1 (the legacy standard-library stream, for
+  // case files saved before generator 2 existed).
+  int generator = rng::kGeneratorVersion;
   std::vector<Sentinel> sentinels;
   // Inline tensors (small cases); when present they replace generated data.
   std::optional<std::vector<int32_t>> block_tables;  // [num_seqs * max_blocks]
