@@ -644,3 +644,41 @@ TEST_F(PavCli, AHugeValueIsNotEchoedWhole) {
     EXPECT_FALSE(o.err.empty());
   }
 }
+
+// pav plan prints the planner's answer: each value worked out by hand.
+// lens 5, 0, 9000 (tiles 1, 0, 36), Hkv 2, cu 8: budget 16, per head 8;
+// proportional capacity min(3*8, max(3, 8)) = 8, remaining 6, total 37: counts
+// 1, 0, 1 + floor(37*6/37) - floor(1*6/37) = 7, request 2's tiles floor(p*36/7).
+// Balanced: capacity min(24, 3 + 8) = 11, task limit 8; target 7 (at 6 the long
+// request needs ceil(36/5) = 8 tasks, 9 in all), so ceil(36/6) = 6 tasks of 6 tiles.
+// --max-partitions 4 --budget 10: per head 5, capacity 5, remaining 3: counts 1, 0,
+// min(1 + 3, 4) = 4 of 9 tiles each.
+TEST_F(PavCli, PlanPrintsTheHandComputedPlans) {
+  const Outcome p = run("plan --lengths 5,0,9000 --kv-heads 2 --cu 8 --json");
+  ASSERT_EQ(p.code, 0) << p.err;
+  const json j = json::parse(p.out);
+  EXPECT_EQ(j["capacity"], 8);
+  EXPECT_EQ(j["max_partitions"], 8);
+  EXPECT_EQ(j["reduce_info"], json::parse("[[0,1],[1,0],[1,7]]"));
+  EXPECT_EQ(j["work_info"], json::parse("[[0,0,1,5],[2,0,5,9000],[2,5,10,9000],[2,10,15,9000],[2,15,20,9000],"
+                                        "[2,20,25,9000],[2,25,30,9000],[2,30,36,9000]]"));
+  const Outcome t = run("plan --lengths 5,0,9000 --kv-heads 2 --cu 8");
+  ASSERT_EQ(t.code, 0) << t.err;
+  EXPECT_NE(t.out.find("3 seqs, Hkv 2, cu 8, max_partitions 8, budget 16, capacity 8, active tasks 8"),
+            std::string::npos) << t.out;
+  EXPECT_TRUE(std::regex_search(t.out, std::regex(R"(\n +2 +9000 +36 +1 +7 +5 5 5 5 5 5 6\n)"))) << t.out;
+  EXPECT_TRUE(std::regex_search(t.out, std::regex(R"(\n +1 +0 +0 +1 +0 *\n)"))) << t.out;
+
+  const Outcome b = run("plan --lengths 5,0,9000 --kv-heads 2 --cu 8 --policy balanced --json");
+  ASSERT_EQ(b.code, 0) << b.err;
+  const json k = json::parse(b.out);
+  EXPECT_EQ(k["capacity"], 11);
+  EXPECT_EQ(k["reduce_info"], json::parse("[[0,1],[1,0],[1,6]]"));
+  EXPECT_EQ(k["work_info"], json::parse("[[0,0,1,5],[2,0,6,9000],[2,6,12,9000],[2,12,18,9000],[2,18,24,9000],"
+                                        "[2,24,30,9000],[2,30,36,9000],[0,0,0,0],[0,0,0,0],[0,0,0,0],[0,0,0,0]]"));
+
+  const Outcome c = run("plan --lengths 5,0,9000 --kv-heads 2 --cu 8 --max-partitions 4 --budget 10");
+  ASSERT_EQ(c.code, 0) << c.err;
+  EXPECT_NE(c.out.find("max_partitions 4, budget 10, capacity 5, active tasks 5"), std::string::npos) << c.out;
+  EXPECT_TRUE(std::regex_search(c.out, std::regex(R"(\n +2 +9000 +36 +1 +4 +9 9 9 9\n)"))) << c.out;
+}
