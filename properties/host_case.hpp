@@ -82,7 +82,6 @@ struct HostScratch {
 // heads > 0 shapes it [heads, slots/heads, rows, D] (the planned layout),
 // else [slots, rows, D] (the uniform layout).
 HostScratch make_scratch(const kernels::DecodeCall& call, int64_t slots, int64_t heads = 0);
-int64_t scratch_slots(const kernels::DecodeCall& call, Path path, int64_t capacity);
 
 // Counts of scratch slots past `first_unused_slot` that are no longer NaN.
 int64_t scratch_touched_past(const HostScratch& s, const kernels::DecodeCall& call,

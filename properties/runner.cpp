@@ -2,7 +2,7 @@
 
 #include <fmt/core.h>
 
-#include "kernels/cpu/decode_cpu.hpp"
+#include "kernels/split_rules.hpp"
 #include "reference/decode.hpp"
 
 namespace pav::props {
@@ -24,7 +24,7 @@ RunResult run_case(HostCase& c, Backend backend) {
     PlanView view = r.plan->view();
     r.status = launch_planned(call, &view, r.scratch.view, backend);
   } else {
-    r.splits = cpu::uniform_splits(call);
+    r.splits = uniform_splits(call);
     r.slots_per_head = d.num_seqs * r.splits;
     r.active_tasks = r.slots_per_head;
     r.scratch = make_scratch(call, d.num_seqs * d.hkv * r.splits);

@@ -1,6 +1,6 @@
 #pragma once
 // The comparison standard for a kernel output against the reference
-// (REFERENCE section 10), and a plain elementwise check for kernel vs kernel.
+// (docs/numerics.md, "The comparison standard"), and a plain elementwise check for kernel vs kernel.
 //
 // Every element must be finite and satisfy
 //   |out - ref| <= atol + rtol*|ref| + pq_term            (atol = rtol = 5e-3)

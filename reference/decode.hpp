@@ -1,7 +1,7 @@
 #pragma once
 // The reference decode: exact softmax attention over the *dequantized* fp8
 // cache (code -> float, times the K/V scale, per tensor or per token), in fp32
-// or fp64, computed on the CPU with Eigen (REFERENCE sections 2-4, 10).
+// or fp64, computed on the CPU with Eigen (docs/numerics.md).
 //
 // It shares only the views (kernels/types.hpp, kernels/call.hpp) and the codecs
 // (kernels/codecs.hpp) with the kernels; nothing of their partitioning, tiling

@@ -1,5 +1,5 @@
 // pav drift: does the decode error grow with the split ceiling? Runs a drift
-// sweep (README, "Drift") and reports error figures, realized split counts, a
+// sweep (docs/drift.md) and reports error figures, realized split counts, a
 // paired growth test per cell, and the positive control.
 #include <fmt/core.h>
 #include <fmt/format.h>
@@ -12,6 +12,8 @@
 
 #include "kernels/validate.hpp"
 #include "properties/drift_run.hpp"
+#include "properties/drift_run_plot.hpp"
+#include "properties/drift_run_report.hpp"
 #include "tools/backend_option.hpp"
 
 namespace {
@@ -54,7 +56,7 @@ void write_text(const std::string& path, const std::string& text, const char* wh
 }
 
 int run(std::vector<std::string> args) {
-  CLI::App app{"Measure whether the decode error grows with the split ceiling (README: Drift).", "drift"};
+  CLI::App app{"Measure whether the decode error grows with the split ceiling (docs/drift.md).", "drift"};
   std::string sweep_path, backend_name = "auto", json_out, md_out, plot_out, cells;
   int64_t max_context = 0;
   int seeds = 0;

@@ -1,5 +1,5 @@
 // pav fuzz: long property runs that find, shrink, save and replay. See
-// README, "Properties" and "Throughput".
+// docs/fuzzing.md, "Properties" and "Throughput".
 #include <fmt/core.h>
 
 #include <charconv>

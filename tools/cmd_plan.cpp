@@ -32,7 +32,7 @@ std::vector<int32_t> parse_lengths(const std::string& text) {
 }
 
 int run(std::vector<std::string> args) {
-  CLI::App app{"Build the work plan for a batch of context lengths (REFERENCE section 6).", "plan"};
+  CLI::App app{"Build the work plan for a batch of context lengths.", "plan"};
   std::string lengths;
   int64_t kv_heads = 1, cu = 0, max_partitions = 0, budget = 0;
   std::string policy = "proportional";

@@ -53,7 +53,7 @@ CheckResult planner_check(uint64_t seed, int cases) {
 }
 
 CheckResult decode_check(uint64_t seed, int cases, kernels::Backend backend, bool progress) {
-  CheckResult r{"decode", "planned + uniform decode vs the fp32 reference (REFERENCE 10 standard, NaN poison)"};
+  CheckResult r{"decode", "planned + uniform decode vs the fp32 reference (comparison standard, NaN poison)"};
   props::DecodeGenLimits lim;
   lim.max_total_tokens = 12000;
   for (int i = 0; i < cases; ++i) {
@@ -80,9 +80,9 @@ CheckResult decode_check(uint64_t seed, int cases, kernels::Backend backend, boo
   return r;
 }
 
-// The quick drift sweep (README, "Drift", fixtures/drift-quick.json): no error
+// The quick drift sweep (docs/drift.md, fixtures/drift-quick.json): no error
 // growth from the lowest to the highest split ceiling, no mismatch at the
-// REFERENCE 10 standard, and the positive control's growth is detected.
+// comparison standard, and the positive control's growth is detected.
 CheckResult drift_check(kernels::Backend backend, bool progress) {
   CheckResult r{"drift", "quick drift sweep: no error growth from split ceiling 8 to 256; positive control flips", 0, 0, 0, ""};
   const props::DriftSweep sweep = props::builtin_quick_sweep();

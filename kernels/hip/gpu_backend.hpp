@@ -118,7 +118,7 @@ void refresh_plan(const int32_t* dev_lens, int64_t num_seqs, int64_t max_partiti
 // an online max, P quantized per tile, normalized partials in the partial dtype.
 // Supported here: head_dim a multiple of 16 in 64..1024; rows (q_len * G) any.
 
-// Uniform split: splits = cpu::uniform_splits(call); with one split the output
+// Uniform split: splits = uniform_splits(call) (kernels/split_rules.hpp); with one split the output
 // is written directly and scratch is not touched.
 void uniform_decode(const DecodeCall& call, const Scratch& scratch, StreamHandle stream);
 
