@@ -1,0 +1,259 @@
+/* pav kernel ABI: the contract between pav and a paged-attention decode kernel
+ * that pav did not build with itself (a shared library loaded with dlopen).
+ *
+ * Plain C, no C++ types across the boundary: a kernel written in C, C++, Rust,
+ * HIP or CUDA can implement it. docs/verify-your-kernel.md ("Contract") walks
+ * through every field; the worker protocol there carries the same fields as
+ * JSON for kernels that run in their own process.
+ *
+ * Versioning: PAV_KERNEL_ABI_VERSION changes whenever a struct's layout, an enum
+ * value or a function's meaning changes. pav refuses a library whose
+ * pav_kernel_abi_version() differs from the version pav was built with. Structs
+ * also carry their own size, so pav can tell a stale header apart from a
+ * corrupted call.
+ *
+ * Entry points (all extern "C", exported with default visibility):
+ *   required: pav_kernel_abi_version, pav_kernel_describe, pav_kernel_decode
+ *   optional: pav_kernel_init, pav_kernel_fini, pav_kernel_check
+ * A missing required symbol, or an optional one whose absence pav cannot work
+ * around (configuration words given but no pav_kernel_init), is an error that
+ * pav reports before any call is made.
+ */
+#pragma once
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define PAV_KERNEL_ABI_VERSION 1u
+
+#if defined(_WIN32)
+#define PAV_KERNEL_EXPORT __declspec(dllexport)
+#else
+#define PAV_KERNEL_EXPORT __attribute__((visibility("default")))
+#endif
+
+/* Bit of an enum value in a support mask: PAV_BIT(PAV_DTYPE_BF16). */
+#define PAV_BIT(x) (1u << (unsigned)(x))
+
+/* ---- enumerations (values are part of the ABI: append, never renumber) ---- */
+
+/* Element types. fp8 comes in two flavours that are not interchangeable:
+ * e4m3fn (OCP: bias 7, max 448, NaN 0x7f/0xff) and e4m3fnuz (bias 8, max 240,
+ * NaN 0x80 only, no negative zero). bf16/f16 are IEEE-style 16-bit floats. */
+typedef enum pav_dtype {
+  PAV_DTYPE_NONE = 0, /* absent tensor; in pav_kernel_desc.out_dtype: "same as q" */
+  PAV_DTYPE_F32 = 1,
+  PAV_DTYPE_F16 = 2,
+  PAV_DTYPE_BF16 = 3,
+  PAV_DTYPE_FP8_E4M3FN = 4,
+  PAV_DTYPE_FP8_E4M3FNUZ = 5,
+  PAV_DTYPE_I32 = 6,
+  PAV_DTYPE_I64 = 7
+} pav_dtype;
+
+/* V cache layouts (K is always [num_blocks, Hkv, D/16, block_size, 16]).
+ * plain: [num_blocks, Hkv, D, block_size]
+ * trans: [num_blocks, Hkv, block_size/16, D, 16]
+ * A kernel tells them apart by v_cache.rank (4 or 5). */
+typedef enum pav_v_layout { PAV_V_LAYOUT_PLAIN = 0, PAV_V_LAYOUT_TRANS = 1 } pav_v_layout;
+
+/* K/V scales: absent (rank 0), one fp32 value per tensor ([1]), or one fp32
+ * value per cached token ([num_blocks, Hkv, block_size], token stride 1). K and
+ * V always have the same kind. */
+typedef enum pav_scale_kind {
+  PAV_SCALE_NONE = 0,
+  PAV_SCALE_PER_TENSOR = 1,
+  PAV_SCALE_PER_TOKEN = 2
+} pav_scale_kind;
+
+/* Where the tensors of a decode call live. host: ordinary CPU memory. device:
+ * CUDA/HIP device memory of the current device; pav copies inputs there and
+ * the output back, and passes the stream in pav_decode_args.stream. */
+typedef enum pav_memory { PAV_MEMORY_HOST = 0, PAV_MEMORY_DEVICE = 1 } pav_memory;
+
+/* How the kernel splits a sequence's context across workgroups.
+ * self: it decides by itself (optionally bounded by pav_decode_args.max_partitions).
+ * plan: it runs pav's work plan, passed in pav_decode_args.work_info/reduce_info. */
+typedef enum pav_split { PAV_SPLIT_SELF = 0, PAV_SPLIT_PLAN = 1 } pav_split;
+
+/* Numerics profile, part 1: what happens to Q before Q.K.
+ * none: Q is used as given (bf16/f16 values widened).
+ * fp8_per_row: each query head vector (one row of D values) is quantized to
+ *   the cache's fp8 flavour with q_scale = max(absmax(row)/FP8_MAX, 1e-20). */
+typedef enum pav_q_quant { PAV_Q_QUANT_NONE = 0, PAV_Q_QUANT_FP8_PER_ROW = 1 } pav_q_quant;
+
+/* Numerics profile, part 2: how the softmax weights P are rounded before P.V.
+ * none: kept in fp32.
+ * fp8_running_max: exp(s - m) with m the running max, times FP8_MAX, cast to
+ *   the cache's fp8 flavour (the scale is undone after the product).
+ * bf16 / f16: exp(s - m) rounded to that 16-bit type. */
+typedef enum pav_p_round {
+  PAV_P_ROUND_NONE = 0,
+  PAV_P_ROUND_FP8_RUNNING_MAX = 1,
+  PAV_P_ROUND_BF16 = 2,
+  PAV_P_ROUND_F16 = 3
+} pav_p_round;
+
+/* Return codes of pav_kernel_init / describe / check / decode. */
+typedef enum pav_status {
+  PAV_OK = 0,         /* success; from check: the call is accepted */
+  PAV_REJECT = 1,     /* check: the kernel refuses this call (reason filled in);
+                         decode: the kernel refused the call it was handed */
+  PAV_STALE_PLAN = 2, /* decode (split = plan): the plan does not match the live
+                         context_lens; the kernel did not attend over it */
+  PAV_ERROR = 3       /* anything else (message filled in) */
+} pav_status;
+
+/* ---- tensors ---- */
+
+#define PAV_MAX_RANK 6
+
+/* A strided view. Shape and strides count elements, not bytes. An absent
+ * optional tensor has rank 0 and data NULL. Strides are never negative. */
+typedef struct pav_tensor {
+  void* data;
+  int32_t dtype; /* pav_dtype */
+  int32_t rank;
+  int64_t shape[PAV_MAX_RANK];
+  int64_t stride[PAV_MAX_RANK];
+} pav_tensor;
+
+/* ---- the description ---- */
+
+#define PAV_NAME_LEN 64
+#define PAV_MAX_BLOCK_SIZES 16
+#define PAV_MAX_HEAD_DIMS 64
+#define PAV_MAX_GQA_RATIOS 64
+
+/* What a kernel supports and how it computes. pav zero-fills the struct, sets
+ * struct_size and abi_version, and the kernel fills in the rest. pav generates
+ * only calls inside these sets (except its reject property, which aims outside
+ * on purpose and needs pav_kernel_check). A count of 0 in a list, or a 0 mask,
+ * means "nothing": describe must name what it supports. */
+typedef struct pav_kernel_desc {
+  uint32_t struct_size; /* set by pav: sizeof(pav_kernel_desc) */
+  uint32_t abi_version; /* set by pav: PAV_KERNEL_ABI_VERSION */
+
+  char name[PAV_NAME_LEN];    /* NUL-terminated, e.g. "my_decode" */
+  char version[PAV_NAME_LEN]; /* NUL-terminated, e.g. "1.4.0" or a commit */
+
+  int32_t memory; /* pav_memory */
+
+  uint32_t q_dtypes;     /* mask of PAV_BIT(pav_dtype): BF16 and/or F16 */
+  int32_t out_dtype;     /* PAV_DTYPE_NONE: out has q's dtype; else F32/BF16/F16 */
+  uint32_t cache_dtypes; /* mask: FP8_E4M3FN and/or FP8_E4M3FNUZ (the flavour) */
+  uint32_t v_layouts;    /* mask of PAV_BIT(pav_v_layout) */
+  uint32_t scale_kinds;  /* mask of PAV_BIT(pav_scale_kind) */
+
+  int32_t num_block_sizes;
+  int32_t block_sizes[PAV_MAX_BLOCK_SIZES]; /* tokens per cache block, e.g. 16, 64 */
+  int32_t num_head_dims;
+  int32_t head_dims[PAV_MAX_HEAD_DIMS];     /* each a multiple of 16 */
+  int32_t num_gqa_ratios;
+  int32_t gqa_ratios[PAV_MAX_GQA_RATIOS];   /* Hq / Hkv values */
+
+  int32_t min_q_len, max_q_len; /* query positions per sequence (MTP); 1..max */
+  int32_t max_num_seqs;         /* 0: no limit */
+  int32_t max_kv_heads;         /* 0: no limit */
+  int64_t max_context_len;      /* tokens per sequence; 0: no limit */
+  int32_t strided_q;            /* 1: q and out may have a row stride > Hq*D */
+
+  int32_t split;            /* pav_split */
+  int32_t split_ceiling;    /* 1: honours pav_decode_args.max_partitions */
+  int32_t max_split_ceiling;/* largest ceiling it honours (0: no limit) */
+  int32_t writes_lse;       /* 1: fills pav_decode_args.lse when present */
+  int32_t thread_safe;      /* 1: pav may call decode/check concurrently on one instance */
+
+  /* Numerics profile: the reference and the comparison standard follow it. */
+  int32_t q_quant;       /* pav_q_quant */
+  int32_t p_round;       /* pav_p_round */
+  int32_t partial_dtype; /* dtype of the split partials: F32, BF16, F16;
+                            NONE when the kernel never splits a row */
+  uint8_t reserved[64];  /* zero; room for later fields */
+} pav_kernel_desc;
+
+/* ---- one decode call ---- */
+
+/* The tensors and options of one call (see docs, "Contract"). Shapes:
+ *   q            [num_seqs*q_len, Hq, D]  bf16/f16, head_dim stride 1
+ *   out          like q, dtype per pav_kernel_desc.out_dtype
+ *   k_cache      [num_blocks, Hkv, D/16, block_size, 16]  fp8, contiguous
+ *   v_cache      plain [num_blocks, Hkv, D, block_size] or
+ *                trans [num_blocks, Hkv, block_size/16, D, 16]
+ *   block_tables [num_seqs, max_blocks] i32
+ *   context_lens [num_seqs] i32
+ *   k_scale, v_scale  absent, [1] or [num_blocks, Hkv, block_size] f32
+ *   lse          [num_seqs*q_len, Hq] f32, natural log; present only when the
+ *                kernel declares writes_lse; -inf for a row that sees no token
+ *   work_info    [capacity, 4] i32 (sequence, first tile, end tile, length);
+ *   reduce_info  [num_seqs, 2] i32 (first slot, count): present only for
+ *                split = plan kernels; tiles are 256 tokens
+ * Row r = p*G + g of sequence s (G = Hq/Hkv, p < q_len) sees tokens
+ * t < len - q_len + 1 + p; a row that sees no token must be exactly 0.
+ * Cache bytes outside each sequence's context may be NaN: a correct kernel
+ * never lets them into the result. */
+typedef struct pav_decode_args {
+  uint32_t struct_size; /* sizeof(pav_decode_args) */
+  int32_t q_len;
+  float softmax_scale;    /* resolved: never 0 (pav passes 1/sqrt(D) by default) */
+  int32_t max_partitions; /* split ceiling (split_ceiling or split = plan); 0: kernel's choice */
+  pav_tensor q, out;
+  pav_tensor k_cache, v_cache;
+  pav_tensor block_tables, context_lens;
+  pav_tensor k_scale, v_scale;
+  pav_tensor lse;
+  pav_tensor work_info, reduce_info;
+  void* stream; /* memory = device: the cudaStream_t / hipStream_t to run on (may be NULL) */
+} pav_decode_args;
+
+/* ---- entry points ---- */
+
+/* Required. Returns PAV_KERNEL_ABI_VERSION as the library was compiled. */
+PAV_KERNEL_EXPORT uint32_t pav_kernel_abi_version(void);
+
+/* Optional. Creates one instance from configuration words (e.g. {"--defect",
+ * "NAME"} from --kernel 'lib:PATH.so --defect NAME'); *instance is passed back
+ * to every other entry. Without it, instance is NULL and pav refuses
+ * configuration words. Unknown words must be refused (PAV_ERROR, message). */
+PAV_KERNEL_EXPORT int pav_kernel_init(int argc, const char* const* argv, void** instance,
+                                      char* err, size_t err_size);
+
+/* Optional. Releases an instance made by pav_kernel_init. */
+PAV_KERNEL_EXPORT void pav_kernel_fini(void* instance);
+
+/* Required. Fills desc (see pav_kernel_desc); PAV_OK, or PAV_ERROR with a message. */
+PAV_KERNEL_EXPORT int pav_kernel_describe(void* instance, pav_kernel_desc* desc, char* err,
+                                          size_t err_size);
+
+/* Optional. Says whether the kernel can run this call: PAV_OK (accept) or
+ * PAV_REJECT with a one-line reason naming the field at fault. It sees the
+ * shapes, dtypes, strides and options of the call; block_tables and
+ * context_lens point at host memory whatever the memory side; every other
+ * data pointer is NULL. It must not crash on any shape (a negative or zero
+ * extent, a rank up to PAV_MAX_RANK, an unknown dtype value). */
+PAV_KERNEL_EXPORT int pav_kernel_check(void* instance, const pav_decode_args* args, char* reason,
+                                       size_t reason_size);
+
+/* Required. Runs the call: writes every element of out (and lse when present),
+ * nothing else of pav's memory. Returns PAV_OK when done (for memory = device:
+ * when the work is enqueued on args->stream; pav synchronizes), PAV_REJECT /
+ * PAV_STALE_PLAN / PAV_ERROR with a message otherwise. */
+PAV_KERNEL_EXPORT int pav_kernel_decode(void* instance, const pav_decode_args* args, char* err,
+                                        size_t err_size);
+
+/* Function types of the entries, for loaders. */
+typedef uint32_t (*pav_kernel_abi_version_fn)(void);
+typedef int (*pav_kernel_init_fn)(int, const char* const*, void**, char*, size_t);
+typedef void (*pav_kernel_fini_fn)(void*);
+typedef int (*pav_kernel_describe_fn)(void*, pav_kernel_desc*, char*, size_t);
+typedef int (*pav_kernel_check_fn)(void*, const pav_decode_args*, char*, size_t);
+typedef int (*pav_kernel_decode_fn)(void*, const pav_decode_args*, char*, size_t);
+
+#ifdef __cplusplus
+} /* extern "C" */
+#endif
+
