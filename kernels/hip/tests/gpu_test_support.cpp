@@ -128,8 +128,7 @@ void HostScratch::download(const DeviceScratch& d, StreamHandle s) {
 }
 
 DevicePlan::DevicePlan(const PlanParams& p) : params(resolve(p)) {
-  capacity = plan_capacity(params.num_seqs, params.kv_heads, params.max_partitions,
-                           params.workgroup_budget);
+  capacity = plan_capacity_of(params);  // either policy
   work = DeviceBuffer(size_t(capacity * 4 * 4));
   reduce = DeviceBuffer(size_t(params.num_seqs * 2 * 4));
   // Garbage before the first refresh, so a refresh that skips a slot shows.
@@ -144,8 +143,7 @@ PlanView DevicePlan::view() {
 }
 
 void DevicePlan::refresh(const int32_t* dev_lens, StreamHandle s) {
-  refresh_plan(dev_lens, params.num_seqs, params.max_partitions, capacity, work.as<int32_t>(),
-               reduce.as<int32_t>(), s);
+  refresh_plan(dev_lens, params, capacity, work.as<int32_t>(), reduce.as<int32_t>(), s);
 }
 
 void DevicePlan::download(std::vector<int32_t>& w, std::vector<int32_t>& r, StreamHandle s) const {
