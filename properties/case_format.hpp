@@ -1,7 +1,7 @@
 #pragma once
 // The JSON case format: one whole decode call (shapes, dtypes, layouts,
 // lengths, block tables, scales, options), tensors inline when small or
-// generated from a recorded seed. See README "Case files".
+// generated from a recorded seed. See docs/case-format.md.
 #include <string>
 
 #include <nlohmann/json.hpp>

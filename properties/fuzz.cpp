@@ -168,7 +168,7 @@ Verdict check_planner(const PlannerCase& c) {
   if (live.work_info() != fresh.work_info() || live.reduce_info() != fresh.reduce_info())
     return Verdict::fail("a refresh over a plan of other lengths differs from a fresh build");
 
-  // Capacity, from REFERENCE section 6 without the planner's helpers.
+  // Capacity, from the planner's formula (docs/numerics.md) without the planner's helpers.
   const int64_t maxp = c.max_partitions ? c.max_partitions : c.cu;
   const int64_t budget = c.budget ? c.budget : 2 * c.cu;
   const int64_t per_head = budget / c.hkv + (budget % c.hkv != 0);
@@ -284,7 +284,7 @@ PlannerCase planner_from_case(const CaseSpec& s, const json& meta) {
 
 // ---- decode ------------------------------------------------------------------------
 
-// "Small shapes" for the fuzz decode property: see README, "Properties" and "Throughput" for the figures
+// "Small shapes" for the fuzz decode property: see docs/fuzzing.md, "Properties" and "Throughput", for the figures
 // behind these limits (one case must stay well under 200 ms on one core).
 DecodeGenLimits fuzz_decode_limits() {
   DecodeGenLimits lim;

@@ -8,7 +8,6 @@
 #include <stdexcept>
 
 #include "kernels/codecs.hpp"
-#include "kernels/cpu/decode_cpu.hpp"
 #include "kernels/validate.hpp"
 #include "properties/counter_rng.hpp"
 
@@ -379,12 +378,6 @@ DecodeCall HostCase::call() {
 
 void HostCase::poison_output() {
   std::fill(out.begin(), out.end(), spec.q_dtype == DType::bf16 ? uint16_t(0x7fc0) : uint16_t(0x7e00));
-}
-
-int64_t scratch_slots(const DecodeCall& call, Path path, int64_t capacity) {
-  const CallDims d = dims_of(call);
-  if (path == Path::planned) return d.hkv * capacity;
-  return d.num_seqs * d.hkv * cpu::uniform_splits(call);
 }
 
 HostScratch make_scratch(const DecodeCall& call, int64_t slots, int64_t heads) {

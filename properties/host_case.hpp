@@ -103,7 +103,6 @@ struct HostScratch {
 // (scratch_dtype) before sizing anything when opt.partial is not f32, bf16 or
 // f16, the dtypes these buffers hold.
 HostScratch make_scratch(const kernels::DecodeCall& call, int64_t slots, int64_t heads = 0);
-int64_t scratch_slots(const kernels::DecodeCall& call, Path path, int64_t capacity);
 
 // Counts of scratch slots past `first_unused_slot` that are no longer NaN.
 int64_t scratch_touched_past(const HostScratch& s, const kernels::DecodeCall& call,

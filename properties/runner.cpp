@@ -2,7 +2,7 @@
 
 #include <fmt/core.h>
 
-#include "kernels/cpu/decode_cpu.hpp"
+#include "kernels/split_rules.hpp"
 #include "kernels/validate.hpp"
 #include "reference/decode.hpp"
 
@@ -29,7 +29,7 @@ RunResult run_case(HostCase& c, Backend backend) {
     r.status = launch_planned(call, &view, r.scratch.view, backend);
   } else {
     if (const Finding f = first_violation(call, KernelKind::uniform, nullptr, nullptr)) throw RejectError(f, KernelKind::uniform);
-    r.splits = cpu::uniform_splits(call);
+    r.splits = uniform_splits(call);
     r.slots_per_head = d.num_seqs * r.splits;
     r.active_tasks = r.slots_per_head;
     r.scratch = make_scratch(call, d.num_seqs * d.hkv * r.splits);

@@ -1,5 +1,5 @@
 // pav drift: does the decode error grow with the split ceiling? Runs a drift
-// sweep (README, "Drift") and reports error figures, realized split counts, a
+// sweep (docs/drift.md) and reports error figures, realized split counts, a
 // paired growth test per cell, and the positive control.
 #include <fmt/core.h>
 #include <fmt/format.h>
@@ -14,6 +14,8 @@
 #include "common/text_list.hpp"
 #include "kernels/validate.hpp"
 #include "properties/drift_run.hpp"
+#include "properties/drift_run_plot.hpp"
+#include "properties/drift_run_report.hpp"
 #include "tools/backend_option.hpp"
 #include "tools/drift_progress.hpp"
 #include "tools/options.hpp"
@@ -49,7 +51,7 @@ std::vector<props::DriftCell> select_cells(const std::vector<props::DriftCell>& 
 }
 
 int run(std::vector<std::string> args) {
-  CLI::App app{"Measure whether the decode error grows with the split ceiling (README: Drift).", "drift"};
+  CLI::App app{"Measure whether the decode error grows with the split ceiling (docs/drift.md).", "drift"};
   std::string sweep_path, backend_name = "auto", md_out, plot_out, cells;
   cli::ReportOutput output;
   int64_t max_context = 0;

@@ -1,5 +1,5 @@
 // pav fuzz: long property runs that find, shrink, save and replay. See
-// docs/cli.md and the fuzzing docs.
+// docs/cli.md and docs/fuzzing.md.
 #include <fmt/core.h>
 
 #include <charconv>
