@@ -10,6 +10,8 @@
 #      the defect and passes without;
 #   5. pav's own GPU kernels pass through the plugin ABI:
 #        pav verify --kernel lib:BUILD/adapters/libpav_gpu_kernel.so
+#   6. the adapter overhead benchmark (bench/adapter_bench: CPU only, but the
+#      GPU host is a quiet machine to time it on), into adapter-bench.json.
 # Writes summary.md (for people and the docs) and summary.json plus one log per
 # step under --out DIR (default BUILD/gpu-kernels). Exits 1 if any step fails.
 #
@@ -69,7 +71,7 @@ step() {
 cat "$out/environment.log"
 
 if ((do_build)); then
-  step build 0 bash -c "cd '$root' && cmake --preset nvidia -B '$build' && cmake --build '$build' -j \$(nproc) --target pav pav_gpu_kernel split_decode"
+  step build 0 bash -c "cd '$root' && cmake --preset nvidia -B '$build' && cmake --build '$build' -j \$(nproc) --target pav pav_gpu_kernel split_decode adapter_bench"
 fi
 
 step torch-verify 0 "$pav" verify --kernel "$torch_worker"
@@ -86,6 +88,7 @@ else
   status=1
 fi
 step gpu-plugin-verify 0 "$pav" verify --kernel "lib:$gpu_plugin"
+step adapter-bench 0 "$build/bench/adapter_bench" --calls 200 --json-out "$out/adapter-bench.json"
 
 # Cases per second of the timed fuzz run, as pav fuzz printed them.
 fuzz_line=$(grep -E 'cases' "$out/torch-fuzz.log" | tail -n 1)
@@ -100,6 +103,10 @@ fuzz_line=$(grep -E 'cases' "$out/torch-fuzz.log" | tail -n 1)
   for r in "${rows[@]}"; do echo "| ${r//|/ | } |"; done
   echo
   echo "Timed fuzz run ($minutes min): $fuzz_line"
+  echo
+  echo "Adapter overhead per call (bench/adapter_bench):"
+  echo
+  sed -n '/^adapter/,$p' "$out/adapter-bench.log" | sed 's/^/    /'
 } >"$out/summary.md"
 {
   echo "{\"date\": \"$(date -u +%FT%TZ)\", \"minutes\": $minutes, \"steps\": ["

@@ -96,6 +96,8 @@ class Call:
     their layouts; cache_dtype: the fp8 flavour's name; v_layout: "plain" or
     "trans"; block_tables [num_seqs, max_blocks] and context_lens [num_seqs]:
     int32; k_scale, v_scale: None, float32 [1] or [num_blocks, Hkv, block_size];
+    the caches, tables and scales are read-only maps of pav's files, valid
+    during the call only (pav may rewrite the files for the next call);
     q_len, softmax_scale: scalars; out_dtype, want_lse: what pav asked for.
     """
 
@@ -108,7 +110,8 @@ class Call:
             t = tensors.get(name)
             if t is None:
                 return None, None
-            a = np.load(os.path.join(folder, t["file"]), allow_pickle=False)
+            # Mapped, not read: a decode touches only its sequences' pages.
+            a = np.load(os.path.join(folder, t["file"]), mmap_mode="r", allow_pickle=False)
             if list(a.shape) != list(t["shape"]):
                 raise ValueError("%s: file shape %s, request says %s" % (name, list(a.shape), t["shape"]))
             if a.dtype != NPY_TYPES[t["dtype"]]:
