@@ -49,6 +49,14 @@ sync_tree() {
 
 header() { sed -n "s/^$2:[[:space:]]*//p" "$1" | head -1; }
 
+# A run stopped while a patch was applied leaves objects built from the mutant
+# newer than the restored files: make those files newer again so they rebuild.
+if [[ -f "$scratch/applied" ]]; then
+  sync_tree
+  while read -r f; do [[ -e "$src/$f" ]] && touch "$src/$f"; done <"$scratch/applied"
+  rm -f "$scratch/applied"
+fi
+
 declare -a results=()
 status=0
 count=0
@@ -69,6 +77,7 @@ for patch in "$root"/ci/mutants/*.patch; do
   # work tree, where git apply silently skips paths outside the current folder.
   touched=$(sed -n 's|^+++ b/||p' "$patch")
   started=$SECONDS
+  printf '%s\n' $touched >"$scratch/applied"
   if ! (cd "$src" && patch -p1 --forward --batch --fuzz=0 -s < "$patch"); then
     results+=("BROKEN  $name (patch does not apply without fuzz: ci/mutants-refresh.sh $name)"); status=1
     sync_tree; for f in $touched; do touch "$src/$f"; done
@@ -110,6 +119,7 @@ for patch in "$root"/ci/mutants/*.patch; do
 done
 # Leave the scratch tree clean for the next run.
 sync_tree
+rm -f "$scratch/applied"
 echo
 echo "mutants ($preset preset): $count run"
 for r in "${results[@]}"; do echo "  $r"; done
