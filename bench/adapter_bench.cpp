@@ -55,9 +55,12 @@ double percentile(std::vector<double> v, double p) {
 }
 
 Timing time_adapter(const Entry& e, props::HostCase& c, int calls) {
-  Timing t{e.label, e.spec};
+  Timing t;
+  t.label = e.label;
+  t.spec = e.spec;
   adapters::OpenOptions opt;
   opt.isolate = e.isolate;
+  opt.self_exe = PAV_BINARY;  // --isolate runs `pav kernel-worker`
   const auto t0 = Clock::now();
   std::unique_ptr<adapters::KernelUnderTest> k = adapters::open_kernel(e.spec, opt);
   t.open_ms = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
