@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs every build and test dependency of pav from Debian 12 packages.
 # Idempotent; run as root (or through sudo). Nothing is downloaded at build time.
-#   PAV_DEPS_GPU=0  skip the HIP toolchain (hipcc, libamdhip64-dev, rocm-device-libs)
+#   PAV_DEPS_GPU=0    skip the HIP toolchain (hipcc, libamdhip64-dev, rocm-device-libs)
+#   PAV_DEPS_TORCH=0  skip PyTorch (the torch worker example's CPU tests are then not registered)
 set -euo pipefail
 
 pkgs=(
@@ -10,7 +11,13 @@ pkgs=(
   libeigen3-dev libboost-math-dev nlohmann-json3-dev
   libcli11-dev libfmt-dev libtbb-dev
   gnuplot-nox
+  python3-numpy
 )
+# The example workers run on Debian's /usr/bin/python3 (examples/workers/):
+# NumPy always, PyTorch (CPU) for the torch worker's tests.
+if [[ "${PAV_DEPS_TORCH:-1}" != 0 ]]; then
+  pkgs+=(python3-torch)
+fi
 if [[ "${PAV_DEPS_GPU:-1}" != 0 ]]; then
   pkgs+=(hipcc libamdhip64-dev rocm-device-libs)
 fi
