@@ -85,6 +85,29 @@ void fill_string(const std::string& s, char* dst, size_t cap, const char* field)
   std::memcpy(dst, s.c_str(), s.size() + 1);
 }
 
+QQuant q_quant_from_abi(int32_t v) {
+  if (v == PAV_Q_QUANT_NONE) return QQuant::none;
+  if (v == PAV_Q_QUANT_FP8_PER_ROW) return QQuant::fp8_per_row;
+  throw KernelSpecError(fmt::format("description: q_quant = {} is not a known value", v));
+}
+
+constexpr std::pair<PRound, int32_t> kPRounds[] = {{PRound::none, PAV_P_ROUND_NONE},
+                                                   {PRound::fp8_running_max, PAV_P_ROUND_FP8_RUNNING_MAX},
+                                                   {PRound::bf16, PAV_P_ROUND_BF16},
+                                                   {PRound::f16, PAV_P_ROUND_F16}};
+
+PRound p_round_from_abi(int32_t v) {
+  for (auto [p, a] : kPRounds)
+    if (a == v) return p;
+  throw KernelSpecError(fmt::format("description: p_round = {} is not a known value", v));
+}
+
+int32_t p_round_to_abi(PRound p) {
+  for (auto [q, a] : kPRounds)
+    if (q == p) return a;
+  return PAV_P_ROUND_NONE;
+}
+
 }  // namespace
 
 int32_t to_abi(DType t) {
@@ -151,11 +174,12 @@ KernelDescription from_abi(const pav_kernel_desc& a) {
   d.max_split_ceiling = a.max_split_ceiling;
   d.writes_lse = flag(a.writes_lse, "writes_lse");
   d.thread_safe = flag(a.thread_safe, "thread_safe");
-  d.profile.q_quant = enum_value<QQuant>(a.q_quant, 2, "q_quant");
-  d.profile.p_round = enum_value<PRound>(a.p_round, 4, "p_round");
+  d.profile.q_quant = q_quant_from_abi(a.q_quant);
+  d.profile.p_round = p_round_from_abi(a.p_round);
   if (!from_abi(a.partial_dtype, d.profile.partial))
     throw KernelSpecError(fmt::format("description: partial_dtype = {} is not a known value", a.partial_dtype));
   if (const std::string why = description_problem(d); !why.empty()) throw KernelSpecError("description: " + why);
+  canonicalize(d);
   return d;
 }
 
@@ -182,8 +206,8 @@ void to_abi(const KernelDescription& d, pav_kernel_desc* out) {
   out->max_split_ceiling = int32_t(d.max_split_ceiling);
   out->writes_lse = d.writes_lse;
   out->thread_safe = d.thread_safe;
-  out->q_quant = int32_t(d.profile.q_quant);
-  out->p_round = int32_t(d.profile.p_round);
+  out->q_quant = d.profile.q_quant == QQuant::fp8_per_row ? PAV_Q_QUANT_FP8_PER_ROW : PAV_Q_QUANT_NONE;
+  out->p_round = p_round_to_abi(d.profile.p_round);
   out->partial_dtype = to_abi(d.profile.partial);
 }
 

@@ -23,16 +23,6 @@ std::string_view to_string(Scales s) {
   }
   return "?";
 }
-std::string_view to_string(QQuant q) { return q == QQuant::none ? "none" : "fp8_per_row"; }
-std::string_view to_string(PRound p) {
-  switch (p) {
-    case PRound::none: return "none";
-    case PRound::fp8_running_max: return "fp8_running_max";
-    case PRound::bf16: return "bf16";
-    case PRound::f16: return "f16";
-  }
-  return "?";
-}
 std::string_view to_string(VLayout l) {
   return l == VLayout::plain ? "plain" : l == VLayout::trans ? "trans" : "unknown";
 }
@@ -72,6 +62,17 @@ std::string list_text(const std::vector<DType>& v) {
 }
 
 }  // namespace
+
+void canonicalize(KernelDescription& d) {
+  auto sort = [](auto& v) { std::sort(v.begin(), v.end()); };
+  sort(d.q_dtypes);
+  sort(d.cache_dtypes);
+  sort(d.v_layouts);
+  sort(d.scale_kinds);
+  sort(d.block_sizes);
+  sort(d.head_dims);
+  sort(d.gqa_ratios);
+}
 
 std::string description_problem(const KernelDescription& d) {
   auto unique = [](auto v) {
@@ -190,8 +191,8 @@ json to_json(const KernelDescription& d) {
   j["writes_lse"] = d.writes_lse;
   j["thread_safe"] = d.thread_safe;
   j["check"] = d.has_check;
-  j["profile"] = {{"q_quant", to_string(d.profile.q_quant)},
-                  {"p_round", to_string(d.profile.p_round)},
+  j["profile"] = {{"q_quant", reference::to_string(d.profile.q_quant)},
+                  {"p_round", reference::to_string(d.profile.p_round)},
                   {"partial", d.profile.partial == DType::none ? std::string("none")
                                                                : std::string(kernels::to_string(d.profile.partial))}};
   return j;
@@ -254,11 +255,19 @@ KernelDescription description_from_json(const json& j) {
       throw KernelSpecError("profile: unknown field '" + k + "'");
   for (const char* k : {"q_quant", "p_round", "partial"})
     if (!p.contains(k)) throw KernelSpecError(std::string("profile: missing field '") + k + "'");
-  d.profile.q_quant = parse_name<QQuant>(p.at("q_quant"), "profile.q_quant", {QQuant::none, QQuant::fp8_per_row});
-  d.profile.p_round = parse_name<PRound>(p.at("p_round"), "profile.p_round",
-                                         {PRound::none, PRound::fp8_running_max, PRound::bf16, PRound::f16});
-  d.profile.partial = p.at("partial") == "none" ? DType::none : parse_dtype_name(p.at("partial"), "profile.partial");
+  auto name_of = [&](const char* k) {
+    if (!p.at(k).is_string()) throw KernelSpecError(std::string("profile.") + k + ": expected a name, got " + p.at(k).dump());
+    return p.at(k).get<std::string>();
+  };
+  if (!reference::parse_q_quant(name_of("q_quant"), d.profile.q_quant))
+    throw KernelSpecError("profile.q_quant: unknown value '" + name_of("q_quant") + "' (expected fp8_per_row or none)");
+  if (!reference::parse_p_round(name_of("p_round"), d.profile.p_round))
+    throw KernelSpecError("profile.p_round: unknown value '" + name_of("p_round") +
+                          "' (expected fp8_running_max, bf16, f16 or none)");
+  if (name_of("partial") != "none" && !reference::parse_partial_dtype(name_of("partial"), d.profile.partial))
+    throw KernelSpecError("profile.partial: unknown value '" + name_of("partial") + "' (expected f32, bf16, f16 or none)");
   if (const std::string why = description_problem(d); !why.empty()) throw KernelSpecError("description: " + why);
+  canonicalize(d);
   return d;
 }
 
@@ -269,7 +278,8 @@ std::string summary(const KernelDescription& d) {
       list_text(d.q_dtypes), d.out_dtype == DType::none ? "same" : kernels::to_string(d.out_dtype),
       list_text(d.cache_dtypes), list_text(d.v_layouts), list_text(d.scale_kinds), list_text(d.block_sizes),
       list_text(d.head_dims), list_text(d.gqa_ratios), d.min_q_len, d.max_q_len, to_string(d.split),
-      d.split_ceiling ? " (takes a ceiling)" : "", to_string(d.profile.q_quant), to_string(d.profile.p_round),
+      d.split_ceiling ? " (takes a ceiling)" : "", reference::to_string(d.profile.q_quant),
+      reference::to_string(d.profile.p_round),
       d.profile.partial == DType::none ? "none" : kernels::to_string(d.profile.partial),
       d.has_check ? ", has check" : "");
 }
@@ -448,9 +458,11 @@ std::string contract_violation(const DecodeRequest& r, const KernelDescription& 
     if (r.plan->num_seqs != num_seqs || r.plan->kv_heads != hkv)
       return fmt::format("plan: for {} sequences and {} KV heads, the call has {} and {}", r.plan->num_seqs,
                          r.plan->kv_heads, num_seqs, hkv);
-    if (r.plan->capacity < num_seqs) return fmt::format("plan: capacity {} < num_seqs {}", r.plan->capacity, num_seqs);
     if (r.max_partitions < 1 || r.max_partitions != r.plan->max_partitions)
       return fmt::format("max_partitions {} differs from the plan's {}", r.max_partitions, r.plan->max_partitions);
+    if (r.plan->capacity < num_seqs || r.plan->capacity > num_seqs * r.plan->max_partitions)
+      return fmt::format("plan: capacity {} outside num_seqs {} .. num_seqs * max_partitions {}", r.plan->capacity,
+                         num_seqs, num_seqs * r.plan->max_partitions);
   } else if (r.plan) {
     return "plan: given to a kernel that splits by itself";
   }
@@ -493,6 +505,16 @@ std::vector<std::string> split_words(const std::string& text) {
   if (quote) throw KernelSpecError(std::string("unterminated ") + quote + " quote in '" + text + "'");
   if (in_word) out.push_back(cur);
   return out;
+}
+
+std::string shell_quote(const std::string& word) {
+  std::string out = "'";
+  for (char c : word) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return out + "'";
+}
+
+std::string kernel_option_text(const KernelUnderTest& k) {
+  return "--kernel " + shell_quote(k.spec()) + (k.adapter() == "lib (isolated)" ? " --isolate" : "");
 }
 
 }  // namespace pav::adapters

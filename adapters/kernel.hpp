@@ -16,23 +16,29 @@
 
 #include "kernels/call.hpp"
 #include "kernels/planner.hpp"
+#include "reference/profile.hpp"
 
 namespace pav::adapters {
 
-// The enumerations mirror the C header's values one for one.
+// The enumerations follow the C header's meanings (its values are mapped in
+// adapters/abi.cpp).
 enum class Memory : uint8_t { host, device };
 enum class Split : uint8_t { self, plan };
 enum class Scales : uint8_t { none, per_tensor, per_token };
-enum class QQuant : uint8_t { none, fp8_per_row };
-enum class PRound : uint8_t { none, fp8_running_max, bf16, f16 };
+using reference::PRound;
+using reference::QQuant;
 
 // What the kernel declares about its arithmetic; the reference and the
-// comparison standard follow it.
+// comparison standard follow it. partial is none for a kernel that never
+// splits a row (its numerics are those of f32 partials).
 struct Profile {
   QQuant q_quant = QQuant::none;
   PRound p_round = PRound::none;
-  kernels::DType partial = kernels::DType::none;  // f32, bf16, f16; none: never splits a row
+  kernels::DType partial = kernels::DType::none;
   bool operator==(const Profile&) const = default;
+  reference::NumericsProfile numerics() const {
+    return {q_quant, p_round, partial == kernels::DType::none ? kernels::DType::f32 : partial};
+  }
 };
 
 struct KernelDescription {
@@ -66,8 +72,6 @@ struct KernelDescription {
 std::string_view to_string(Memory m);
 std::string_view to_string(Split s);
 std::string_view to_string(Scales s);
-std::string_view to_string(QQuant q);
-std::string_view to_string(PRound p);
 std::string_view to_string(kernels::VLayout l);
 
 // Thrown for a kernel pav cannot use as given: a bad --kernel value, a library
@@ -84,6 +88,10 @@ class KernelUnavailable : public std::runtime_error {
  public:
   using std::runtime_error::runtime_error;
 };
+
+// Sorts every set of the description (dtypes, layouts, scale kinds, sizes) so
+// two descriptions of the same kernel compare equal whatever order they listed.
+void canonicalize(KernelDescription& d);
 
 // The contract's rules on a description itself (lists non-empty, head dims
 // multiples of 16, q_len range ordered, ...). Empty when valid, else the first
@@ -166,5 +174,9 @@ std::unique_ptr<KernelUnderTest> open_kernel(const std::string& spec, const Open
 // double quotes group, backslash escapes. Throws KernelSpecError on an
 // unterminated quote.
 std::vector<std::string> split_words(const std::string& text);
+// Quotes a word for /bin/sh (and for split_words).
+std::string shell_quote(const std::string& word);
+// The pav options that open this kernel again: "--kernel 'SPEC'" (and --isolate).
+std::string kernel_option_text(const KernelUnderTest& k);
 
 }  // namespace pav::adapters

@@ -11,7 +11,6 @@
 
 #include "adapters/abi.hpp"
 #include "adapters/worker_kernel.hpp"
-#include "adapters/worker_protocol.hpp"
 #ifdef PAV_HAVE_GPU
 #include "kernels/hip/gpu_backend.hpp"
 #endif
@@ -239,7 +238,7 @@ std::unique_ptr<KernelUnderTest> open_isolated_kernel(const std::string& spec, c
     exe = std::filesystem::read_symlink("/proc/self/exe", ec).string();
     if (ec) throw KernelUnavailable("--isolate: cannot find the pav executable: " + ec.message());
   }
-  const std::string command = protocol::shell_quote(exe) + " kernel-worker --kernel " + protocol::shell_quote(spec);
+  const std::string command = shell_quote(exe) + " kernel-worker --kernel " + shell_quote(spec);
   return open_worker_kernel(command, spec, options, "lib (isolated)");
 }
 

@@ -223,8 +223,8 @@ void write(const std::string& path, const TensorView& v) {
 }
 
 Array parse(std::string_view b) {
-  if (b.size() < kMagicLen + 4 || b.substr(0, kMagicLen) != std::string_view(kMagic, kMagicLen))
-    throw Error("not a .npy file (bad magic)");
+  if (b.substr(0, kMagicLen) != std::string_view(kMagic, kMagicLen)) throw Error("not a .npy file (bad magic)");
+  if (b.size() < kMagicLen + 2) throw Error("truncated .npy header (no version)");
   const int major = uint8_t(b[kMagicLen]), minor = uint8_t(b[kMagicLen + 1]);
   if ((major != 1 && major != 2 && major != 3) || minor != 0)
     throw Error(fmt::format("unsupported .npy format version {}.{}", major, minor));

@@ -85,7 +85,12 @@ KernelDescription pav_kernel_description(const PavKernelOptions& o) {
   d.strided_q = true;
   d.thread_safe = true;
   d.has_check = true;
-  d.profile = {QQuant::fp8_per_row, PRound::fp8_running_max, o.partial};
+  kernels::DecodeOptions opt;
+  opt.compute = kernels::arch_fp8(o.arch);
+  opt.partial = o.partial;
+  const reference::NumericsProfile p = reference::pav_profile(opt);
+  d.profile = {p.q_quant, p.p_round, p.partial};
+  canonicalize(d);
   return d;
 }
 

@@ -172,13 +172,4 @@ OwnedTensor describe_tensor(const json& d, const std::string& name) {
   return t;
 }
 
-std::string shell_quote(const std::string& word) {
-  std::string out = "'";
-  for (char c : word) {
-    if (c == '\'') out += "'\\''";
-    else out += c;
-  }
-  return out + "'";
-}
-
 }  // namespace pav::adapters::protocol

@@ -44,7 +44,4 @@ OwnedTensor load_tensor(const nlohmann::json& d, const std::string& dir, const s
 // From a check descriptor: no data, except inline "values" for tables.
 OwnedTensor describe_tensor(const nlohmann::json& d, const std::string& name);
 
-// Quotes a word for /bin/sh.
-std::string shell_quote(const std::string& word);
-
 }  // namespace pav::adapters::protocol

@@ -121,6 +121,16 @@ std::vector<std::pair<CaseSpec, int64_t>> simpler_specs(const CaseSpec& s, int64
   return out;
 }
 
+}  // namespace
+
+std::vector<CaseSpec> simpler_decode_specs(const CaseSpec& s) {
+  std::vector<CaseSpec> out;
+  for (auto& [c, seq] : simpler_specs(s, -1)) out.push_back(std::move(c));
+  return out;
+}
+
+namespace {
+
 // ---- planner ---------------------------------------------------------------------
 
 // A batch of raw lengths and the plan parameters; `prior` are the lengths the
@@ -436,11 +446,7 @@ std::vector<Property> build_properties() {
       [](const CaseSpec& s, json&) { return s; },
       [](const CaseSpec& s, const json&) { return s; },
       describe_spec,
-      [](const CaseSpec& s) {
-        std::vector<CaseSpec> out;
-        for (auto& [c, seq] : simpler_specs(s, -1)) out.push_back(std::move(c));
-        return out;
-      },
+      simpler_decode_specs,
   }));
   v.push_back(make_property<GateSpec>({
       "gate-mirror",
@@ -522,6 +528,11 @@ double thread_cpu_seconds() {
 
 std::string shard_text(const FuzzOptions& o) { return fmt::format("{}/{}", o.shard_index, o.shard_count); }
 
+// " --kernel 'SPEC'" for the commands a report suggests, when a kernel is under test.
+std::string kernel_words(const FuzzOptions& o) {
+  return o.ctx.kernel ? " " + adapters::kernel_option_text(*o.ctx.kernel) : std::string();
+}
+
 }  // namespace
 
 const std::vector<Property>& properties() {
@@ -547,6 +558,7 @@ std::string save_found(const std::string& dir, const Found& f, const FuzzOptions
   meta["shard"] = shard_text(opt);
   meta["base_seed"] = opt.seed;
   meta["backend"] = opt.ctx.backend == Backend::gpu ? "gpu" : "cpu";
+  if (opt.ctx.kernel) meta["kernel"] = adapters::identity_json(*opt.ctx.kernel);
   meta["message"] = f.message;
   meta["first_message"] = f.first_message;
   meta["shrink"] = {{"steps", f.shrink_steps},
@@ -554,7 +566,7 @@ std::string save_found(const std::string& dir, const Found& f, const FuzzOptions
                     {"tries", f.shrink_tries},
                     {"hit_limit", f.shrink_hit_limit}};
   meta["reproduced"] = f.reproduced;
-  meta["reproduce"] = fmt::format("pav fuzz --property {} --seed {} --cases 1", f.property, f.seed);
+  meta["reproduce"] = fmt::format("pav fuzz --property {} --seed {} --cases 1{}", f.property, f.seed, kernel_words(opt));
   meta["description"] = f.description;
   try {
     save_case(path.string(), f.spec, meta);
@@ -566,6 +578,15 @@ std::string save_found(const std::string& dir, const Found& f, const FuzzOptions
 
 Verdict replay_case(const CaseSpec& spec, const json& meta, const CheckContext& ctx, std::string* property_out) {
   const std::string named = meta.is_object() ? meta.value("property", std::string()) : std::string();
+  if (ctx.kernel) {
+    // A kernel's case replays through that kernel's property of the same name.
+    const std::vector<Property> props = kernel_properties(ctx.kernel->description());
+    const Property* p = &props.front();
+    for (const Property& q : props)
+      if (q.name == named) p = &q;
+    if (property_out) *property_out = p->name;
+    return p->replay(spec, meta, ctx);
+  }
   const Property* p = find_property(named);
   if (!p) p = find_property("decode");
   if (property_out) *property_out = p->name;
@@ -589,8 +610,9 @@ FuzzReport run_fuzz(const FuzzOptions& opt, const std::vector<const Property*>& 
 
   FuzzReport report;
   const double seconds_each = opt.minutes > 0 ? opt.minutes * 60 / double(props.size()) : 0;
-  const char* backend = opt.ctx.backend == Backend::gpu ? "gpu" : "cpu";
-  fmt::print(out, "pav fuzz: base seed {}, shard {}, {} job(s), backend {}, budget {}{}{}\n", opt.seed,
+  const std::string backend = opt.ctx.kernel ? "kernel " + adapters::identity(*opt.ctx.kernel)
+                                             : std::string("backend ") + (opt.ctx.backend == Backend::gpu ? "gpu" : "cpu");
+  fmt::print(out, "pav fuzz: base seed {}, shard {}, {} job(s), {}, budget {}{}{}\n", opt.seed,
              shard_text(opt), opt.jobs, backend, opt.cases > 0 ? fmt::format("{} cases per property", opt.cases) : "",
              opt.cases > 0 && opt.minutes > 0 ? " or " : "",
              opt.minutes > 0 ? fmt::format("{:g} min ({:.0f} s per property)", opt.minutes, seconds_each) : "");
@@ -711,9 +733,9 @@ FuzzReport run_fuzz(const FuzzOptions& opt, const std::vector<const Property*>& 
       fmt::print(out, "  could not write the counterexample under {}\n", opt.save_dir);
     else
       fmt::print(out, "  saved {}\n", report.saved_path);
-    fmt::print(out, "  reproduce: pav fuzz --property {} --seed {} --cases 1\n", prop->name, hit->seed);
+    fmt::print(out, "  reproduce: pav fuzz --property {} --seed {} --cases 1{}\n", prop->name, hit->seed, kernel_words(opt));
     if (!report.saved_path.empty())
-      fmt::print(out, "  replay:    pav fuzz --replay {}{}\n", report.saved_path,
+      fmt::print(out, "  replay:    pav fuzz --replay {}{}{}\n", report.saved_path, kernel_words(opt),
                  prop->name == "decode" ? fmt::format("   (or pav replay {})", report.saved_path) : "");
     std::fflush(out);
     report.failure = std::move(found);

@@ -40,6 +40,12 @@ struct BadInput : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+// Thrown by a command that could not run (no device, a tool or folder it needs
+// is missing): main prints "pav <cmd>: <what>" and exits 3.
+struct CannotRun : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
 }  // namespace pav::cli
 
 #define PAV_CONCAT_INNER(a, b) a##b

@@ -77,6 +77,9 @@ int main(int argc, char** argv) {
     } catch (const BadInput& e) {
       fmt::print(stderr, "pav {}: {}\n", name, e.what());
       return kExitBadInput;
+    } catch (const CannotRun& e) {
+      fmt::print(stderr, "pav {}: {}\n", name, e.what());
+      return kExitCannotRun;
     } catch (const std::exception& e) {
       fmt::print(stderr, "pav {}: error: {}\n", name, e.what());
       return kExitFail;
