@@ -47,10 +47,25 @@ bool contains(const std::vector<T>& v, const T& x) {
 template <class T>
 std::string list_text(const std::vector<T>& v) {
   std::string s;
-  for (const T& x : v) {
+  for (const T& x : v) s += (s.empty() ? "" : ",") + std::string(to_string(x));
+  return s.empty() ? "-" : s;
+}
+
+// Sizes with runs of a constant step written "a..b" (step 1) or "a..b/step".
+std::string list_text(const std::vector<int64_t>& v) {
+  std::string s;
+  for (size_t i = 0; i < v.size();) {
+    size_t j = i + 1;
+    const int64_t step = j < v.size() ? v[j] - v[i] : 0;
+    while (j < v.size() && step > 0 && v[j] - v[j - 1] == step) ++j;
     if (!s.empty()) s += ",";
-    if constexpr (std::is_integral_v<T>) s += std::to_string(x);
-    else s += std::string(to_string(x));
+    if (j - i >= 3) {
+      s += fmt::format("{}..{}", v[i], v[j - 1]) + (step == 1 ? std::string() : fmt::format("/{}", step));
+      i = j;
+    } else {
+      s += std::to_string(v[i]);
+      ++i;
+    }
   }
   return s.empty() ? "-" : s;
 }

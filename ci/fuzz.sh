@@ -3,7 +3,8 @@
 # device is present). Runs every property of `pav fuzz` until the budget is
 # spent or the first failure; a failure is shrunk and saved as a case file.
 # Exits 0 when nothing failed, 1 on a failure (the counterexample paths are
-# printed: keep them as the job's artifacts), 2 on bad input.
+# printed: keep them as the job's artifacts), 2 on bad input, 3 when it could
+# not run (no device, an unwritable --save folder) or was stopped by a signal.
 #
 # Usage: ci/fuzz.sh [MINUTES]
 # Environment (all optional):
@@ -61,6 +62,7 @@ fi
 case $rc in
   0) echo "ci/fuzz.sh: PASS" ;;
   1) echo "ci/fuzz.sh: FAIL (a property failed; replay with: $pav fuzz --replay FILE)" ;;
+  3) echo "ci/fuzz.sh: could not run, or stopped before the budget was spent (exit 3)" ;;
   *) echo "ci/fuzz.sh: error (exit $rc)" ;;
 esac
 exit $rc

@@ -12,7 +12,14 @@
 #
 # For each patch: apply it to a scratch copy of the tree, build, run the named
 # tests; "caught" when they fail, "MISSED" when they pass, "BROKEN" when the patch
-# does not apply or the tree does not build. Exit 1 if any is missed or broken.
+# does not apply without fuzz or the tree does not build. Exit 1 if any is missed
+# or broken. (A patch that needs an offset still runs; ci/mutants-refresh.sh
+# regenerates it, and its --check, run by CI, insists on exact application.)
+#
+# The scratch tree is built once and then rebuilt incrementally, only the targets
+# each patch names. Its build folder sits at the same relative place as the main
+# build (SCRATCH/src/build/PRESET beside build/PRESET), so with ccache's base_dir
+# covering both, the first scratch build is mostly cache hits.
 #
 # Usage: ci/mutants.sh [PATTERN]   (only patches whose file name contains PATTERN)
 set -uo pipefail
@@ -24,18 +31,31 @@ jobs=${PAV_JOBS:-$(nproc)}
 
 mkdir -p "$scratch"
 src="$scratch/src"
-bld="$scratch/build"
+bld="$src/build/$preset"
 
 sync_tree() {
   mkdir -p "$src"
   # Mirror the committed-or-not working tree minus build outputs; keep mtimes so
-  # ninja only rebuilds what a patch touched.
-  (cd "$root" && git ls-files -co --exclude-standard -z) |
-    rsync -a --delete-after --from0 --files-from=- "$root/" "$src/" 2>/dev/null ||
-    (cd "$root" && git ls-files -co --exclude-standard | tar cf - -T - | (cd "$src" && tar xf -))
+  # ninja only rebuilds what a patch touched. Files the tree no longer has are
+  # removed too (sources are globbed), except the scratch build folder.
+  (cd "$root" && git ls-files -co --exclude-standard -z) >"$scratch/files"
+  rsync -a --from0 --ignore-missing-args --files-from="$scratch/files" "$root/" "$src/" 2>/dev/null ||
+    (cd "$root" && tr '\0' '\n' <"$scratch/files" | while read -r f; do [[ -e "$f" ]] && echo "$f"; done |
+       tar cf - -T - | (cd "$src" && tar xf -))
+  comm -23 <(cd "$src" && find . -path ./build -prune -o -type f -printf '%P\n' | LC_ALL=C sort) \
+           <(tr '\0' '\n' <"$scratch/files" | LC_ALL=C sort) |
+    (cd "$src" && while read -r f; do rm -f -- "$f"; done)
 }
 
 header() { sed -n "s/^$2:[[:space:]]*//p" "$1" | head -1; }
+
+# A run stopped while a patch was applied leaves objects built from the mutant
+# newer than the restored files: make those files newer again so they rebuild.
+if [[ -f "$scratch/applied" ]]; then
+  sync_tree
+  while read -r f; do [[ -e "$src/$f" ]] && touch "$src/$f"; done <"$scratch/applied"
+  rm -f "$scratch/applied"
+fi
 
 declare -a results=()
 status=0
@@ -56,8 +76,12 @@ for patch in "$root"/ci/mutants/*.patch; do
   # patch(1), not git apply: the scratch tree may sit inside this repository's
   # work tree, where git apply silently skips paths outside the current folder.
   touched=$(sed -n 's|^+++ b/||p' "$patch")
-  if ! (cd "$src" && patch -p1 --forward --batch -s < "$patch"); then
-    results+=("BROKEN  $name (patch does not apply)"); status=1; continue
+  started=$SECONDS
+  printf '%s\n' $touched >"$scratch/applied"
+  if ! (cd "$src" && patch -p1 --forward --batch --fuzz=0 -s < "$patch"); then
+    results+=("BROKEN  $name (patch does not apply without fuzz: ci/mutants-refresh.sh $name)"); status=1
+    sync_tree; for f in $touched; do touch "$src/$f"; done
+    continue
   fi
   for f in $touched; do
     if cmp -s "$src/$f" "$root/$f"; then
@@ -83,18 +107,19 @@ for patch in "$root"/ci/mutants/*.patch; do
   sync_tree
   for f in $touched; do touch "$src/$f"; done
   if [[ $test_rc -eq 0 ]]; then
-    results+=("MISSED  $name: $what"); status=1
+    results+=("MISSED  $name: $what ($((SECONDS - started)) s)"); status=1
   else
     failed=$(grep -cE '\(Failed\)|\(SEGFAULT\)|\(Subprocess aborted\)|\(Timeout\)' "$scratch/$name.test.log")
     if grep -q "No tests were found" "$scratch/$name.test.log"; then
       results+=("BROKEN  $name (no test matches '$tests')"); status=1
     else
-      results+=("caught  $name ($failed failing test(s))")
+      results+=("caught  $name ($failed failing test(s), $((SECONDS - started)) s)")
     fi
   fi
 done
 # Leave the scratch tree clean for the next run.
 sync_tree
+rm -f "$scratch/applied"
 echo
 echo "mutants ($preset preset): $count run"
 for r in "${results[@]}"; do echo "  $r"; done

@@ -1,5 +1,8 @@
 #include "properties/case_format.hpp"
 
+#include "common/durable_file.hpp"
+#include "common/version.hpp"
+
 #include <fstream>
 #include <limits>
 #include <sstream>
@@ -251,9 +254,10 @@ CaseSpec load_case_spec(const std::string& path, json* meta_out) {
 }
 
 void save_case(const std::string& path, const CaseSpec& spec, const json& meta) {
-  std::ofstream out(path);
-  if (!out) throw CaseError(path + ": cannot write");
-  out << case_to_json(spec, meta).dump(2) << "\n";
+  json stamped = meta.is_object() ? meta : json::object();
+  stamped["pav_version"] = pav::version();
+  stamped["source_commit"] = pav::source_commit();
+  write_file_atomically(path, case_to_json(spec, stamped).dump(2) + "\n");
 }
 
 HostCase load_case(const std::string& path) {

@@ -22,6 +22,9 @@ nlohmann::json case_to_json(const CaseSpec& spec, const nlohmann::json& meta = n
 
 // Reads a case file; CaseError names the file and the field at fault.
 CaseSpec load_case_spec(const std::string& path, nlohmann::json* meta_out = nullptr);
+// Writes a case file durably (pav::write_file_atomically: a temporary file,
+// flushed, checked, renamed); meta also records the pav version and source
+// commit. Throws pav::IoError naming the path when it cannot be written.
 void save_case(const std::string& path, const CaseSpec& spec, const nlohmann::json& meta);
 
 // Convenience: read and build.

@@ -14,6 +14,8 @@
 
 #include <tbb/task_arena.h>
 
+#include "common/durable_file.hpp"
+#include "common/progress.hpp"
 #include "kernels/codecs.hpp"
 #include "kernels/dispatch/gate.hpp"
 #include "kernels/validate.hpp"
@@ -38,6 +40,12 @@ int case_size(uint64_t seed) { return int(seed % uint64_t(kMaxSize + 1)); }
 std::mutex& generation_mutex() {
   static std::mutex m;
   return m;
+}
+
+bool shrink_limit_reached(const ShrinkLimits& limits, int64_t tries, std::chrono::steady_clock::time_point t0) {
+  return tries >= limits.max_tries ||
+         std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() > limits.max_seconds ||
+         (limits.should_stop && limits.should_stop());
 }
 
 namespace {
@@ -485,39 +493,6 @@ std::vector<Property> build_properties() {
   return v;
 }
 
-// ---- progress ---------------------------------------------------------------------------
-
-class ProgressLine {
- public:
-  ProgressLine(std::FILE* f, bool enabled) : f_(f), enabled_(enabled && f), tty_(f && isatty(fileno(f))) {}
-  // On a terminal the line is redrawn in place; elsewhere (CI logs) one line
-  // every 10 s.
-  void show(const std::string& text, bool force = false) {
-    if (!enabled_) return;
-    const auto now = std::chrono::steady_clock::now();
-    const double since = std::chrono::duration<double>(now - last_).count();
-    if (tty_) {
-      if (!force && since < 0.25) return;
-      fmt::print(f_, "\r\033[K{}", text);
-      dirty_ = true;
-    } else {
-      if (!force && since < 10) return;
-      fmt::print(f_, "{}\n", text);
-    }
-    std::fflush(f_);
-    last_ = now;
-  }
-  void done() {
-    if (enabled_ && tty_ && dirty_) fmt::print(f_, "\r\033[K");
-    dirty_ = false;
-  }
-
- private:
-  std::FILE* f_;
-  bool enabled_, tty_, dirty_ = false;
-  std::chrono::steady_clock::time_point last_{};
-};
-
 // CPU seconds the calling thread has used: cases per CPU-second is the
 // per-core throughput however loaded the machine is.
 double thread_cpu_seconds() {
@@ -546,14 +521,14 @@ const Property* find_property(const std::string& name) {
   return nullptr;
 }
 
+const PropertyRun* FuzzReport::first_failure() const {
+  for (const PropertyRun& r : runs)
+    if (r.failure) return &r;
+  return nullptr;
+}
+
 std::string save_found(const std::string& dir, const Found& f, const FuzzOptions& opt) {
-  std::error_code ec;
-  std::filesystem::create_directories(dir, ec);
-  if (ec) return {};
-  const std::filesystem::path path = std::filesystem::path(dir) / fmt::format("{}-seed{}.json", f.property, f.seed);
   json meta = f.meta;
-  meta["property"] = f.property;
-  meta["seed"] = f.seed;
   meta["size"] = f.size;
   meta["shard"] = shard_text(opt);
   meta["base_seed"] = opt.seed;
@@ -568,15 +543,12 @@ std::string save_found(const std::string& dir, const Found& f, const FuzzOptions
   meta["reproduced"] = f.reproduced;
   meta["reproduce"] = fmt::format("pav fuzz --property {} --seed {} --cases 1{}", f.property, f.seed, kernel_words(opt));
   meta["description"] = f.description;
-  try {
-    save_case(path.string(), f.spec, meta);
-  } catch (const std::exception&) {
-    return {};
-  }
-  return path.string();
+  return save_counterexample(dir, f.property, f.seed, f.spec, meta);
 }
 
 Verdict replay_case(const CaseSpec& spec, const json& meta, const CheckContext& ctx, std::string* property_out) {
+  if (meta.is_object() && meta.contains("property") && !meta.at("property").is_string())
+    throw CaseError(std::string("meta.property: expected a string, got ") + meta.at("property").type_name());
   const std::string named = meta.is_object() ? meta.value("property", std::string()) : std::string();
   if (ctx.kernel) {
     // A kernel's case replays through that kernel's property of the same name.
@@ -596,7 +568,11 @@ Verdict replay_case(const CaseSpec& spec, const json& meta, const CheckContext& 
 Verdict replay_case_file(const std::string& path, const CheckContext& ctx, std::string* property_out) {
   json meta;
   const CaseSpec spec = load_case_spec(path, &meta);  // CaseError names the file and field
-  return replay_case(spec, meta, ctx, property_out);
+  try {
+    return replay_case(spec, meta, ctx, property_out);
+  } catch (const CaseError& e) {
+    throw CaseError(path + ": " + e.what());
+  }
 }
 
 FuzzReport run_fuzz(const FuzzOptions& opt, const std::vector<const Property*>& props, std::FILE* out,
@@ -606,13 +582,15 @@ FuzzReport run_fuzz(const FuzzOptions& opt, const std::vector<const Property*>& 
   if (opt.shard_count < 1 || opt.shard_index < 0 || opt.shard_index >= opt.shard_count)
     throw std::invalid_argument("shard must be I/N with 0 <= I < N");
   if (opt.cases <= 0 && opt.minutes <= 0) throw std::invalid_argument("give a case budget or a time budget");
+  if (!(opt.minutes >= 0) || !std::isfinite(opt.minutes)) throw std::invalid_argument("minutes must be finite");
   if (props.empty()) throw std::invalid_argument("no property selected");
+  auto stop_asked = [&] { return opt.should_stop && opt.should_stop(); };
 
   FuzzReport report;
   const double seconds_each = opt.minutes > 0 ? opt.minutes * 60 / double(props.size()) : 0;
   const std::string backend = opt.ctx.kernel ? "kernel " + adapters::identity(*opt.ctx.kernel)
                                              : std::string("backend ") + (opt.ctx.backend == Backend::gpu ? "gpu" : "cpu");
-  fmt::print(out, "pav fuzz: base seed {}, shard {}, {} job(s), {}, budget {}{}{}\n", opt.seed,
+  fmt::print(out, "{}: base seed {}, shard {}, {} job(s), {}, budget {}{}{}\n", opt.label, opt.seed,
              shard_text(opt), opt.jobs, backend, opt.cases > 0 ? fmt::format("{} cases per property", opt.cases) : "",
              opt.cases > 0 && opt.minutes > 0 ? " or " : "",
              opt.minutes > 0 ? fmt::format("{:g} min ({:.0f} s per property)", opt.minutes, seconds_each) : "");
@@ -625,9 +603,13 @@ FuzzReport run_fuzz(const FuzzOptions& opt, const std::vector<const Property*>& 
                case_seed(opt.seed, job_case_index(j, opt.jobs, 2), opt.shard_index, opt.shard_count));
   std::fflush(out);
 
-  ProgressLine progress(progress_out, opt.progress);
+  pav::ProgressReporter progress(progress_out, opt.progress);
   std::mutex out_mu;
   for (const Property* prop : props) {
+    if (stop_asked()) {
+      report.interrupted = true;
+      break;
+    }
     if (prop->host_only && opt.ctx.backend == Backend::gpu)
       fmt::print(out, "{}: runs on the host (no device part)\n", prop->name);
     struct Hit {
@@ -635,10 +617,14 @@ FuzzReport run_fuzz(const FuzzOptions& opt, const std::vector<const Property*>& 
       int size, job;
       std::string message;
     };
-    std::atomic<bool> stop{false};
+    // The lowest failing case index so far: a job stops once its next case is
+    // past it, so every lower case still runs and the failure reported is the
+    // first in case order whatever the number of jobs.
+    std::atomic<uint64_t> first_failing_k{UINT64_MAX};
     std::atomic<int64_t> done{0};
     std::atomic<int> failures{0};
     std::atomic<int> running{opt.jobs};
+    std::atomic<bool> stopped_early{false};
     std::optional<Hit> hit;
     std::mutex hit_mu;
     PropertyRun run;
@@ -652,7 +638,11 @@ FuzzReport run_fuzz(const FuzzOptions& opt, const std::vector<const Property*>& 
       for (uint64_t m = 0;; ++m) {
         const uint64_t k = job_case_index(job, opt.jobs, m);
         if (opt.cases > 0 && k >= uint64_t(opt.cases)) break;
-        if (stop.load() || (seconds_each > 0 && Clock::now() >= deadline)) break;
+        if (k >= first_failing_k.load() || (seconds_each > 0 && Clock::now() >= deadline)) break;
+        if (stop_asked()) {
+          stopped_early = true;
+          break;
+        }
         const uint64_t seed = case_seed(opt.seed, k, opt.shard_index, opt.shard_count);
         const int size = case_size(seed);
         if (opt.verbose) {
@@ -666,7 +656,7 @@ FuzzReport run_fuzz(const FuzzOptions& opt, const std::vector<const Property*>& 
           ++failures;
           std::lock_guard<std::mutex> lock(hit_mu);
           if (!hit || k < hit->k) hit = Hit{k, seed, size, job, v.message};
-          stop = true;
+          first_failing_k = hit->k;
           break;
         }
       }
@@ -685,8 +675,8 @@ FuzzReport run_fuzz(const FuzzOptions& opt, const std::vector<const Property*>& 
     while (running.load() > 0) {
       std::this_thread::sleep_for(std::chrono::milliseconds(50));
       const double el = std::chrono::duration<double>(Clock::now() - t0).count();
-      progress.show(fmt::format("[fuzz] {}: {} cases, {:.1f} cases/s, {} failure(s), {:.0f} s{}", prop->name,
-                                done.load(), el > 0 ? double(done.load()) / el : 0.0, failures.load(), el,
+      progress.show(fmt::format("[{}] {}: {} cases, {:.1f} cases/s, {} failure(s), {:.0f} s{}", opt.label,
+                                prop->name, done.load(), el > 0 ? double(done.load()) / el : 0.0, failures.load(), el,
                                 seconds_each > 0 ? fmt::format(" of {:.0f} s", seconds_each) : ""));
     }
     for (auto& t : threads) t.join();
@@ -694,18 +684,24 @@ FuzzReport run_fuzz(const FuzzOptions& opt, const std::vector<const Property*>& 
     run.cases = done.load();
     run.seconds = std::chrono::duration<double>(Clock::now() - t0).count();
     for (double c : cpu) run.cpu_seconds += c;
-    report.runs.push_back(run);
+    run.interrupted = stopped_early.load() && !hit;
     fmt::print(out, "{}: {} cases in {:.1f} s: {:.1f} cases/s, {:.1f} cases per CPU-second (per core), {}\n",
                prop->name, run.cases, run.seconds, run.cases_per_second(), run.cases_per_cpu_second(),
-               hit ? "FAILED" : "no failure");
+               hit ? "FAILED" : run.interrupted ? "no failure before the stop" : "no failure");
     std::fflush(out);
-    if (!hit) continue;
+    if (run.interrupted) report.interrupted = true;
+    if (!hit) {
+      report.runs.push_back(std::move(run));
+      if (report.interrupted) break;
+      continue;
+    }
 
     fmt::print(out, "\nFAIL {}: seed {} (size {}), case {} of job {}, shard {}\n  failure: {}\n", prop->name,
                hit->seed, hit->size, hit->k, hit->job, shard_text(opt), hit->message);
-    fmt::print(out, "  shrinking...\n");
+    fmt::print(out, "  shrinking{}...\n", stop_asked() ? " skipped (stop asked): saving the case as found" : "");
     std::fflush(out);
     ShrinkLimits limits = opt.shrink;
+    if (opt.should_stop) limits.should_stop = opt.should_stop;
     const auto s0 = Clock::now();
     std::optional<Found> found = prop->shrink_seed(hit->seed, hit->size, opt.ctx, limits);
     const double shrink_s = std::chrono::duration<double>(Clock::now() - s0).count();
@@ -719,27 +715,33 @@ FuzzReport run_fuzz(const FuzzOptions& opt, const std::vector<const Property*>& 
       f.first_message = f.message = hit->message;
       f.reproduced = false;
       fmt::print(out, "  the failure did not recur when the case was regenerated from its seed (flaky)\n");
-      report.failure = f;
-      return report;
+      run.failure = std::move(f);
+    } else {
+      fmt::print(out,
+                 "  shrunk in {} steps of the shrink tree + {} simplifications ({} candidates, {:.1f} s){}\n"
+                 "  shrunk case: {}\n  its failure: {}\n",
+                 found->shrink_steps, found->simplify_steps, found->shrink_tries, shrink_s,
+                 found->shrink_hit_limit ? " - stopped at a shrink limit, not a local minimum" : "",
+                 found->description, found->message);
+      try {
+        run.saved_path = save_found(opt.save_dir, *found, opt);
+        fmt::print(out, "  saved {}\n", run.saved_path);
+      } catch (const std::exception& e) {
+        run.save_error = e.what();
+        fmt::print(out, "  NOT SAVED: {}\n", run.save_error);
+      }
+      run.failure = std::move(found);
     }
-    fmt::print(out,
-               "  shrunk in {} steps of the shrink tree + {} simplifications ({} candidates, {:.1f} s){}\n"
-               "  shrunk case: {}\n  its failure: {}\n",
-               found->shrink_steps, found->simplify_steps, found->shrink_tries, shrink_s,
-               found->shrink_hit_limit ? " - stopped at the shrink limit, not a local minimum" : "",
-               found->description, found->message);
-    report.saved_path = save_found(opt.save_dir, *found, opt);
-    if (report.saved_path.empty())
-      fmt::print(out, "  could not write the counterexample under {}\n", opt.save_dir);
-    else
-      fmt::print(out, "  saved {}\n", report.saved_path);
     fmt::print(out, "  reproduce: pav fuzz --property {} --seed {} --cases 1{}\n", prop->name, hit->seed, kernel_words(opt));
-    if (!report.saved_path.empty())
-      fmt::print(out, "  replay:    pav fuzz --replay {}{}{}\n", report.saved_path, kernel_words(opt),
-                 prop->name == "decode" ? fmt::format("   (or pav replay {})", report.saved_path) : "");
+    if (!run.saved_path.empty())
+      fmt::print(out, "  replay:    pav fuzz --replay {}{}{}\n", run.saved_path, kernel_words(opt),
+                 prop->name == "decode" ? fmt::format("   (or pav replay {})", run.saved_path) : "");
     std::fflush(out);
-    report.failure = std::move(found);
-    return report;
+    report.runs.push_back(std::move(run));
+    if (!opt.keep_going || stop_asked()) {
+      report.interrupted = report.interrupted || stop_asked();
+      break;
+    }
   }
   return report;
 }

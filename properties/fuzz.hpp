@@ -5,10 +5,16 @@
 // counterexample as a case file (pav-case/1, the property in its "meta") that
 // replay_case_file() re-runs through the same property.
 //
+// Every run (pav fuzz, and pav verify's planner and decode checks) goes
+// through run_fuzz, so both commands find, shrink, name and save cases the same
+// way (properties/counterexample.hpp).
+//
 // Seeds: case k of shard I of N has seed base + k*N + I; job j of J runs
 // k = j, j+J, j+2J, ..., so jobs and shards never run the same seed. The
 // generator size is a function of the seed (case_size), so one seed alone
-// reproduces a case.
+// reproduces a case. Under a case budget the failure reported is the one of
+// the lowest case index, whatever the number of jobs: the same base seed gives
+// the same counterexample with --jobs 1 or 8.
 #include <rapidcheck.h>
 
 #include <chrono>
@@ -24,12 +30,13 @@
 
 #include "adapters/kernel.hpp"
 #include "kernels/launch.hpp"
+#include "properties/case_format.hpp"
+#include "properties/counterexample.hpp"
 #include "properties/host_case.hpp"
 
 namespace pav::props::fuzz {
 
 inline constexpr int kMaxSize = 100;  // RapidCheck's default max size
-inline constexpr const char* kDefaultSaveDir = "fixtures/counterexamples";
 
 // Seed of case k in shard `shard_index` of `shard_count`.
 uint64_t case_seed(uint64_t base, uint64_t k, int shard_index, int shard_count);
@@ -55,7 +62,11 @@ struct CheckContext {
 struct ShrinkLimits {
   int64_t max_tries = 20000;   // property evaluations while shrinking
   double max_seconds = 600;    // wall clock spent shrinking
+  std::function<bool()> should_stop = nullptr;  // true: stop now (a clean stop was asked)
 };
+
+// True when shrinking must stop before the next candidate.
+bool shrink_limit_reached(const ShrinkLimits& limits, int64_t tries, std::chrono::steady_clock::time_point t0);
 
 template <class T>
 struct Shrunk {
@@ -93,8 +104,7 @@ Shrunk<T> shrink_failing(const rc::Shrinkable<T>& root, const Verdict& root_verd
     progressed = false;
     auto children = current.shrinks();
     while (auto child = children.next()) {
-      if (out.tries >= limits.max_tries ||
-          std::chrono::duration<double>(Clock::now() - t0).count() > limits.max_seconds) {
+      if (shrink_limit_reached(limits, out.tries, t0)) {
         out.hit_limit = true;
         return out;
       }
@@ -133,11 +143,10 @@ template <class T>
 void simplify_failing(Shrunk<T>& s, const std::function<Verdict(const T&)>& check,
                       const std::function<std::vector<T>(const T&)>& simplify, const ShrinkLimits& limits,
                       std::chrono::steady_clock::time_point t0) {
-  using Clock = std::chrono::steady_clock;
   for (bool progressed = true; progressed;) {
     progressed = false;
     for (T& candidate : simplify(s.value)) {
-      if (s.tries >= limits.max_tries || std::chrono::duration<double>(Clock::now() - t0).count() > limits.max_seconds) {
+      if (shrink_limit_reached(limits, s.tries, t0)) {
         s.hit_limit = true;
         return;
       }
@@ -178,7 +187,8 @@ struct Property {
   std::function<Verdict(uint64_t seed, int size, const CheckContext&)> check_seed;
   // Regenerates (seed, size), and if it fails shrinks it and returns the case file.
   std::function<std::optional<Found>(uint64_t seed, int size, const CheckContext&, const ShrinkLimits&)> shrink_seed;
-  // Re-runs the property on a saved case.
+  // Re-runs the property on a saved case; CaseError when the case cannot be
+  // rebuilt as a value of this property (a malformed meta).
   std::function<Verdict(const CaseSpec&, const nlohmann::json& meta, const CheckContext&)> replay;
 };
 
@@ -250,7 +260,7 @@ Property make_property(PropertyParts<T> parts) {
     try {
       v = p->from_case(spec, meta);
     } catch (const std::exception& e) {
-      return Verdict::fail(std::string("cannot rebuild the ") + p->name + " case: " + e.what());
+      throw CaseError(std::string("cannot rebuild the ") + p->name + " case: " + e.what());
     }
     return guarded(check, v);
   };
@@ -282,10 +292,13 @@ struct FuzzOptions {
   int jobs = 1;
   int shard_index = 0, shard_count = 1;
   CheckContext ctx;
-  std::string save_dir = kDefaultSaveDir;
-  ShrinkLimits shrink;
-  bool progress = true;      // live progress line on `progress_out`
+  std::string save_dir = default_counterexample_dir();
+  ShrinkLimits shrink;       // its should_stop is set from should_stop below
+  bool progress = true;      // progress line on `progress_out` (pav::ProgressReporter)
   bool verbose = false;      // one line per case with its seed
+  bool keep_going = false;   // after a failure (shrunk and saved), go on with the next property
+  std::string label = "pav fuzz";       // how the log's first line names the run
+  std::function<bool()> should_stop;    // polled between cases: true ends the run cleanly
 };
 
 struct PropertyRun {
@@ -296,27 +309,37 @@ struct PropertyRun {
   double cases_per_second() const { return seconds > 0 ? double(cases) / seconds : 0; }
   double cases_per_cpu_second() const { return cpu_seconds > 0 ? double(cases) / cpu_seconds : 0; }
   std::vector<int64_t> cases_per_job;
+  std::optional<Found> failure;  // the property's first failure (lowest case index), shrunk
+  std::string saved_path;        // its case file; "" when none was saved
+  std::string save_error;        // why it could not be saved ("" when saved or nothing to save)
+  bool interrupted = false;      // a clean stop ended this property's run early
 };
 
 struct FuzzReport {
-  std::vector<PropertyRun> runs;
-  std::optional<Found> failure;
-  std::string saved_path;  // the counterexample file ("" when none or not writable)
-  bool passed() const { return !failure.has_value(); }
+  std::vector<PropertyRun> runs;  // in the order run; a property not reached has no run
+  bool interrupted = false;       // should_stop ended the run before its budget
+  bool passed() const { return first_failure() == nullptr; }
+  // The first run (in property order) that found a failure, or nullptr.
+  const PropertyRun* first_failure() const;
 };
 
 // Runs the properties one after another (the time budget split evenly among
-// them); stops at the first failure, shrinks it and saves it. Messages go to
+// them). A property's run ends at its first failure, which is shrunk and saved
+// under opt.save_dir; the whole run then stops, unless keep_going. A failed save
+// is reported (PropertyRun::save_error) and the run goes on. Messages go to
 // `out`, the progress line to `progress_out`.
 FuzzReport run_fuzz(const FuzzOptions& opt, const std::vector<const Property*>& props, std::FILE* out,
                     std::FILE* progress_out);
 
-// Writes a Found as a case file under dir and returns its path ("" on error).
+// Writes a Found as a case file under dir (save_counterexample: durable, named
+// by property, seed and hash) and returns its path; throws pav::IoError.
 std::string save_found(const std::string& dir, const Found& f, const FuzzOptions& opt);
 
 // Re-runs a saved case through the property its meta names. A file without a
 // known property (pav replay's decode files, other suites' saved decode cases)
-// replays as the decode property. *property_out gets the property run.
+// replays as the decode property. *property_out gets the property run. Throws
+// CaseError (naming the file and field) for a case that cannot be read or
+// rebuilt: bad input, not a verdict.
 Verdict replay_case_file(const std::string& path, const CheckContext& ctx, std::string* property_out = nullptr);
 Verdict replay_case(const CaseSpec& spec, const nlohmann::json& meta, const CheckContext& ctx,
                     std::string* property_out = nullptr);

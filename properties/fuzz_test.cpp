@@ -176,24 +176,25 @@ TEST(FuzzEngine, FindsShrinksSavesAndReplaysAPlantedDefect) {
   const FuzzReport r = run_fuzz(o, {&planted}, log, nullptr);
   std::fclose(log);
   ASSERT_FALSE(r.passed()) << "the planted defect was not found in 500 cases from seed 4242";
-  ASSERT_FALSE(r.saved_path.empty());
+  const PropertyRun& run = *r.first_failure();
+  ASSERT_FALSE(run.saved_path.empty()) << run.save_error;
   const auto files = json_files(dir);
   ASSERT_EQ(files.size(), 1u);
-  EXPECT_EQ(files[0].string(), r.saved_path);
+  EXPECT_EQ(files[0].string(), run.saved_path);
 
   json meta;
-  const CaseSpec saved = load_case_spec(r.saved_path, &meta);
+  const CaseSpec saved = load_case_spec(run.saved_path, &meta);
   // The saved case is the shrunk one, not the first failing draw.
-  EXPECT_EQ(saved.lens, std::vector<int32_t>{4097}) << "saved " << r.saved_path;
+  EXPECT_EQ(saved.lens, std::vector<int32_t>{4097}) << "saved " << run.saved_path;
   EXPECT_EQ(meta.value("property", ""), "planted-long-length");
-  EXPECT_EQ(meta.value("seed", uint64_t(0)), r.failure->seed);
-  EXPECT_EQ(meta.value("size", -1), case_size(r.failure->seed));
+  EXPECT_EQ(meta.value("seed", uint64_t(0)), run.failure->seed);
+  EXPECT_EQ(meta.value("size", -1), case_size(run.failure->seed));
   EXPECT_EQ(meta.value("planted", false), true);
   EXPECT_EQ(meta.value("message", ""), "planted: length 4097 > 4096");
-  EXPECT_EQ((r.failure->seed - o.seed) % uint64_t(o.shard_count), uint64_t(o.shard_index));
+  EXPECT_EQ((run.failure->seed - o.seed) % uint64_t(o.shard_count), uint64_t(o.shard_index));
 
   // The seed alone reproduces the first failure.
-  EXPECT_FALSE(planted.check_seed(r.failure->seed, case_size(r.failure->seed), {}).passed);
+  EXPECT_FALSE(planted.check_seed(run.failure->seed, case_size(run.failure->seed), {}).passed);
   // Replaying the file runs the same property and fails again.
   const Verdict again = planted.replay(saved, meta, {});
   EXPECT_FALSE(again.passed);
@@ -214,7 +215,7 @@ TEST(FuzzEngine, RunsExactlyTheCaseBudgetWhenNothingFails) {
   std::FILE* log = std::tmpfile();
   const FuzzReport r = run_fuzz(o, {find_property("planner")}, log, nullptr);
   std::fclose(log);
-  EXPECT_TRUE(r.passed()) << (r.failure ? r.failure->message : "");
+  EXPECT_TRUE(r.passed()) << (r.first_failure() ? r.first_failure()->failure->message : "");
   ASSERT_EQ(r.runs.size(), 1u);
   EXPECT_EQ(r.runs[0].cases, 60);
   EXPECT_EQ(r.runs[0].cases_per_job, (std::vector<int64_t>{20, 20, 20}));
@@ -303,7 +304,14 @@ TEST(FuzzReplay, CaseFilesReplayThroughThePropertyTheyName) {
     EXPECT_EQ(property, "gate-mirror");
     EXPECT_TRUE(v.passed) << v.message;
     save_case(path, g.base, {{"property", "gate-mirror"}, {"violate", "no_such_clause"}});
-    EXPECT_FALSE(replay_case_file(path, {}).passed);
+    // A meta the property cannot rebuild is bad input naming the file, not a verdict.
+    try {
+      replay_case_file(path, {});
+      ADD_FAILURE() << "a gate-mirror case with an unknown clause replayed";
+    } catch (const CaseError& e) {
+      EXPECT_NE(std::string(e.what()).find(path), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find("no_such_clause"), std::string::npos) << e.what();
+    }
   }
   // No property in meta (pav replay's files, other suites' saved cases): decode.
   {

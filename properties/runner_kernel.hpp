@@ -53,7 +53,8 @@ CheckedRun run_checked(adapters::KernelUnderTest& k, const adapters::DecodeReque
 std::string outcome_text(const adapters::CallResult& r);
 
 // The reference options and the comparison options a profile calls for.
-reference::ReferenceResult reference_for(const kernels::DecodeCall& call, const adapters::Profile& p);
+reference::ReferenceResult reference_for(const kernels::DecodeCall& call, const adapters::Profile& p,
+                                         reference::Precision precision = reference::Precision::fp32);
 
 struct KernelJudgement {
   bool passed = false;

@@ -18,6 +18,7 @@ std::string_view to_string(Mutation m) {
     case Mutation::hkv_changed: return "hkv_changed";
     case Mutation::swapped_micro_batches: return "swapped_micro_batches";
     case Mutation::dummy_run: return "dummy_run";
+    case Mutation::grow_one: return "grow_one";
   }
   return "?";
 }
@@ -120,6 +121,23 @@ rc::Gen<StaleScenario> gen_stale_scenario(Mutation m) {
       case Mutation::dummy_run:
         s.other = std::vector<int32_t>(s.live.size(), *rc::gen::element<int32_t>(1, 1 << 20, INT32_MAX, -1));
         break;
+      case Mutation::grow_one: {
+        // One row grows while the others keep their lengths; half the time a row
+        // that had no partitions (made empty first when none is).
+        std::vector<size_t> empty;
+        for (size_t i = 0; i < s.live.size(); ++i)
+          if (s.live[i] == 0) empty.push_back(i);
+        size_t b = *rc::gen::inRange<size_t>(0, s.live.size());
+        if (*rc::gen::arbitrary<bool>()) {
+          if (empty.empty()) c.lens[b] = s.live[b] = 0;
+          else b = *rc::gen::elementOf(empty);
+        }
+        const int32_t by = *rc::gen::element<int32_t>(1, 2, 255, 256, 257, 300);
+        c.lens[b] = s.live[b] + by;
+        s.other = s.live;
+        s.other[b] = c.lens[b];
+        break;
+      }
       case Mutation::batch_changed:
       case Mutation::hkv_changed: break;
     }

@@ -25,16 +25,17 @@ enum class Mutation : uint8_t {
   hkv_changed,            // a plan made for another KV-head count
   swapped_micro_batches,  // micro-batch 0's call meets micro-batch 1's plan
   dummy_run,              // a dummy forward with synthetic lengths in between
+  grow_one,               // one length longer, the others as they were (often a row that was empty)
 };
 std::string_view to_string(Mutation m);
-inline constexpr int kMutationCount = 7;
+inline constexpr int kMutationCount = 8;
 
 struct StaleScenario {
   CaseSpec spec;                 // lens: the longest each sequence gets; sentinels on added tokens
   std::vector<int32_t> live;     // lengths at capture and at the first forward
   Mutation mutation = Mutation::draft_steps;
   int steps = 1;                 // draft_steps: how many
-  std::vector<int32_t> other;    // shrink / zero / swapped: the other lengths; dummy: synthetic ones
+  std::vector<int32_t> other;    // shrink / zero / grow_one / swapped: the other lengths; dummy: synthetic ones
 };
 std::string to_string(const StaleScenario& s);
 std::ostream& operator<<(std::ostream& os, const StaleScenario& s);

@@ -1,7 +1,7 @@
 // Stale plans are never attended silently. A captured forward is mutated the
 // ways a serving engine mutates it (draft steps advancing lengths in place,
-// shrunk or zeroed lengths, a changed batch or KV-head count, micro-batches'
-// plans swapped, a dummy run in between); after each, either the plan is
+// shrunk or zeroed lengths, one length grown alone, a changed batch or KV-head
+// count, micro-batches' plans swapped, a dummy run in between); after each, either the plan is
 // refreshed and the output matches the reference, or the plan is refused (by
 // plan_matches or the gate) or the launch flags it and leaves those rows NaN.
 // Plus the lifecycle: no mint outside capture, a bounded cache, dummy runs
@@ -13,10 +13,12 @@
 #include <cmath>
 #include <set>
 #include <tuple>
+#include <vector>
 
 #include "kernels/codecs.hpp"
 #include "kernels/dispatch/route.hpp"
 #include "kernels/dispatch/tiny_call.hpp"
+#include "properties/gen.hpp"
 #include "properties/stale_gen.hpp"
 #include "reference/compare.hpp"
 #include "reference/decode.hpp"
@@ -118,9 +120,10 @@ void expect_refused(World& w, const DecodeCall& call, const ForwardMetadata& md)
 
 }  // namespace
 
-RC_GTEST_PROP(StalePlan, NoMutationIsAttendedSilently, ()) {
-  const StaleScenario s = *gen_stale_scenario();
-  RC_TAG(std::string(to_string(s.mutation)));
+namespace {
+
+// One scenario: the captured forward, the mutation, and what must follow it.
+void check_scenario(const StaleScenario& s) {
   World w(s);
   DecodeCall call = w.host.call();
   switch (s.mutation) {
@@ -137,7 +140,8 @@ RC_GTEST_PROP(StalePlan, NoMutationIsAttendedSilently, ()) {
       return;
     }
     case Mutation::shrink:
-    case Mutation::zero: {
+    case Mutation::zero:
+    case Mutation::grow_one: {
       const ForwardMetadata md = w.builder.build(Phase::replay, w.batch());
       std::copy(s.other.begin(), s.other.end(), w.host.lens.begin());
       expect_refused(w, call, md);
@@ -223,6 +227,45 @@ RC_GTEST_PROP(StalePlan, NoMutationIsAttendedSilently, ()) {
       RC_ASSERT(live.slot()->plan().reduce_info() == reduce);
       RC_ASSERT(run(w, call, &live).kind == RouteKind::planned);
       return;
+    }
+  }
+}
+
+}  // namespace
+
+RC_GTEST_PROP(StalePlan, NoMutationIsAttendedSilently, ()) {
+  const StaleScenario s = *gen_stale_scenario();
+  RC_TAG(std::string(to_string(s.mutation)));
+  check_scenario(s);
+}
+
+// Fixed cases, so the rarest mutations are exercised on every run and not only
+// when the generator draws them: a row that was empty at refresh (no partitions)
+// gets one token, and a row that had tasks grows by one tile.
+TEST(StalePlan, GrowingOneRowAloneIsRefused) {
+  for (const auto& [live, row, by] : {std::tuple{std::vector<int32_t>{0, 300}, 0, 1},
+                                      std::tuple{std::vector<int32_t>{257, 0, 40}, 1, 256},
+                                      std::tuple{std::vector<int32_t>{300, 20}, 1, 256}}) {
+    StaleScenario s;
+    s.mutation = Mutation::grow_one;
+    s.live = live;
+    s.other = live;
+    s.other[size_t(row)] += by;
+    CaseSpec& c = s.spec;
+    c.lens = s.other;
+    c.hkv = 2;
+    c.group = 3;
+    c.head_dim = 64;
+    c.opt.cu = 8;
+    c.opt.partial = DType::f32;
+    c.seed = 7;
+    c.sentinels = boundary_sentinels(s.live);
+    for (int32_t t = live[size_t(row)]; t < c.lens[size_t(row)]; ++t) c.sentinels.push_back({row, t});
+    // The checks are RapidCheck assertions; outside a property they throw.
+    try {
+      check_scenario(s);
+    } catch (const rc::detail::CaseResult& r) {
+      ADD_FAILURE() << to_string(s) << ": " << r.description;
     }
   }
 }

@@ -12,12 +12,18 @@ namespace pav::cli {
 // only by commands that run kernels.
 bool register_gpu();
 
+inline CLI::Option* add_backend_option(CLI::App& app, std::string& name) {
+  return app.add_option("--backend", name, "cpu, gpu, or auto (gpu when a device is present)")
+      ->check(CLI::IsMember({"cpu", "gpu", "auto"}));
+}
+
+// The backend to run; CannotRun (exit 3) when gpu is asked for and there is none.
 inline kernels::Backend pick_backend(const std::string& name) {
   if (name == "cpu") return kernels::Backend::cpu;
   register_gpu();
   if (name == "gpu") {
     if (!kernels::gpu_backend_available())
-      throw BadInput("--backend gpu: no GPU backend in this build or no device present");
+      throw CannotRun("--backend gpu: no GPU backend in this build or no device present");
     return kernels::Backend::gpu;
   }
   return kernels::gpu_backend_available() ? kernels::Backend::gpu : kernels::Backend::cpu;

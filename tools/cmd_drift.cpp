@@ -10,13 +10,19 @@
 #include <fstream>
 #include <set>
 
+#include "common/durable_file.hpp"
+#include "common/text_list.hpp"
 #include "kernels/validate.hpp"
 #include "properties/drift_run.hpp"
 #include "tools/backend_option.hpp"
+#include "tools/kernel_option.hpp"
+#include "tools/drift_progress.hpp"
+#include "tools/options.hpp"
 
 namespace {
 
 using namespace pav;
+using ojson = nlohmann::ordered_json;
 
 // --cells: comma-separated cell names ("120k/b8") or indices ("0,3").
 std::vector<props::DriftCell> select_cells(const std::vector<props::DriftCell>& all, const std::string& list,
@@ -24,19 +30,15 @@ std::vector<props::DriftCell> select_cells(const std::vector<props::DriftCell>& 
   std::vector<props::DriftCell> out;
   std::set<int> wanted;
   if (!list.empty()) {
-    size_t pos = 0;
-    while (pos <= list.size()) {
-      const size_t comma = std::min(list.find(',', pos), list.size());
-      const std::string item = list.substr(pos, comma - pos);
-      pos = comma + 1;
-      if (item.empty()) continue;
+    for (const std::string& item : split_list(list)) {
+      if (item.empty()) throw cli::BadInput("--cells: an empty item in '" + list.substr(0, 60) + "'");
       int found = -1;
       for (const auto& c : all)
         if (c.name == item || std::to_string(c.index) == item) found = c.index;
       if (found < 0) {
         std::string names;
         for (const auto& c : all) names += (names.empty() ? "" : ", ") + fmt::format("{} ({})", c.name, c.index);
-        throw cli::BadInput(fmt::format("--cells: no cell '{}' in this sweep (cells: {})", item, names));
+        throw cli::BadInput(fmt::format("--cells: no cell '{}' in this sweep (cells: {})", item.substr(0, 60), names));
       }
       wanted.insert(found);
     }
@@ -47,32 +49,34 @@ std::vector<props::DriftCell> select_cells(const std::vector<props::DriftCell>& 
   return out;
 }
 
-void write_text(const std::string& path, const std::string& text, const char* what) {
-  std::ofstream f(path);
-  if (!f) throw cli::BadInput(fmt::format("{}: cannot write {}", what, path));
-  f << text;
-}
-
 int run(std::vector<std::string> args) {
   CLI::App app{"Measure whether the decode error grows with the split ceiling (README: Drift).", "drift"};
-  std::string sweep_path, backend_name = "auto", json_out, md_out, plot_out, cells;
+  std::string sweep_path, backend_name = "auto", md_out, plot_out, cells;
+  cli::ReportOutput output;
   int64_t max_context = 0;
   int seeds = 0;
   bool list = false, no_progress = false, quiet = false;
   app.add_option("--sweep", sweep_path, "sweep file (pav-drift-sweep/1); default: the built-in quick sweep, "
                                         "the same as fixtures/drift-quick.json");
-  app.add_option("--backend", backend_name, "cpu, gpu, or auto (gpu when a device is present)")
-      ->check(CLI::IsMember({"cpu", "gpu", "auto"}));
-  app.add_option("--json", json_out, "write the full report as JSON (pav-drift-report/1)");
-  app.add_option("--markdown", md_out, "write the report tables as Markdown");
+  cli::add_backend_option(app, backend_name);
+  output.add_options(app);  // the full report (pav-drift-report/1)
+  app.add_option("--markdown", md_out, "write the report tables as Markdown to FILE");
   app.add_option("--plot", plot_out, "write a PNG of error against ceiling (gnuplot; also OUT.gp and OUT.dat)");
   app.add_option("--cells", cells, "run only these cells: names (120k/b8) or indices, comma-separated");
-  app.add_option("--max-context", max_context, "run only cells whose context is at most N tokens")->check(CLI::Range(int64_t(1), int64_t(1) << 31));
-  app.add_option("--seeds", seeds, "override the sweep's data seeds per cell")->check(CLI::Range(2, 10000));
+  app.add_option("--max-context", max_context, "run only cells whose context is at most N tokens (0: all)")
+      ->check(cli::integer_in(1, cli::kMaxContext));
+  app.add_option("--seeds", seeds, "override the sweep's data seeds per cell (0: the sweep's)")
+      ->check(cli::integer_in(2, 10000));
   app.add_flag("--list", list, "print the cells, their lengths and the split counts of every arm; run nothing");
   app.add_flag("--no-progress", no_progress, "no progress bar on stderr");
   app.add_flag("--quiet", quiet, "print only the verdict line");
+  cli::KernelOptions kernel_options;
+  cli::add_kernel_options(app, kernel_options);
+  cli::refuse_json_with_value(args);
   if (int rc = cli::parse(app, args); rc >= 0) return rc;
+  output.check_writable();
+  if (!md_out.empty()) check_writable_file(md_out, "--markdown");
+  if (!plot_out.empty()) check_writable_file(plot_out, "--plot");
 
   props::DriftSweep sweep;
   try {
@@ -81,9 +85,26 @@ int run(std::vector<std::string> args) {
     throw cli::BadInput(e.what());
   }
   if (seeds > 0) sweep.seeds = seeds;
+  // --kernel: the sweep runs that kernel at each ceiling (it must take one).
+  std::unique_ptr<adapters::KernelUnderTest> kernel;
+  if (!kernel_options.specs.empty()) {
+    kernel = cli::open_kernel(kernel_options.specs.front(), kernel_options);
+    try {
+      sweep = props::kernel_sweep(sweep, kernel->description());
+    } catch (const std::invalid_argument& e) {
+      throw cli::BadInput("--kernel " + kernel->spec() + ": " + e.what());
+    }
+  }
   const std::vector<props::DriftCell> chosen = select_cells(props::drift_cells(sweep), cells, max_context);
 
   if (list) {
+    ojson j = cli::report_header("drift");
+    j["sweep"] = sweep.name;
+    j["cells"] = ojson::array();
+    for (const auto& c : chosen)
+      j["cells"].push_back({{"index", c.index}, {"name", c.name}, {"hkv", c.heads.hkv}, {"group", c.heads.group},
+                            {"requests", c.lens.size()}, {"tokens", c.tokens}, {"lens", c.lens}});
+    if (!output.text()) return output.finish(j, cli::kExitOk, "drift");
     const auto arms = props::drift_arms(sweep);
     for (const auto& c : chosen) {
       fmt::print("cell {} {}: Hkv {}, G {}, {} requests, {} tokens\n  lens {}\n", c.index, c.name, c.heads.hkv,
@@ -103,45 +124,66 @@ int run(std::vector<std::string> args) {
                    s.median, s.max);
       }
     }
-    return cli::kExitOk;
+    std::fflush(stdout);
+    return output.finish(j, cli::kExitOk, "drift");
   }
 
   const kernels::Backend backend = cli::pick_backend(backend_name);
+  // Without gnuplot the plot cannot be made: say so before the run, not after.
+  if (!plot_out.empty() && props::gnuplot_png_terminal().empty())
+    throw cli::CannotRun("--plot: gnuplot with a png terminal is needed and was not found on PATH");
   props::DriftRunOptions opt;
   opt.backend = backend;
-  const bool progress = !no_progress && !quiet;
-  if (progress) opt.progress = [](const props::DriftProgress& p) {
-    fmt::print(stderr, "{}", props::progress_line(p));
-    std::fflush(stderr);
-  };
-  if (!quiet)
-    fmt::print("pav drift: sweep {} ({} cells of {}), backend {}, {} seeds\n", sweep.name, chosen.size(),
-               props::drift_cells(sweep).size(), cli::backend_name(backend), sweep.seeds);
+  opt.kernel = kernel.get();
+  const bool text = output.text();
+  opt.progress = cli::drift_progress(std::make_shared<ProgressReporter>(stderr, !no_progress && !quiet));
+  cli::install_stop_handlers();
+  if (!quiet && text)
+    fmt::print("pav drift: sweep {} ({} cells of {}), {}, {} seeds\n", sweep.name, chosen.size(),
+               props::drift_cells(sweep).size(),
+               kernel ? "kernel " + adapters::identity(*kernel) : "backend " + std::string(cli::backend_name(backend)),
+               sweep.seeds);
+  std::fflush(stdout);
   props::DriftReport rep;
   try {
     rep = props::run_drift(sweep, chosen, opt);
   } catch (const kernels::RejectError& e) {
-    if (progress) fmt::print(stderr, "\n");
     throw cli::BadInput(std::string("the kernel rejected a call of this sweep: ") + e.what());
+  } catch (const std::invalid_argument& e) {
+    if (!kernel) throw;
+    throw cli::BadInput("--kernel " + kernel->spec() + ": " + e.what());
+  } catch (const cli::DriftStopped&) {
+    fmt::print(stderr, "pav drift: stopped by {} before the sweep ended; no report written\n",
+               cli::stop_signal_name());
+    return cli::kExitCannotRun;
   }
-  if (progress) fmt::print(stderr, "\n");
 
   const std::string md = props::report_markdown(rep);
-  if (!quiet) fmt::print("\n{}", md);
-  else fmt::print("{}\n", rep.verdict);
-  if (!md_out.empty()) write_text(md_out, md, "--markdown");
-  if (!json_out.empty()) write_text(json_out, props::report_json(rep).dump(2) + "\n", "--json");
+  if (text && !quiet) fmt::print("\n{}", md);
+  else if (text) fmt::print("{}\n", rep.verdict);
   int rc = rep.passed ? cli::kExitOk : cli::kExitFail;
+  auto written = [&](auto write) {
+    try {
+      write();
+    } catch (const IoError& e) {
+      fmt::print(stderr, "pav drift: {}\n", e.what());
+      if (rc == cli::kExitOk) rc = cli::kExitCannotRun;
+    }
+  };
+  if (!md_out.empty()) written([&] { write_file_atomically(md_out, md); });
   if (!plot_out.empty()) {
     const props::PlotOutcome po = props::write_plot(rep, plot_out);
     if (po.ok) {
-      if (!quiet) fmt::print("plot: {} (script {}, data {})\n", plot_out, po.script, po.data);
+      if (!quiet && text) fmt::print("plot: {} (script {}, data {})\n", plot_out, po.script, po.data);
     } else {
       fmt::print(stderr, "pav drift: --plot: {}\n", po.message);
-      rc = cli::kExitFail;
+      if (rc == cli::kExitOk) rc = cli::kExitCannotRun;
     }
   }
-  return rc;
+  ojson j = cli::report_header("drift");
+  const ojson body = ojson::parse(props::report_json(rep).dump());
+  for (const auto& [k, v] : body.items()) j[k] = v;
+  return output.finish(j, rc, "drift");
 }
 
 }  // namespace

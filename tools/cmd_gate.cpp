@@ -12,18 +12,26 @@
 #include "properties/stale_gen.hpp"
 #include "tools/command.hpp"
 
+using ojson = nlohmann::ordered_json;
+
 namespace {
 
 using namespace pav::kernels;
 using namespace pav::kernels::dispatch;
 
-void print_clauses(bool markdown) {
+int print_clauses(bool markdown, const pav::cli::ReportOutput& output) {
+  ojson j = pav::cli::report_header("gate");
+  j["clauses"] = ojson::array();
+  for (const ClauseInfo& c : clause_table())
+    j["clauses"].push_back({{"id", int(c.id)}, {"name", c.name}, {"planned_rule", c.planned_rule},
+                            {"uniform_rule", c.uniform_rule.empty() ? ojson(nullptr) : ojson(c.uniform_rule)}});
+  if (!output.text()) return output.finish(j, pav::cli::kExitOk, "gate");
   if (markdown) {
     fmt::print("| id | clause | planned kernel requires | uniform kernel requires |\n|---|---|---|---|\n");
     for (const ClauseInfo& c : clause_table())
       fmt::print("| {} | `{}` | {} | {} |\n", int(c.id), c.name, c.planned_rule,
                  c.uniform_rule.empty() ? "(not checked)" : c.uniform_rule);
-    return;
+    return output.finish(j, pav::cli::kExitOk, "gate");
   }
   for (const ClauseInfo& c : clause_table()) {
     fmt::print("{:>2}  {:<24} {}\n", int(c.id), c.name, c.planned_rule);
@@ -32,6 +40,7 @@ void print_clauses(bool markdown) {
     else if (c.uniform_rule != c.planned_rule)
       fmt::print("    {:<24} uniform kernel: {}\n", "", c.uniform_rule);
   }
+  return output.finish(j, pav::cli::kExitOk, "gate");
 }
 
 bool parse_flag(const std::string& name, const std::string& v) {
@@ -41,7 +50,11 @@ bool parse_flag(const std::string& name, const std::string& v) {
 }
 
 int route_case(const std::string& path, const std::string& planned, const std::string& work_plan,
-               const std::string& site_name, bool all) {
+               const std::string& site_name, bool all, const pav::cli::ReportOutput& output) {
+  const bool text = output.text();
+  ojson j = pav::cli::report_header("gate");
+  j["case"] = path;
+  j["site"] = site_name;
   pav::props::HostCase c = [&] {
     try {
       return pav::props::load_case(path);
@@ -69,30 +82,38 @@ int route_case(const std::string& path, const std::string& planned, const std::s
       b.q_len = c.spec.q_len;
       md.emplace(builder->build_for_graph_capture(b));
     } catch (const std::invalid_argument& e) {
-      fmt::print("plan: none ({})\n", e.what());  // e.g. a ceiling the planner rejects
+      if (text) fmt::print("plan: none ({})\n", e.what());  // e.g. a ceiling the planner rejects
+      j["plan_error"] = e.what();
     }
   }
   Router router(settings, nullptr);
   const Route r = router.route(call, site, md ? &*md : nullptr);
-  fmt::print("route: {}\n", route_label(r));
-  fmt::print("reason: {}\n", to_string(r.reason));
+  if (text) fmt::print("route: {}\nreason: {}\n", route_label(r), to_string(r.reason));
+  j["route"] = route_label(r);
+  j["reason"] = std::string(to_string(r.reason));
   if (r.reason == RouteReason::gate_reject) {
     // The same arguments the router gave the gate.
     const PlanView* plan = site == Site::dense && settings.work_plan && md ? md->plan() : nullptr;
     Scratch scratch;
     if (plan) scratch = md->plan_scratch(int64_t(c.spec.q_len) * c.spec.group, c.spec.head_dim);
     const Finding f = first_violation(call, KernelKind::planned, plan, plan ? &scratch : nullptr);
-    fmt::print("clause: {} ({})\n", clause_name(r.clause), int(r.clause));
-    fmt::print("message: {}\n", describe(f));
-    if (all)
-      for (const Finding& v : all_violations(call, KernelKind::planned, plan, plan ? &scratch : nullptr))
-        fmt::print("violation: {}\n", describe(v));
+    if (text) fmt::print("clause: {} ({})\nmessage: {}\n", clause_name(r.clause), int(r.clause), describe(f));
+    j["clause"] = {{"id", int(r.clause)}, {"name", clause_name(r.clause)}};
+    j["message"] = describe(f);
+    if (all) {
+      j["violations"] = ojson::array();
+      for (const Finding& v : all_violations(call, KernelKind::planned, plan, plan ? &scratch : nullptr)) {
+        if (text) fmt::print("violation: {}\n", describe(v));
+        j["violations"].push_back(describe(v));
+      }
+    }
   }
   if (r.kind == RouteKind::uniform) {
     const Finding u = first_violation(call, KernelKind::uniform, nullptr, nullptr);
-    if (u) fmt::print("uniform kernel also rejects: {}\n", describe(u, KernelKind::uniform));
+    if (u && text) fmt::print("uniform kernel also rejects: {}\n", describe(u, KernelKind::uniform));
+    if (u) j["uniform_also_rejects"] = describe(u, KernelKind::uniform);
   }
-  return pav::cli::kExitOk;
+  return output.finish(j, pav::cli::kExitOk, "gate");
 }
 
 int run(std::vector<std::string> args) {
@@ -102,17 +123,17 @@ int run(std::vector<std::string> args) {
   app.add_option("case", case_path, "a case file (pav-case/1 JSON)");
   app.add_flag("--clauses", clauses, "list every clause with its id and rule");
   app.add_flag("--markdown", markdown, "with --clauses: a Markdown table");
-  app.add_option("--planned-decode", planned, "PAV_PLANNED_DECODE for this run (default 1)");
-  app.add_option("--work-plan", work_plan, "PAV_WORK_PLAN for this run (default 1)");
+  app.add_option("--planned-decode", planned, "PAV_PLANNED_DECODE for this run: 0 or 1");
+  app.add_option("--work-plan", work_plan, "PAV_WORK_PLAN for this run: 0 or 1");
   app.add_option("--site", site, "call site: dense (gets a plan) or sparse")->check(CLI::IsMember({"dense", "sparse"}));
   app.add_flag("--all", all, "on reject, list every violated clause");
+  pav::cli::ReportOutput output;
+  output.add_options(app);
   if (int rc = pav::cli::parse(app, args); rc >= 0) return rc;
-  if (clauses) {
-    print_clauses(markdown);
-    return pav::cli::kExitOk;
-  }
+  output.check_writable();
+  if (clauses) return print_clauses(markdown, output);
   if (case_path.empty()) throw pav::cli::BadInput("give a CASE.json or --clauses (see pav gate --help)");
-  return route_case(case_path, planned, work_plan, site, all);
+  return route_case(case_path, planned, work_plan, site, all, output);
 }
 
 }  // namespace

@@ -21,7 +21,7 @@ int run(std::vector<std::string> args) {
   // The protocol owns stdout; whatever the kernel prints goes to stderr.
   const int protocol_out = ::dup(1);
   if (protocol_out < 0 || ::dup2(2, 1) < 0) throw cli::CannotRun("cannot set up stdout for the protocol");
-  std::unique_ptr<adapters::KernelUnderTest> kernel = cli::open_kernel(spec, {});
+  std::unique_ptr<adapters::KernelUnderTest> kernel = cli::open_kernel(spec, {}, /*for_cases=*/false);
   return adapters::serve_worker(*kernel, 0, protocol_out);
 }
 

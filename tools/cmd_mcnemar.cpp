@@ -2,7 +2,9 @@
 #include "stats/inputs.hpp"
 #include "stats/mcnemar.hpp"
 #include "stats/paired.hpp"
+#include "common/text_list.hpp"
 #include "tools/command.hpp"
+#include "tools/options.hpp"
 
 #include <fmt/core.h>
 #include <nlohmann/json.hpp>
@@ -10,26 +12,14 @@
 #include <algorithm>
 #include <charconv>
 #include <cmath>
+#include <limits>
 #include <optional>
 
 namespace {
 
-using nlohmann::json;
+using json = nlohmann::ordered_json;
 namespace st = pav::stats;
-
-std::vector<std::string> split_commas(const std::string& text) {
-  std::vector<std::string> out;
-  std::size_t start = 0;
-  while (true) {
-    const auto comma = text.find(',', start);
-    auto word = text.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
-    const auto first = word.find_first_not_of(' ');
-    const auto last = word.find_last_not_of(' ');
-    out.push_back(first == std::string::npos ? "" : word.substr(first, last - first + 1));
-    if (comma == std::string::npos) return out;
-    start = comma + 1;
-  }
-}
+namespace cli = pav::cli;
 
 std::optional<std::int64_t> parse_count(const std::string& word) {
   std::int64_t value = 0;
@@ -63,8 +53,28 @@ void print_test(const st::McNemar& t) {
   fmt::print("  {:<30} {:>10.4f}  {}\n", "chi-square", t.chi2, p_text(t.chi2_p));
 }
 
-int run_counts(const std::string& counts, bool as_json) {
-  const auto words = split_commas(counts);
+// One-sided exact p that B is worse than A: P(X >= b) for X ~ Binomial(b + c,
+// 1/2). For b > c this is exactly half the two-sided exact p (the binomial(n,
+// 1/2) is symmetric and P(X <= c) <= 1/2); for b <= c it is at least 1/2 and
+// never significant, so it is reported as 1 there.
+double p_b_worse(const st::McNemar& t) { return t.b > t.c ? t.exact_p / 2 : 1.0; }
+
+// --fail-if-worse ALPHA: adds the gate to the report; returns 1 when B is
+// significantly worse than A at level ALPHA, else 0.
+int apply_gate(const st::McNemar& t, double alpha, bool text, json& j) {
+  if (!(alpha > 0)) return cli::kExitOk;
+  const double p = p_b_worse(t);
+  const bool worse = p < alpha;
+  j["gate"] = {{"fail_if_worse", alpha}, {"p_b_worse", p}, {"b_worse", worse}};
+  if (text)
+    fmt::print("\ngate: B {} worse than A (one-sided exact p = {} {} alpha {}): {}\n",
+               worse ? "is significantly" : "is not significantly", p_text(p), worse ? "<" : ">=", alpha,
+               worse ? "FAIL" : "pass");
+  return worse ? cli::kExitFail : cli::kExitOk;
+}
+
+int run_counts(const std::string& counts, const cli::ReportOutput& output, double alpha) {
+  const auto words = pav::split_list(counts);
   std::optional<std::int64_t> b;
   std::optional<std::int64_t> c;
   if (words.size() == 2) {
@@ -72,19 +82,20 @@ int run_counts(const std::string& counts, bool as_json) {
     c = parse_count(words[1]);
   }
   if (!b || !c) {
-    throw pav::cli::BadInput(
-        fmt::format("--counts: expected B,C (two non-negative integers), got '{}'", counts));
+    throw cli::BadInput(fmt::format("--counts: expected B,C (two non-negative integers), got '{}'",
+                                    counts.substr(0, 60)));
   }
+  if (*b > std::numeric_limits<std::int64_t>::max() - *c)
+    throw cli::BadInput("--counts: b + c does not fit in a 64-bit integer");
   const auto t = st::mcnemar(*b, *c);
-  if (as_json) {
-    json j;
-    put_test(j, t);
-    fmt::print("{}\n", j.dump(2));
-    return pav::cli::kExitOk;
+  json j = cli::report_header("mcnemar");
+  put_test(j, t);
+  if (output.text()) {
+    fmt::print("McNemar: b = {} (A right, B wrong), c = {} (A wrong, B right), n = b + c = {}\n\n", t.b, t.c, t.n);
+    print_test(t);
   }
-  fmt::print("McNemar: b = {} (A right, B wrong), c = {} (A wrong, B right), n = b + c = {}\n\n", t.b, t.c, t.n);
-  print_test(t);
-  return pav::cli::kExitOk;
+  const int rc = apply_gate(t, alpha, output.text(), j);
+  return output.finish(j, rc, "mcnemar");
 }
 
 void print_report(const st::MultiRunReport& r) {
@@ -144,7 +155,7 @@ void print_report(const st::MultiRunReport& r) {
 }
 
 json report_json(const st::MultiRunReport& r) {
-  json j;
+  json j = cli::report_header("mcnemar");
   put_test(j, r.test);
   j["variant_a"] = r.variant_a;
   j["variant_b"] = r.variant_b;
@@ -190,30 +201,36 @@ int run_mcnemar(std::vector<std::string> args) {
   std::vector<std::string> files;
   std::string variants;
   std::string counts;
-  bool as_json = false;
   double confidence = st::kDefaultConfidence;
+  double alpha = 0;
+  cli::ReportOutput output;
   app.add_option("files", files, "JSONL runs, e.g. A1.jsonl B1.jsonl B2.jsonl A2.jsonl");
   app.add_option("--variant", variants, "variant label of each file, comma separated, e.g. A,B,B,A");
-  app.add_option("--counts", counts, "B,C: test the discordant counts directly (no files)");
-  app.add_option("--confidence", confidence, "level of the Wilson intervals")->capture_default_str();
-  app.add_flag("--json", as_json, "print JSON instead of a table");
-  if (const int rc = pav::cli::parse(app, args); rc >= 0) return rc;
+  auto* opt_counts = app.add_option("--counts", counts, "B,C: test the discordant counts directly (no files)");
+  app.add_option("--confidence", confidence, "level of the Wilson intervals, in (0, 1)")
+      ->check(cli::finite_in(0, 1, true));
+  app.add_option("--fail-if-worse", alpha,
+                 "gate: exit 1 when B is significantly worse than A, one-sided exact McNemar p < ALPHA (0: no gate)")
+      ->check(cli::finite_in(0, 1));
+  output.add_options(app);
+  if (const int rc = cli::parse(app, args); rc >= 0) return rc;
+  output.check_writable();
 
   if (!(confidence > 0.0 && confidence < 1.0)) {
-    throw pav::cli::BadInput(fmt::format("--confidence must lie strictly between 0 and 1, got {}", confidence));
+    throw cli::BadInput(fmt::format("--confidence must lie strictly between 0 and 1, got {}", confidence));
   }
-  if (!counts.empty()) {
-    if (!files.empty() || !variants.empty()) throw pav::cli::BadInput("--counts takes no files and no --variant");
-    return run_counts(counts, as_json);
+  if (opt_counts->count() > 0) {
+    if (!files.empty() || !variants.empty()) throw cli::BadInput("--counts takes no files and no --variant");
+    return run_counts(counts, output, alpha);
   }
-  if (files.size() < 2) throw pav::cli::BadInput("need at least two files (or --counts B,C)");
+  if (files.size() < 2) throw cli::BadInput("need at least two files (or --counts B,C)");
   std::vector<std::string> labels;
   if (!variants.empty()) {
-    labels = split_commas(variants);
+    labels = pav::split_list(variants);
   } else if (files.size() == 2) {
     labels = {"A", "B"};
   } else {
-    throw pav::cli::BadInput(fmt::format("{} files: say which variant each is with --variant, e.g. A,B,B,A",
+    throw cli::BadInput(fmt::format("{} files: say which variant each is with --variant, e.g. A,B,B,A",
                                          files.size()));
   }
   try {
@@ -224,15 +241,13 @@ int run_mcnemar(std::vector<std::string> args) {
     for (const auto& f : files) runs.push_back(st::read_correctness(f));
     const auto report = st::compare_runs(runs, labels, confidence);
     for (const auto& w : report.warnings) fmt::print(stderr, "warning: {}\n", w);
-    if (as_json) {
-      fmt::print("{}\n", report_json(report).dump(2));
-    } else {
-      print_report(report);
-    }
+    if (output.text()) print_report(report);
+    json j = report_json(report);
+    const int rc = apply_gate(report.test, alpha, output.text(), j);
+    return output.finish(j, rc, "mcnemar");
   } catch (const st::InputError& e) {
-    throw pav::cli::BadInput(e.what());
+    throw cli::BadInput(e.what());
   }
-  return pav::cli::kExitOk;
 }
 
 }  // namespace

@@ -4,15 +4,20 @@
 
 #include <nlohmann/json.hpp>
 
+#include <map>
+#include <memory>
+
 #include "kernels/validate.hpp"
 #include "properties/case_format.hpp"
 #include "properties/fuzz.hpp"
 #include "properties/runner.hpp"
 #include "tools/backend_option.hpp"
+#include "tools/kernel_option.hpp"
 
 namespace {
 
 using namespace pav;
+using ojson = nlohmann::ordered_json;
 
 const char* path_name(props::Path p) { return p == props::Path::planned ? "planned" : "uniform"; }
 
@@ -21,14 +26,29 @@ int run(std::vector<std::string> args) {
   std::vector<std::string> files;
   std::string backend_name = "auto";
   std::string path_override;
-  bool json = false;
+  cli::ReportOutput output;
   app.add_option("case", files, "case file(s) in the pav-case/1 JSON format")->required()->check(CLI::ExistingFile);
-  app.add_option("--backend", backend_name, "cpu, gpu, or auto (gpu when a device is present)")
-      ->check(CLI::IsMember({"cpu", "gpu", "auto"}));
-  app.add_option("--path", path_override, "override the case's kernel path")->check(CLI::IsMember({"planned", "uniform"}));
-  app.add_flag("--json", json, "print one JSON object per case");
+  cli::add_backend_option(app, backend_name);
+  app.add_option("--path", path_override, "override the case's kernel path: planned or uniform")
+      ->check(CLI::IsMember({"planned", "uniform"}));
+  cli::KernelOptions kernel_options;
+  cli::add_kernel_options(app, kernel_options);
+  output.add_options(app);
   if (int rc = cli::parse(app, args); rc >= 0) return rc;
+  output.check_writable();
+  // --kernel: every case runs through that kernel. Without it, a case that
+  // records the kernel it was found on runs through that one again.
+  std::map<std::string, std::unique_ptr<adapters::KernelUnderTest>> kernels;
+  auto kernel_for = [&](const std::string& spec) -> adapters::KernelUnderTest& {
+    auto& k = kernels[spec];
+    if (!k) k = cli::open_kernel(spec, kernel_options);
+    return *k;
+  };
+  const bool json = !output.text();
   const kernels::Backend backend = cli::pick_backend(backend_name);
+  ojson report = cli::report_header("replay");
+  report["backend"] = cli::backend_name(backend);
+  report["cases"] = ojson::array();
 
   int failures = 0;
   for (const auto& file : files) {
@@ -41,16 +61,49 @@ int run(std::vector<std::string> args) {
     }
     // A counterexample of another property (gate mirror, planner, batch
     // invariance, ...) replays through that property's own check.
-    const std::string property = meta.contains("property") ? meta["property"].get<std::string>() : "decode";
+    if (meta.contains("property") && !meta["property"].is_string())
+      throw cli::BadInput(file + ": meta.property: expected a string, got " + std::string(meta["property"].type_name()));
+    const std::string property = meta.value("property", std::string("decode"));
+    std::string kernel_spec = kernel_options.specs.empty() ? std::string() : kernel_options.specs.front();
+    bool recorded = false;
+    if (kernel_spec.empty() && meta.contains("kernel") && meta["kernel"].is_object() && meta["kernel"].contains("spec")) {
+      if (!meta["kernel"]["spec"].is_string()) throw cli::BadInput(file + ": meta.kernel.spec: expected a string");
+      kernel_spec = meta["kernel"]["spec"].get<std::string>();
+      recorded = true;
+    }
+    if (!kernel_spec.empty()) {
+      adapters::KernelUnderTest& k = kernel_for(kernel_spec);
+      std::string ran;
+      props::fuzz::Verdict v;
+      try {
+        v = props::fuzz::replay_case(spec, meta, {backend, &k}, &ran);
+      } catch (const props::CaseError& e) {
+        throw cli::BadInput(file + ": " + e.what());
+      }
+      if (!v.passed) ++failures;
+      report["cases"].push_back({{"case", file},
+                                 {"property", ran},
+                                 {"kernel", adapters::identity_json(k)},
+                                 {"kernel_recorded_in_case", recorded},
+                                 {"passed", v.passed},
+                                 {"verdict", v.message}});
+      if (!json)
+        fmt::print("case      {}\nproperty  {}\nkernel    {}{}\nverdict   {}\n\n", file, ran, adapters::identity(k),
+                   recorded ? " (recorded in the case)" : "", v.passed ? "PASS" : "FAIL: " + v.message);
+      continue;
+    }
     if (property != "decode") {
       std::string ran;
-      const props::fuzz::Verdict v = props::fuzz::replay_case(spec, meta, {backend}, &ran);
+      props::fuzz::Verdict v;
+      try {
+        v = props::fuzz::replay_case(spec, meta, {backend}, &ran);
+      } catch (const props::CaseError& e) {
+        throw cli::BadInput(file + ": " + e.what());
+      }
       if (!v.passed) ++failures;
-      if (json) {
-        fmt::print("{}\n", nlohmann::json{{"case", file}, {"backend", cli::backend_name(backend)},
-                                          {"property", ran}, {"passed", v.passed}, {"verdict", v.message}}
-                               .dump());
-      } else {
+      report["cases"].push_back(
+          {{"case", file}, {"property", ran}, {"passed", v.passed}, {"verdict", v.message}});
+      if (!json) {
         fmt::print("case      {}\nproperty  {}\nbackend   {}\nverdict   {}\n\n", file, ran,
                    cli::backend_name(backend), v.passed ? "PASS" : "FAIL: " + v.message);
       }
@@ -64,9 +117,9 @@ int run(std::vector<std::string> args) {
     } catch (const std::invalid_argument& e) {
       throw cli::BadInput(file + ": " + e.what());
     }
-    nlohmann::json j;
+    ojson j;
     j["case"] = file;
-    j["backend"] = cli::backend_name(backend);
+    j["property"] = "decode";
     j["path"] = path_name(spec.path);
     j["num_seqs"] = spec.lens.size();
     try {
@@ -91,7 +144,7 @@ int run(std::vector<std::string> args) {
       if (!k.passed) ++failures;
       if (!json) {
         fmt::print("case      {}\n", file);
-        if (meta.contains("property")) fmt::print("property  {}\n", meta["property"].get<std::string>());
+        if (meta.contains("property")) fmt::print("property  {}\n", property);
         fmt::print("call      {} seqs, q_len {}, Hkv {}, G {}, D {}, block {}, {} path, {} backend\n",
                    spec.lens.size(), spec.q_len, spec.hkv, spec.group, spec.head_dim, spec.block_size,
                    path_name(spec.path), cli::backend_name(backend));
@@ -110,10 +163,11 @@ int run(std::vector<std::string> args) {
       j["rejected"] = e.what();
       if (!json) fmt::print("case      {}\nverdict   FAIL: the kernel rejected the call: {}\n\n", file, e.what());
     }
-    if (json) fmt::print("{}\n", j.dump());
+    report["cases"].push_back(std::move(j));
   }
   if (!json && files.size() > 1) fmt::print("{} of {} cases passed\n", files.size() - failures, files.size());
-  return failures ? cli::kExitFail : cli::kExitOk;
+  report["passed"] = failures == 0;
+  return output.finish(report, failures ? cli::kExitFail : cli::kExitOk, "replay");
 }
 
 }  // namespace

@@ -3,13 +3,15 @@
 #include "stats/inputs.hpp"
 #include "stats/trace.hpp"
 #include "tools/command.hpp"
+#include "tools/options.hpp"
 
 #include <fmt/core.h>
 #include <nlohmann/json.hpp>
 
 namespace {
 
-using nlohmann::json;
+using json = nlohmann::ordered_json;
+namespace cli = pav::cli;
 namespace st = pav::stats;
 
 json spread_json(const st::Spread& s) {
@@ -32,40 +34,36 @@ int run_trace_stats(std::vector<std::string> args) {
       "u = min(P, max(1, floor(W/B))), c = min(P, max(1, floor(W*len_max/sum))).",
       "trace-stats"};
   std::string file;
-  bool as_json = false;
   st::PlannerModel model;
+  cli::ReportOutput output;
   app.add_option("TRACE", file, "trace (JSONL)")->required();
-  app.add_option("--budget", model.budget, "workgroup budget W")
-      ->check(CLI::Range(std::int64_t{1}, std::int64_t{1} << 40))
-      ->capture_default_str();
+  app.add_option("--budget", model.budget, "workgroup budget W")->check(cli::integer_in(1, cli::kMaxBudget));
   app.add_option("--max-partitions", model.max_partitions, "max partitions per request P")
-      ->check(CLI::Range(std::int64_t{1}, std::int64_t{1} << 40))
-      ->capture_default_str();
-  app.add_flag("--json", as_json, "print JSON instead of a table");
-  if (const int rc = pav::cli::parse(app, args); rc >= 0) return rc;
+      ->check(cli::integer_in(1, cli::kMaxCu));
+  output.add_options(app);
+  if (const int rc = cli::parse(app, args); rc >= 0) return rc;
+  output.check_writable();
 
   st::TraceSummary t;
   try {
     t = st::summarize_trace(st::read_trace(file), model);
   } catch (const st::InputError& e) {
-    throw pav::cli::BadInput(e.what());
+    throw cli::BadInput(e.what());
   }
-  if (as_json) {
-    json hist = json::array();
-    for (const auto& [batch, steps] : t.batch_histogram) hist.push_back({{"batch", batch}, {"steps", steps}});
-    json j{{"file", file},
-           {"budget", model.budget},
-           {"max_partitions", model.max_partitions},
-           {"steps", t.steps},
-           {"ratio", spread_json(t.ratio)},
-           {"ratio_above_4", t.ratio_above_4},
-           {"frac_ratio_above_4", t.frac_ratio_above_4},
-           {"headroom", spread_json(t.headroom)},
-           {"headroom_above_1", t.headroom_above_1},
-           {"batch_histogram", hist}};
-    fmt::print("{}\n", j.dump(2));
-    return pav::cli::kExitOk;
-  }
+  json hist = json::array();
+  for (const auto& [batch, steps] : t.batch_histogram) hist.push_back({{"batch", batch}, {"steps", steps}});
+  json j = cli::report_header("trace-stats");
+  j["file"] = file;
+  j["budget"] = model.budget;
+  j["max_partitions"] = model.max_partitions;
+  j["steps"] = t.steps;
+  j["ratio"] = spread_json(t.ratio);
+  j["ratio_above_4"] = t.ratio_above_4;
+  j["frac_ratio_above_4"] = t.frac_ratio_above_4;
+  j["headroom"] = spread_json(t.headroom);
+  j["headroom_above_1"] = t.headroom_above_1;
+  j["batch_histogram"] = hist;
+  if (!output.text()) return output.finish(j, cli::kExitOk, "trace-stats");
   fmt::print("trace-stats: {}, {} steps; planner model W = {} workgroups, P = {} partitions\n\n", file, t.steps,
              model.budget, model.max_partitions);
   print_spread("max/min", t.ratio);
@@ -82,7 +80,7 @@ int run_trace_stats(std::vector<std::string> args) {
   for (const auto& [batch, steps] : t.batch_histogram) {
     fmt::print("  {:>6}  {:>6}  {:.1f}%\n", batch, steps, 100.0 * static_cast<double>(steps) / static_cast<double>(t.steps));
   }
-  return pav::cli::kExitOk;
+  return output.finish(j, cli::kExitOk, "trace-stats");
 }
 
 }  // namespace

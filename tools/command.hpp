@@ -1,11 +1,17 @@
 #pragma once
 // The pav command line: each command lives in its own tools/cmd_*.cpp and
 // registers itself with PAV_COMMAND, so adding a command touches no other file.
+// What every command shares lives here: the exit codes, the errors that map to
+// them, option parsing with help that shows defaults, and the --json /
+// --json-out output convention.
 #include <CLI/CLI.hpp>
 
 #include <functional>
+#include <stdexcept>
 #include <string>
 #include <vector>
+
+#include <nlohmann/json.hpp>
 
 namespace pav::cli {
 
@@ -30,20 +36,53 @@ struct Registrar {
 };
 
 // Parses args (the words after the command name) into app. Returns -1 when the
-// command should go on, else the exit code to return: 0 for --help, 2 for a
-// parse error (the message names the option at fault).
+// command should go on, else the exit code to return: 0 for --help (the help,
+// with every option's default, on stdout), 2 for a parse error (the message
+// names the option at fault and goes to stderr with a pointer to --help).
 int parse(CLI::App& app, const std::vector<std::string>& args);
 
 // Thrown by a command for bad input (malformed file, missing field, bad value):
-// main prints "pav <cmd>: <what>" and exits 2.
+// the dispatcher prints "pav <cmd>: <what>" and exits 2.
 struct BadInput : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
-// Thrown by a command that could not run (no device, a tool or folder it needs
-// is missing): main prints "pav <cmd>: <what>" and exits 3.
+// Thrown when the command cannot run here (no device, a missing tool, a file it
+// cannot write): the dispatcher prints "pav <cmd>: <what>" and exits 3. A
+// pav::IoError maps to 3 the same way.
 struct CannotRun : std::runtime_error {
   using std::runtime_error::runtime_error;
+};
+
+// Runs the command line: `pav CMD ARGS`, `pav help [CMD]`, `pav --version`.
+// Every exception becomes its exit code here (never 1, which means a defect).
+int run_main(int argc, char** argv);
+
+// "pav <version> (commit <source commit>)".
+std::string version_line();
+
+// The fields every JSON report starts with: the command, pav's version and the
+// source commit it was built from.
+nlohmann::ordered_json report_header(const std::string& command);
+
+// --json (machine output on stdout instead of the tables) and --json-out FILE
+// (the same JSON written to FILE, durably, whatever goes to stdout).
+struct ReportOutput {
+  bool json = false;
+  std::string json_out;
+
+  void add_options(CLI::App& app);
+  // Checks at start-up that --json-out can be written (CannotRun otherwise), so
+  // a long run does not end in a failed write.
+  void check_writable() const;
+  // Prints `report` on stdout when --json; writes it to --json-out when given
+  // (a failed write throws pav::IoError).
+  void emit(const nlohmann::ordered_json& report) const;
+  // emit(), then the exit code: `rc`, except that a failed write is reported on
+  // stderr and turns 0 into 3 (a defect found stays 1: it is the verdict).
+  int finish(const nlohmann::ordered_json& report, int rc, const std::string& command) const;
+  // True when the human-readable text should go to stdout (no --json).
+  bool text() const { return !json; }
 };
 
 }  // namespace pav::cli

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "adapters/kernel.hpp"
+#include "properties/kernel_gen.hpp"
 #include "tools/command.hpp"
 
 namespace pav::cli {
@@ -35,14 +36,20 @@ inline void add_kernel_options(CLI::App& app, KernelOptions& o, bool many = fals
 }
 
 // Opens one kernel; a bad --kernel is BadInput (exit 2), a kernel that cannot
-// run here is CannotRun (exit 3).
-inline std::unique_ptr<adapters::KernelUnderTest> open_kernel(const std::string& spec, const KernelOptions& o) {
+// run here is CannotRun (exit 3). for_cases: pav will generate cases for it, so
+// a description it cannot generate for is BadInput too.
+inline std::unique_ptr<adapters::KernelUnderTest> open_kernel(const std::string& spec, const KernelOptions& o,
+                                                              bool for_cases = true) {
   adapters::OpenOptions opt;
   opt.isolate = o.isolate;
   opt.timeout_seconds = o.timeout;
   opt.exchange_dir = o.exchange_dir;
   try {
-    return adapters::open_kernel(spec, opt);
+    std::unique_ptr<adapters::KernelUnderTest> k = adapters::open_kernel(spec, opt);
+    if (for_cases)
+      if (auto why = props::generation_problem(k->description()))
+        throw BadInput("--kernel " + spec + ": pav cannot generate calls for this kernel: " + *why);
+    return k;
   } catch (const adapters::KernelSpecError& e) {
     throw BadInput(e.what());
   } catch (const adapters::KernelUnavailable& e) {

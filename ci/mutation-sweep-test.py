@@ -1,0 +1,111 @@
+#!/usr/bin/python3
+"""Tests of ci/mutation-sweep's mutant generator (the part a wrong heuristic
+would silently bias): what it mutates, what it must leave alone, stable ids."""
+import importlib.machinery
+import importlib.util
+import sys
+import unittest
+from pathlib import Path
+
+_path = Path(__file__).resolve().parent / "mutation-sweep"
+_loader = importlib.machinery.SourceFileLoader("mutation_sweep", str(_path))
+_spec = importlib.util.spec_from_loader("mutation_sweep", _loader)
+sweep = importlib.util.module_from_spec(_spec)
+sys.modules["mutation_sweep"] = sweep
+_loader.exec_module(sweep)
+
+
+def mutants(src, op=None):
+    return [m for m in sweep.generate("x.cpp", src) if op is None or m.op == op]
+
+
+def applied(src, op=None):
+    return [sweep.apply(src, m) for m in mutants(src, op)]
+
+
+class Generator(unittest.TestCase):
+    def test_relational_boundaries_both_ways(self):
+        src = "bool f(int a, int b) { return a < b || a >= b; }\n"
+        got = applied(src, "relational")
+        self.assertIn("bool f(int a, int b) { return a <= b || a >= b; }\n", got)
+        self.assertIn("bool f(int a, int b) { return a < b || a > b; }\n", got)
+        self.assertEqual(len(got), 2)
+
+    def test_template_brackets_are_not_relational(self):
+        src = ("std::vector<int32_t> v; auto p = x.as<const int32_t>(); "
+               "std::map<std::string, std::vector<int>> m; int k = std::min<int64_t>(a, b);\n")
+        self.assertEqual(applied(src, "relational"), [])
+
+    def test_comments_strings_and_preprocessor_are_left_alone(self):
+        src = ('#include <vector>\n#define N 3\n// a < b + 1\n/* x == y */\n'
+               'const char* s = "a < b + 1 == 2"; char c = \'-\';\n')
+        self.assertEqual(mutants(src), [])
+
+    def test_logging_and_assert_lines_are_left_alone(self):
+        src = ('void f(int a) {\n  std::cerr << a + 1 << "\\n";\n  assert(a < 3);\n'
+               '  fmt::print(stderr, "{}", a - 1);\n}\n')
+        self.assertEqual(mutants(src), [])
+
+    def test_error_message_wording_is_left_alone_but_its_condition_is_not(self):
+        src = 'void f(int v) {\n  if (v < 1) throw std::invalid_argument("v = " + std::to_string(v + 1));\n}\n'
+        lines = {m.op for m in mutants(src)}
+        self.assertIn("relational", lines)
+        self.assertIn("negate", lines)
+        self.assertNotIn("arithmetic", lines)
+        for m in mutants(src):
+            self.assertLess(m.start, src.index("throw") + len("throw"), m)
+
+    def test_unary_minus_is_not_arithmetic(self):
+        src = "int f(int a) { return -a + f(-1); }\n"
+        got = applied(src, "arithmetic")
+        self.assertEqual(got, ["int f(int a) { return -a - f(-1); }\n"])
+
+    def test_constants_off_by_one_but_not_enumerators_or_case_labels(self):
+        src = "enum class E { a = 1, b = 2 };\nint f(int x) { switch (x) { case 3: return 0; } return x + 0x10; }\n"
+        got = applied(src, "constant")
+        self.assertIn("enum class E { a = 1, b = 2 };\nint f(int x) { switch (x) { case 3: return 1; } return x + 0x10; }\n", got)
+        self.assertIn("enum class E { a = 1, b = 2 };\nint f(int x) { switch (x) { case 3: return 0; } return x + 0x11; }\n", got)
+        self.assertIn("enum class E { a = 1, b = 2 };\nint f(int x) { switch (x) { case 3: return 0; } return x + 0xf; }\n", got)
+        self.assertEqual(len(got), 3)   # 0 -> 1 only, 0x10 -> 0x11 and 0xf
+
+    def test_negated_conditions(self):
+        src = "void f(int a) { if (a == 1) g(); while (a) --a; if constexpr (true) g(); }\n"
+        got = applied(src, "negate")
+        self.assertIn("void f(int a) { if (!(a == 1)) g(); while (a) --a; if constexpr (true) g(); }\n", got)
+        self.assertIn("void f(int a) { if (a == 1) g(); while (!(a)) --a; if constexpr (true) g(); }\n", got)
+        self.assertEqual(len(got), 2)
+
+    def test_deleted_statements_are_expression_statements_only(self):
+        src = ("void f(std::vector<int>& v, int n) {\n  int k = 0;\n  std::vector<int> w(n);\n"
+               "  Plan p = make();\n  for (int i = 0; i < n; ++i) k += i;\n  v.push_back(k);\n"
+               "  if (n) return;\n  continue_here();\n}\n")
+        deleted = {src[m.start:m.end] for m in mutants(src, "delete")}
+        self.assertEqual(deleted, {"k += i;", "v.push_back(k);", "return;", "continue_here();"})
+
+    def test_swapped_arguments_skip_commutative_calls(self):
+        src = "int f(int a, int b) { return g(a, b) + std::min(a, b) + h(a, a); }\n"
+        got = applied(src, "swap-args")
+        self.assertEqual(got, ["int f(int a, int b) { return g(b, a) + std::min(a, b) + h(a, a); }\n"])
+
+    def test_logical_operators(self):
+        src = "bool f(bool a, bool b) { return a && b; }\n"
+        self.assertEqual(applied(src, "logical"), ["bool f(bool a, bool b) { return a || b; }\n"])
+
+    def test_ids_are_stable_when_lines_move_and_distinct_otherwise(self):
+        src = "int f(int a) { return a + 1; }\n"
+        moved = "// a new first line\n\n" + src
+        ids = sorted(m.id for m in sweep.generate("x.cpp", src))
+        self.assertEqual(ids, sorted(m.id for m in sweep.generate("x.cpp", moved)))
+        self.assertEqual(len(ids), len(set(ids)))
+        twice = src + src.replace("f(", "g(")
+        all_ids = [m.id for m in sweep.generate("x.cpp", twice)]
+        self.assertEqual(len(all_ids), len(set(all_ids)))
+
+    def test_glob_stays_in_its_folder(self):
+        self.assertTrue(sweep.glob_match("kernels/planner.cpp", "kernels/*.cpp"))
+        self.assertFalse(sweep.glob_match("kernels/hip/host.cpp", "kernels/*.cpp"))
+        self.assertTrue(sweep.glob_match("kernels/hip/host.cpp", "kernels/**.cpp"))
+
+
+if __name__ == "__main__":
+    unittest.main()

@@ -1,0 +1,610 @@
+// The pav command line as users and CI drive it: the real binary (PAV_BINARY),
+// run in a child process. One exit-code scheme over every command (0 pass, 1 a
+// defect found, 2 bad input or usage, 3 could not run), JSON on stdout with
+// --json, help with defaults, usage errors on stderr, options refused before
+// anything runs, and the faults a gate meets unattended: a full disk, a file
+// size limit, a folder that takes no files, SIGINT and SIGTERM mid-run.
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <regex>
+#include <sstream>
+#include <thread>
+
+#include "common/fault_testing.hpp"
+
+#ifndef PAV_BINARY
+#error "PAV_BINARY must name the pav executable (set by tools/CMakeLists.txt)"
+#endif
+
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+using Clock = std::chrono::steady_clock;
+
+struct Outcome {
+  int code = -1;      // exit status, -1 when killed by a signal
+  int signal = 0;     // the signal that ended it, if any
+  bool timed_out = false;
+  std::string out, err;
+  double seconds = 0;
+};
+
+struct Launch {
+  std::vector<std::string> args;
+  std::vector<std::string> env = {};  // extra NAME=VALUE entries (override)
+  rlim_t file_size_limit = RLIM_INFINITY;
+  double timeout_s = 300;
+  // Runs while pav does, with its pid and the files its stdout and stderr go to.
+  std::function<void(pid_t, const fs::path&, const fs::path&)> during = nullptr;
+};
+
+std::string slurp(const fs::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+// Splits on spaces; "" stands for an empty argument.
+std::vector<std::string> words(const std::string& text) {
+  std::vector<std::string> out;
+  std::istringstream in(text);
+  for (std::string w; in >> w;) out.push_back(w == "\"\"" ? std::string() : w);
+  return out;
+}
+
+class PavCli : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
+    dir_ = fs::temp_directory_path() / (std::string("pav-cli-") + info->name() + "-" + std::to_string(::getpid()));
+    fs::remove_all(dir_);
+    fs::create_directories(dir_);
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+
+  Outcome launch(const Launch& l) {
+    const fs::path out = dir_ / ".stdout", err = dir_ / ".stderr";
+    std::vector<std::string> env;
+    for (char** e = environ; *e; ++e) {
+      const std::string kv = *e;
+      bool overridden = false;
+      for (const auto& o : l.env) overridden = overridden || kv.substr(0, kv.find('=')) == o.substr(0, o.find('='));
+      if (!overridden) env.push_back(kv);
+    }
+    env.insert(env.end(), l.env.begin(), l.env.end());
+    std::vector<char*> argv{const_cast<char*>(PAV_BINARY)}, envp;
+    for (const auto& a : l.args) argv.push_back(const_cast<char*>(a.c_str()));
+    argv.push_back(nullptr);
+    for (const auto& e : env) envp.push_back(const_cast<char*>(e.c_str()));
+    envp.push_back(nullptr);
+
+    const auto t0 = Clock::now();
+    const pid_t pid = fork();
+    if (pid == 0) {
+      const int fo = ::open(out.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+      const int fe = ::open(err.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+      dup2(fo, 1);
+      dup2(fe, 2);
+      const int fi = ::open("/dev/null", O_RDONLY);
+      dup2(fi, 0);
+      if (l.file_size_limit != RLIM_INFINITY) {
+        rlimit lim{};
+        getrlimit(RLIMIT_FSIZE, &lim);
+        lim.rlim_cur = l.file_size_limit;
+        setrlimit(RLIMIT_FSIZE, &lim);
+      }
+      ::chdir(dir_.c_str());
+      execve(PAV_BINARY, argv.data(), envp.data());
+      _exit(127);
+    }
+    Outcome o;
+    if (l.during) l.during(pid, out, err);
+    int status = 0;
+    for (;;) {
+      const pid_t r = waitpid(pid, &status, WNOHANG);
+      if (r == pid) break;
+      if (std::chrono::duration<double>(Clock::now() - t0).count() > l.timeout_s) {
+        kill(pid, SIGKILL);
+        waitpid(pid, &status, 0);
+        o.timed_out = true;
+        break;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+    o.seconds = std::chrono::duration<double>(Clock::now() - t0).count();
+    if (WIFEXITED(status)) o.code = WEXITSTATUS(status);
+    if (WIFSIGNALED(status)) o.signal = WTERMSIG(status);
+    o.out = slurp(out);
+    o.err = slurp(err);
+    return o;
+  }
+
+  Outcome run(const std::string& args, std::vector<std::string> env = {}) {
+    return launch({expand_all(args), std::move(env)});
+  }
+
+  // {dir}: this test's scratch folder; {fix}: the repository's fixtures.
+  std::vector<std::string> expand_all(const std::string& args) {
+    std::vector<std::string> out;
+    for (std::string w : words(args)) {
+      for (const auto& [key, value] : {std::pair<std::string, std::string>{"{dir}", dir_.string()},
+                                       {"{fix}", std::string(PAV_SOURCE_DIR) + "/fixtures"}})
+        for (size_t at; (at = w.find(key)) != std::string::npos;) w.replace(at, key.size(), value);
+      out.push_back(w);
+    }
+    return out;
+  }
+
+  std::string write(const std::string& name, const std::string& text) {
+    const fs::path p = dir_ / name;
+    fs::create_directories(p.parent_path());
+    std::ofstream(p) << text;
+    return p.string();
+  }
+
+  std::vector<std::string> files_in(const fs::path& d) {
+    std::vector<std::string> out;
+    if (fs::exists(d))
+      for (const auto& e : fs::directory_iterator(d)) out.push_back(e.path().filename().string());
+    std::sort(out.begin(), out.end());
+    return out;
+  }
+
+  // Input files the table rows name.
+  void write_inputs() {
+    const std::string decode_case = std::string(PAV_SOURCE_DIR) +
+                                    "/fixtures/counterexamples/decode-causality-row-sees-next-token.json";
+    json c = json::parse(slurp(decode_case));
+    write("case.json", c.dump());
+    json bad_meta = c;
+    bad_meta["meta"] = {{"property", "gate-mirror"}, {"violate", "no_such_clause"}};
+    write("bad-meta.json", bad_meta.dump());
+    json number_property = c;
+    number_property["meta"] = {{"property", 7}};
+    write("number-property.json", number_property.dump());
+    write("bad.json", "{\"format\": \"pav-case/1\", \"lens\": [1, 2");
+    write("plain", "not a folder");
+    // Latencies of A; B is A slowed by exactly 10% (every sample, so every
+    // percentile and the bootstrap intervals move by 10%).
+    json a, b;
+    for (int i = 0; i < 300; ++i) {
+      const double x = 20.0 + double((i * 37) % 101) * 0.05;
+      a["latency_ms"].push_back(x);
+      b["latency_ms"].push_back(x * 1.1);
+    }
+    write("bench-a.json", a.dump());
+    write("bench-b10.json", b.dump());
+  }
+
+  fs::path dir_;
+};
+
+struct Row {
+  std::string args;
+  int code;
+  std::string fragment;  // in stdout for 0 and 1, in stderr for 2 and 3
+  std::vector<std::string> env = {};
+};
+
+constexpr const char* kLongLengths = "{long-lengths}";
+
+}  // namespace
+
+// Every command, every exit code it can give without a defect in the code under
+// test. (Exit 1 of verify, fuzz, replay and drift needs a defective kernel: the
+// mutants under ci/mutants drive those.)
+TEST_F(PavCli, ExitCodeTableOverEveryCommand) {
+  write_inputs();
+  std::string long_lengths, too_many;
+  for (int i = 0; i < 4096; ++i) long_lengths += (i ? "," : "") + std::string("2147483647");
+  too_many = long_lengths + ",1";
+#ifdef PAV_TEST_GPU_BUILD
+  const bool gpu_build = true;
+#else
+  const bool gpu_build = false;
+#endif
+  const std::vector<Row> rows = {
+      // The dispatcher.
+      {"", 2, "usage: pav"},
+      {"nosuch", 2, "unknown command 'nosuch'"},
+      {"help nosuch", 2, "unknown command 'nosuch'"},
+      {"--version", 0, "pav "},
+      {"help", 0, "exit codes: 0 pass, 1 a defect found, 2 bad input or usage, 3 could not run"},
+      // verify
+      {"verify --backend cpu --checks planner,decode --plan-cases 30 --decode-cases 1 --quiet --save {dir}/ce", 0,
+       "verdict: PASS"},
+      {"verify --plan-cases 0", 2, "--plan-cases"},
+      {"verify --decode-cases 100001", 2, "--decode-cases"},
+      {"verify --seed -1", 2, "--seed"},
+      {"verify --checks planner,nosuch", 2, "--checks: unknown check 'nosuch'"},
+      {"verify --nosuch", 2, "--nosuch"},
+      {"verify --json {dir}/old.json", 2, "old.json"},
+      {"verify --backend cpu --checks planner --save {dir}/plain/sub", 3, "--save"},
+      {"verify --backend cpu --checks planner --json-out {dir}/missing/r.json", 3, "--json-out"},
+      // fuzz
+      {"fuzz --property planner --cases 40 --seed 1 --quiet --save {dir}/ce", 0, "pav fuzz: PASS"},
+      {"fuzz --list", 0, "gate-mirror"},
+      {"fuzz --backend cpu --replay {dir}/case.json", 0, "PASS"},
+      {"fuzz --minutes nan", 2, "--minutes"},
+      {"fuzz --minutes inf", 2, "--minutes"},
+      {"fuzz --minutes 0", 2, "--minutes"},
+      {"fuzz --minutes \"\"", 2, "--minutes"},
+      {"fuzz --cases 1 --minutes 10081", 2, "--minutes"},
+      {"fuzz --cases 1 --shrink-minutes nan", 2, "--shrink-minutes"},
+      {"fuzz --cases 1 --shrink-tries -1", 2, "--shrink-tries"},
+      {"fuzz --cases 1 --seed -1", 2, "--seed"},
+      {"fuzz --cases 1 --seed 18446744073709551616", 2, "--seed"},
+      {"fuzz --cases 0", 2, "--cases"},
+      {"fuzz --cases 1 --jobs 0", 2, "--jobs"},
+      {"fuzz --shard 2/2 --cases 1", 2, "--shard"},
+      {"fuzz --property nosuch --cases 1", 2, "--property: unknown property 'nosuch'"},
+      {"fuzz --replay {dir}/missing.json", 2, "--replay"},
+      {"fuzz --backend cpu --replay {dir}/bad.json", 2, "bad.json"},
+      {"fuzz --backend cpu --replay {dir}/bad-meta.json", 2, "no_such_clause"},
+      {"fuzz --property planner --cases 1 --save {dir}/plain/sub", 3, "--save"},
+      // replay
+      {"replay --backend cpu {dir}/case.json", 0, "verdict   PASS"},
+      {"replay {dir}/missing.json", 2, "missing.json"},
+      {"replay --backend cpu {dir}/bad.json", 2, "bad.json"},
+      {"replay --backend cpu {dir}/bad-meta.json", 2, "no_such_clause"},
+      {"replay --backend cpu {dir}/number-property.json", 2, "meta.property"},
+      {"replay --backend cpu {dir}/case.json --json-out /dev/full", 3, "No space left"},
+      // gate
+      {"gate --clauses", 0, "head_dim"},
+      {"gate {dir}/case.json", 0, "route:"},
+      {"gate", 2, "CASE.json"},
+      {"gate --planned-decode 2 {dir}/case.json", 2, "--planned-decode"},
+      {"gate {dir}/bad.json", 2, "bad.json"},
+      {"gate --clauses --json-out /dev/full", 3, "No space left"},
+      // drift
+      {"drift --list", 0, "cell 0"},
+      {"drift --json {dir}/r.json", 2, "--json-out"},
+      {"drift --json={dir}/r.json", 2, "--json-out"},
+      {"drift --list --cells nosuch", 2, "--cells: no cell 'nosuch'"},
+      {"drift --list --cells 0,,1", 2, "--cells"},
+      {"drift --seeds 1", 2, "--seeds"},
+      {"drift --max-context 0", 2, "--max-context"},
+      {"drift --sweep {dir}/missing.json", 2, "missing.json"},
+      {"drift --backend cpu --plot {dir}/p.png", 3, "gnuplot", {"PATH=/nonexistent"}},
+      {"drift --list --json-out /dev/full", 3, "No space left"},
+      // plan
+      {"plan --lengths 5,0,9000 --kv-heads 1 --cu 8", 0, "capacity 16"},
+      {"plan --lengths {long-lengths} --kv-heads 1024 --cu 4096 --budget 1048576", 0, "capacity"},
+      {"plan --lengths 5 --kv-heads 9223372036854775808 --cu 8", 2, "--kv-heads"},
+      {"plan --lengths 5 --kv-heads 0 --cu 8", 2, "--kv-heads"},
+      {"plan --lengths 5 --kv-heads 1025 --cu 8", 2, "--kv-heads"},
+      {"plan --lengths 5 --kv-heads 1 --cu 0", 2, "--cu"},
+      {"plan --lengths 5 --kv-heads 1 --cu 4097", 2, "--cu"},
+      {"plan --lengths 5 --kv-heads 1 --cu 200000000", 2, "--cu"},
+      {"plan --lengths 5 --kv-heads 1 --cu 8 --budget \"\"", 2, "--budget"},
+      {"plan --lengths 5 --kv-heads 1 --cu 8 --budget 1048577", 2, "--budget"},
+      {"plan --lengths 5 --kv-heads 1 --cu 8 --max-partitions 9", 2, "--max-partitions 9 exceeds --cu 8"},
+      {"plan --lengths 1,,2 --kv-heads 1 --cu 8", 2, "--lengths: item 2"},
+      {"plan --lengths -1 --kv-heads 1 --cu 8", 2, "--lengths"},
+      {"plan --lengths 2147483648 --kv-heads 1 --cu 8", 2, "--lengths"},
+      {"plan --lengths {too-many} --kv-heads 1 --cu 8", 2, "--lengths: 4097 items"},
+      {"plan --lengths 5 --kv-heads 1 --cu 8 --policy nosuch", 2, "--policy"},
+      {"plan --lengths 5 --kv-heads 1 --cu 8 --json-out /dev/full", 3, "No space left"},
+      // mcnemar: B worse with one-sided exact p = 1/1024 (10 vs 0) and 11/1024 (9 vs 1)
+      {"mcnemar --counts 5,5", 0, "McNemar"},
+      {"mcnemar --counts 10,0 --fail-if-worse 0.001", 1, "gate: B is significantly worse"},
+      {"mcnemar --counts 10,0 --fail-if-worse 0.0009", 0, "gate: B is not significantly worse"},
+      {"mcnemar --counts 9,1 --fail-if-worse 0.011", 1, "FAIL"},
+      {"mcnemar --counts 9,1 --fail-if-worse 0.0107", 0, "pass"},
+      {"mcnemar --counts 0,10 --fail-if-worse 0.5", 0, "pass"},
+      {"mcnemar --counts 5,5 --fail-if-worse 0.5", 0, "pass"},
+      {"mcnemar --counts 1", 2, "--counts"},
+      {"mcnemar --counts \"\"", 2, "--counts"},
+      {"mcnemar --counts 9223372036854775807,1", 2, "--counts"},
+      {"mcnemar --counts 5,5 --fail-if-worse nan", 2, "--fail-if-worse"},
+      {"mcnemar --counts 5,5 --fail-if-worse 1.5", 2, "--fail-if-worse"},
+      {"mcnemar --counts 5,5 --confidence 1", 2, "--confidence"},
+      {"mcnemar --counts 5,5 --json-out /dev/full", 3, "No space left"},
+      // bench-compare: B is A slowed by 10% (interactivity -9.1%)
+      {"bench-compare {fix}/stats/bench-a.json {fix}/stats/bench-b.json", 0, "p50 latency"},
+      {"bench-compare {dir}/bench-a.json {dir}/bench-b10.json --max-regression 9.9", 1, "gate: FAIL"},
+      {"bench-compare {dir}/bench-a.json {dir}/bench-b10.json --max-regression 10.1", 0, "gate: pass"},
+      {"bench-compare {dir}/bench-a.json {dir}/bench-a.json --max-regression 0", 0, "gate: pass"},
+      {"bench-compare {dir}/bench-b10.json {dir}/bench-a.json --max-regression 0", 0, "gate: pass"},
+      {"bench-compare {dir}/bench-a.json {dir}/bench-b10.json --max-regression -1", 2, "--max-regression"},
+      {"bench-compare {dir}/bench-a.json {dir}/bench-b10.json --max-regression nan", 2, "--max-regression"},
+      {"bench-compare {dir}/bench-a.json {dir}/bench-b10.json --max-count-diff nan", 2, "--max-count-diff"},
+      {"bench-compare {dir}/bench-a.json {dir}/bench-b10.json --resamples 0", 2, "--resamples"},
+      {"bench-compare {dir}/bench-a.json {dir}/missing.json", 2, "missing.json"},
+      {"bench-compare {dir}/bench-a.json {dir}/bench-a.json --json-out /dev/full", 3, "No space left"},
+      // trace-stats
+      {"trace-stats {fix}/stats/trace-small.jsonl", 0, "steps"},
+      {"trace-stats {dir}/missing.jsonl", 2, "missing.jsonl"},
+      {"trace-stats {fix}/stats/trace-small.jsonl --budget 0", 2, "--budget"},
+      {"trace-stats {fix}/stats/trace-small.jsonl --budget \"\"", 2, "--budget"},
+      {"trace-stats {fix}/stats/trace-small.jsonl --json-out /dev/full", 3, "No space left"},
+  };
+  std::vector<Row> all = rows;
+  if (!gpu_build)
+    for (const char* cmd : {"verify --checks planner", "fuzz --cases 1", "replay {dir}/case.json", "drift --cells 0"})
+      all.push_back({std::string(cmd) + " --backend gpu", 3, "--backend gpu"});
+  for (const Row& row : all) {
+    std::vector<std::string> args;
+    for (std::string w : expand_all(row.args)) {
+      if (w == kLongLengths) w = long_lengths;
+      if (w == "{too-many}") w = too_many;
+      args.push_back(w);
+    }
+    Launch l{args, row.env};
+    l.timeout_s = 60;  // a row that should be refused must not become a long run
+    const Outcome o = launch(l);
+    const std::string shown = row.args.size() > 120 ? row.args.substr(0, 120) + "..." : row.args;
+    EXPECT_EQ(o.code, row.code) << "pav " << shown << "\nstdout: " << o.out.substr(0, 2000)
+                                << "\nstderr: " << o.err.substr(0, 2000);
+    const std::string& where = row.code >= 2 ? o.err : o.out;
+    EXPECT_NE(where.find(row.fragment), std::string::npos)
+        << "pav " << shown << ": want '" << row.fragment << "' in " << (row.code >= 2 ? "stderr" : "stdout")
+        << ":\n" << where.substr(0, 2000);
+    if (row.code == 2) {
+      // Refused before anything runs or allocates: a process start, no more.
+      EXPECT_LT(o.seconds, 2.0) << "pav " << shown;
+      EXPECT_EQ(o.err.find("internal error"), std::string::npos) << o.err;
+    }
+    EXPECT_EQ(o.signal, 0) << "pav " << shown << " died of signal " << o.signal;
+  }
+  EXPECT_TRUE(files_in(dir_ / "ce").empty()) << "nothing failed, so nothing may be saved";
+  EXPECT_FALSE(fs::exists(dir_ / "r.json")) << "the old --json FILE form must not write";
+}
+
+// --json: one JSON document on stdout, naming the command, pav's version and
+// the source commit; the log, if any, on stderr.
+TEST_F(PavCli, JsonOnStdoutForEveryCommand) {
+  write_inputs();
+  const Outcome v = run("--version");
+  std::smatch m;
+  ASSERT_TRUE(std::regex_match(v.out, m, std::regex(R"(pav (\d+\.\d+\.\d+) \(commit ([0-9a-f]{12}(-dirty)?|unknown)\)\n)")))
+      << v.out;
+  const std::string version = m[1], commit = m[2];
+  const std::vector<std::pair<std::string, std::string>> runs = {
+      {"verify", "verify --backend cpu --checks planner --plan-cases 20 --quiet --save {dir}/ce --json"},
+      {"fuzz", "fuzz --property planner --cases 20 --seed 3 --quiet --save {dir}/ce --json"},
+      {"fuzz", "fuzz --list --json"},
+      {"fuzz", "fuzz --backend cpu --replay {dir}/case.json --json"},
+      {"replay", "replay --backend cpu {dir}/case.json --json"},
+      {"gate", "gate --clauses --json"},
+      {"gate", "gate {dir}/case.json --json"},
+      {"drift", "drift --list --json"},
+      {"plan", "plan --lengths 5,0,9000 --kv-heads 2 --cu 8 --json"},
+      {"mcnemar", "mcnemar --counts 10,0 --fail-if-worse 0.01 --json"},
+      {"bench-compare", "bench-compare {dir}/bench-a.json {dir}/bench-b10.json --max-regression 5 --json"},
+      {"trace-stats", "trace-stats {fix}/stats/trace-small.jsonl --json"},
+  };
+  for (const auto& [command, args] : runs) {
+    const Outcome o = run(args);
+    EXPECT_LE(o.code, 1) << args << "\n" << o.err;
+    json j;
+    try {
+      j = json::parse(o.out);
+    } catch (const std::exception& e) {
+      ADD_FAILURE() << args << ": stdout is not one JSON document: " << e.what() << "\n" << o.out.substr(0, 500);
+      continue;
+    }
+    EXPECT_EQ(j.value("command", ""), command) << args;
+    EXPECT_EQ(j.value("pav_version", ""), version) << args;
+    EXPECT_EQ(j.value("source_commit", ""), commit) << args;
+  }
+  // The gates' verdicts are in the JSON too.
+  const json mc = json::parse(run("mcnemar --counts 10,0 --fail-if-worse 0.01 --json").out);
+  EXPECT_EQ(mc["gate"]["b_worse"], true);
+  EXPECT_DOUBLE_EQ(mc["gate"]["p_b_worse"].get<double>(), 1.0 / 1024);
+  const json bc = json::parse(run("bench-compare {dir}/bench-a.json {dir}/bench-b10.json --max-regression 5 --json").out);
+  EXPECT_EQ(bc["gate"]["regressed"], true);
+}
+
+// --json-out FILE writes the report --json prints, and the text still goes to stdout.
+TEST_F(PavCli, JsonOutWritesTheSameReportBesideTheText) {
+  const Outcome j = run("plan --lengths 5,0,9000 --kv-heads 2 --cu 8 --json");
+  const Outcome t = run("plan --lengths 5,0,9000 --kv-heads 2 --cu 8 --json-out {dir}/plan.json");
+  ASSERT_EQ(t.code, 0) << t.err;
+  EXPECT_NE(t.out.find("capacity"), std::string::npos);
+  EXPECT_EQ(slurp(dir_ / "plan.json"), j.out);
+  EXPECT_EQ(files_in(dir_), (std::vector<std::string>{".stderr", ".stdout", "plan.json"})) << "no temporary file left";
+}
+
+TEST_F(PavCli, HelpShowsEveryCommandsOptionsWithDefaults) {
+  for (const std::string cmd :
+       {"verify", "fuzz", "replay", "gate", "drift", "plan", "mcnemar", "bench-compare", "trace-stats"}) {
+    const Outcome h = run("help " + cmd);
+    const Outcome dash = run(cmd + " --help");
+    EXPECT_EQ(h.code, 0) << cmd;
+    EXPECT_EQ(h.out, dash.out) << cmd << ": pav help CMD and pav CMD --help differ";
+    EXPECT_TRUE(h.err.empty()) << h.err;
+    EXPECT_NE(h.out.find("--json-out"), std::string::npos) << cmd << " lacks --json-out";
+    EXPECT_NE(h.out.find("--json "), std::string::npos) << cmd << " lacks --json";
+  }
+  const std::string verify = run("help verify").out;
+  EXPECT_TRUE(std::regex_search(verify, std::regex(R"(--decode-cases INT:in 1\.\.100000=64)"))) << verify;
+  EXPECT_TRUE(std::regex_search(verify, std::regex(R"(--seed [^\n]*=20261129)"))) << verify;
+  const std::string fuzz = run("help fuzz").out;
+  EXPECT_TRUE(std::regex_search(fuzz, std::regex(R"(--seed [^\n]*=random)"))) << fuzz;
+  EXPECT_TRUE(std::regex_search(fuzz, std::regex(R"(--save [^\n]*=counterexamples)"))) << fuzz;
+}
+
+TEST_F(PavCli, UsageErrorsGoToStderrWithNothingOnStdout) {
+  for (const std::string args : {"", "nosuch", "verify --nosuch", "fuzz --cases x", "plan --lengths 1"}) {
+    const Outcome o = run(args);
+    EXPECT_EQ(o.code, 2) << args;
+    EXPECT_TRUE(o.out.empty()) << args << ": " << o.out;
+    EXPECT_FALSE(o.err.empty()) << args;
+  }
+  const Outcome o = run("fuzz --cases x");
+  EXPECT_NE(o.err.find("--cases"), std::string::npos) << o.err;
+  EXPECT_NE(o.err.find("pav fuzz --help"), std::string::npos) << o.err;
+}
+
+// Without a terminal, progress comes as plain lines: no carriage returns or
+// escape sequences in a CI log.
+TEST_F(PavCli, ProgressInALogIsPlainLines) {
+  const Outcome o = run("fuzz --property planner --cases 300 --seed 2 --save {dir}/ce");
+  ASSERT_EQ(o.code, 0) << o.err;
+  EXPECT_NE(o.err.find("[pav fuzz] planner:"), std::string::npos) << o.err;
+  EXPECT_EQ(o.err.find('\r'), std::string::npos);
+  EXPECT_EQ(o.err.find('\033'), std::string::npos);
+}
+
+// ---- faults ---------------------------------------------------------------------
+
+// A full disk under --json-out: exit 3 naming the file and the reason, the
+// summary still printed, and neither a partial file nor a temporary one left.
+TEST_F(PavCli, AFullDiskFailsTheWriteHonestly) {
+  pav::testing::FullTmpfs full(dir_ / "full");
+  std::string lengths;
+  for (int i = 0; i < 500; ++i) lengths += (i ? "," : "") + std::to_string(1000 + i);
+  Outcome o;
+  fs::path target;
+  if (full.mounted()) {
+    target = full.dir() / "plan.json";
+    o = launch({{"plan", "--lengths", lengths, "--kv-heads", "1", "--cu", "8", "--json-out", target.string()}});
+  } else {
+    // No mount here: a file size limit fails the same write (EFBIG).
+    target = dir_ / "plan.json";
+    Launch l{{"plan", "--lengths", lengths, "--kv-heads", "1", "--cu", "8", "--json-out", target.string()}};
+    l.file_size_limit = 4096;
+    o = launch(l);
+  }
+  EXPECT_EQ(o.code, 3) << o.err;
+  EXPECT_NE(o.err.find("cannot write " + target.string()), std::string::npos) << o.err;
+  EXPECT_NE(o.err.find(full.mounted() ? "No space left" : "File too large"), std::string::npos) << o.err;
+  EXPECT_NE(o.out.find("active tasks"), std::string::npos) << "the summary must still print";
+  EXPECT_FALSE(fs::exists(target));
+  for (const auto& f : files_in(target.parent_path()))
+    EXPECT_TRUE(f.rfind("filler", 0) == 0 || f.rfind(".std", 0) == 0) << "left behind: " << f;
+}
+
+// A file size limit (ulimit -f) on the child: the write fails, pav says so.
+TEST_F(PavCli, AFileSizeLimitFailsTheWriteHonestly) {
+  std::string lengths;
+  for (int i = 0; i < 500; ++i) lengths += (i ? "," : "") + std::to_string(1000 + i);
+  const fs::path target = dir_ / "out" / "plan.json";
+  fs::create_directories(target.parent_path());
+  Launch l{{"plan", "--lengths", lengths, "--kv-heads", "1", "--cu", "8", "--json-out", target.string()}};
+  l.file_size_limit = 4096;
+  const Outcome o = launch(l);
+  EXPECT_EQ(o.code, 3) << o.err;
+  EXPECT_EQ(o.signal, 0) << "killed by SIGXFSZ instead of reporting the failed write";
+  EXPECT_NE(o.err.find("File too large"), std::string::npos) << o.err;
+  EXPECT_TRUE(files_in(target.parent_path()).empty()) << "a partial file was left";
+}
+
+// A --save or --json-out folder that takes no files is refused at start-up, in
+// well under a second, before a single case runs.
+TEST_F(PavCli, AnUnwritableFolderIsRefusedAtStartUp) {
+  pav::testing::UnwritableDir ro(dir_ / "ro");
+  const std::string d = ro.path().string();
+  for (const std::string& args :
+       {"fuzz --property decode --minutes 5 --save " + d, "verify --backend cpu --save " + d,
+        "verify --backend cpu --checks planner --save " + d + "/sub",
+        "fuzz --property planner --cases 10 --json-out " + d + "/r.json"}) {
+    Launch l{expand_all(args)};
+    l.timeout_s = 20;
+    const Outcome o = launch(l);
+    EXPECT_EQ(o.code, 3) << args << " (" << ro.how() << ")\n" << o.err;
+    EXPECT_NE(o.err.find(args.find("--json-out") != std::string::npos ? "--json-out" : "--save"), std::string::npos)
+        << o.err;
+    EXPECT_NE(o.err.find("cannot create files in " + d), std::string::npos) << o.err;
+    EXPECT_EQ(o.out.find("cases in"), std::string::npos) << "a case ran before the refusal:\n" << o.out;
+    EXPECT_LT(o.seconds, 2.0) << args;
+  }
+}
+
+namespace {
+
+// Waits until `file` contains `text` (or the timeout), then some more.
+void wait_for(const fs::path& file, const std::string& text, double then_s, double timeout_s = 15) {
+  const auto t0 = Clock::now();
+  while (slurp(file).find(text) == std::string::npos &&
+         std::chrono::duration<double>(Clock::now() - t0).count() < timeout_s)
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  std::this_thread::sleep_for(std::chrono::duration<double>(then_s));
+}
+
+}  // namespace
+
+// SIGINT and SIGTERM mid-run: pav fuzz stops within a case, prints the summary
+// of what ran, writes its report whole, leaves no partial file, and exits 3
+// (the budget was not spent: not a pass).
+TEST_F(PavCli, FuzzStopsCleanlyOnSigintAndSigterm) {
+  for (const int sig : {SIGINT, SIGTERM}) {
+    const fs::path save = dir_ / ("ce-" + std::to_string(sig));
+    const fs::path report = dir_ / ("report-" + std::to_string(sig) + ".json");
+    Launch l{{"fuzz", "--property", "planner,decode", "--minutes", "30", "--seed", "11", "--save", save.string(),
+              "--json-out", report.string()}};
+    l.timeout_s = 20;
+    double sent_at = 0;
+    l.during = [&](pid_t pid, const fs::path& out, const fs::path&) {
+      wait_for(out, "job 0: seeds", 1.0);
+      sent_at = std::chrono::duration<double>(Clock::now().time_since_epoch()).count();
+      kill(pid, sig);
+    };
+    const Outcome o = launch(l);
+    const double stop_s = std::chrono::duration<double>(Clock::now().time_since_epoch()).count() - sent_at;
+    const std::string name = sig == SIGINT ? "SIGINT" : "SIGTERM";
+    EXPECT_FALSE(o.timed_out) << name;
+    EXPECT_EQ(o.signal, 0) << name << ": pav died of the signal instead of stopping";
+    EXPECT_EQ(o.code, 3) << name << "\n" << o.out << o.err;
+    EXPECT_LT(stop_s, 5.0) << name << ": took too long to stop";
+    EXPECT_NE(o.out.find("stopped by " + name + " after"), std::string::npos) << o.out;
+    EXPECT_NE(o.out.find("planner: "), std::string::npos) << "the summary of what ran:\n" << o.out;
+    json j;
+    ASSERT_NO_THROW(j = json::parse(slurp(report))) << name << ": the report is not whole";
+    EXPECT_EQ(j["interrupted"], true);
+    EXPECT_EQ(j["signal"], name);
+    EXPECT_EQ(j["passed"], false);
+    ASSERT_GE(j["runs"].size(), 1u);
+    EXPECT_GT(j["runs"][0]["cases"].get<int64_t>(), 0);
+    for (const auto& f : files_in(dir_)) EXPECT_EQ(f.find(".tmp-"), std::string::npos) << "left behind: " << f;
+    EXPECT_TRUE(files_in(save).empty()) << "nothing failed, nothing may be saved";
+  }
+}
+
+TEST_F(PavCli, VerifyStopsCleanlyOnSigint) {
+  Launch l{{"verify", "--backend", "cpu", "--checks", "planner,decode", "--plan-cases", "1000000", "--save",
+            (dir_ / "ce").string()}};
+  l.timeout_s = 20;
+  l.during = [](pid_t pid, const fs::path& out, const fs::path&) {
+    wait_for(out, "job 0: seeds", 1.0);
+    kill(pid, SIGINT);
+  };
+  const Outcome o = launch(l);
+  EXPECT_EQ(o.signal, 0);
+  EXPECT_EQ(o.code, 3) << o.out << o.err;
+  EXPECT_NE(o.out.find("verdict: STOPPED"), std::string::npos) << o.out;
+  EXPECT_NE(o.out.find("stopped by SIGINT"), std::string::npos) << o.out;
+  EXPECT_TRUE(std::regex_search(o.out, std::regex(R"(planner\s+\d+\s+stopped)"))) << o.out;
+  EXPECT_EQ(o.out.find("\ndecode "), std::string::npos) << "the decode check must not start after the stop";
+}
+
+TEST_F(PavCli, DriftStopsCleanlyOnSigint) {
+  const fs::path report = dir_ / "drift.json";
+  Launch l{{"drift", "--backend", "cpu", "--json-out", report.string()}};
+  l.timeout_s = 20;
+  l.during = [](pid_t pid, const fs::path& out, const fs::path&) {
+    wait_for(out, "pav drift: sweep", 1.0);
+    kill(pid, SIGINT);
+  };
+  const Outcome o = launch(l);
+  EXPECT_FALSE(o.timed_out) << "drift did not stop";
+  EXPECT_EQ(o.signal, 0);
+  EXPECT_EQ(o.code, 3) << o.err;
+  EXPECT_NE(o.err.find("stopped by SIGINT"), std::string::npos) << o.err;
+  EXPECT_FALSE(fs::exists(report)) << "no report of a sweep that did not end";
+  for (const auto& f : files_in(dir_)) EXPECT_EQ(f.find(".tmp-"), std::string::npos) << "left behind: " << f;
+}

@@ -1,0 +1,42 @@
+#include "tools/stop.hpp"
+
+#include <signal.h>
+
+#include <atomic>
+
+namespace pav::cli {
+
+namespace {
+
+std::atomic<int> g_signal{0};  // lock-free: safe to store from a handler
+static_assert(std::atomic<int>::is_always_lock_free);
+
+extern "C" void on_stop_signal(int sig) { g_signal.store(sig); }
+
+}  // namespace
+
+void install_stop_handlers() {
+  static const bool installed = [] {
+    struct sigaction sa {};
+    sa.sa_handler = on_stop_signal;
+    sigemptyset(&sa.sa_mask);
+    // SA_RESETHAND: the second signal gets the default action (ends the process).
+    sa.sa_flags = SA_RESETHAND;
+    sigaction(SIGINT, &sa, nullptr);
+    sigaction(SIGTERM, &sa, nullptr);
+    return true;
+  }();
+  (void)installed;
+}
+
+bool stop_requested() { return g_signal.load() != 0; }
+
+const char* stop_signal_name() {
+  switch (g_signal.load()) {
+    case SIGINT: return "SIGINT";
+    case SIGTERM: return "SIGTERM";
+    default: return "";
+  }
+}
+
+}  // namespace pav::cli
