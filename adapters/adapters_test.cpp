@@ -5,12 +5,15 @@
 // properties against kernels whose check or description lies.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <limits>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <set>
 #include <sstream>
 
 #include "adapters/abi.hpp"
@@ -21,6 +24,8 @@
 #include "properties/fuzz.hpp"
 #include "properties/gen.hpp"
 #include "properties/host_case.hpp"
+#include "properties/kernel_gen.hpp"
+#include "properties/runner_compare.hpp"
 #include "properties/runner_kernel.hpp"
 
 namespace {
@@ -721,10 +726,11 @@ std::string first_failure(adapters::KernelUnderTest& k, const std::string& prope
 }
 
 TEST(KernelProperties, PavsKernelsPassDecodeAndReject) {
+  // (pav verify --kernel runs both through the plugin too: KernelCli.*)
   for (const char* spec : {"pav:cpu --path planned", "pav:cpu --path uniform --partial f32"}) {
     auto k = adapters::open_kernel(spec);
-    EXPECT_EQ(first_failure(*k, "decode", 8, 1000), "") << spec;
-    EXPECT_EQ(first_failure(*k, "reject", 120, 2000), "") << spec;
+    EXPECT_EQ(first_failure(*k, "decode", 3, 1000), "") << spec;
+    EXPECT_EQ(first_failure(*k, "reject", 60, 2000), "") << spec;
   }
 }
 
@@ -747,6 +753,116 @@ TEST(KernelProperties, EachLieIsFound) {
     const std::string f = first_failure(k, c.property, 400, 5000);
     EXPECT_NE(f.find(c.why), std::string::npos) << int(c.lie) << " " << c.property << ": '" << f << "'";
   }
+}
+
+// ---- generation, comparison, lse ----------------------------------------------------------------
+
+TEST(KernelGeneration, StaysInsideTheDescriptionAndReachesItsEdges) {
+  const KernelDescription d = small_description();
+  const rc::Gen<props::CaseSpec> gen = props::gen_kernel_case(d);
+  std::set<int64_t> head_dims, groups, q_lens, hkvs, seqs;
+  std::set<props::ScaleKind> scales;
+  bool len_at_limit = false, ceiling = false, zero_len = false;
+  for (uint64_t seed = 1; seed <= 300; ++seed) {
+    const props::CaseSpec s = props::sample(gen, seed, props::fuzz::case_size(seed));
+    ASSERT_TRUE(props::spec_within(s, d)) << "seed " << seed;
+    ASSERT_EQ(violation(s, d), "") << "seed " << seed;
+    head_dims.insert(s.head_dim);
+    groups.insert(s.group);
+    q_lens.insert(s.q_len);
+    hkvs.insert(s.hkv);
+    seqs.insert(int64_t(s.lens.size()));
+    scales.insert(s.scales);
+    for (int32_t l : s.lens) {
+      len_at_limit = len_at_limit || l == d.max_context_len;
+      zero_len = zero_len || l == 0;
+    }
+    ceiling = ceiling || s.max_partitions == d.max_split_ceiling;
+  }
+  EXPECT_EQ(head_dims, (std::set<int64_t>{64, 128}));
+  EXPECT_EQ(groups, (std::set<int64_t>{1, 3}));
+  EXPECT_EQ(q_lens, (std::set<int64_t>{1, 2}));
+  EXPECT_EQ(hkvs, (std::set<int64_t>{1, 2}));
+  EXPECT_EQ(seqs, (std::set<int64_t>{1, 2, 3}));
+  EXPECT_EQ(scales, (std::set<props::ScaleKind>{props::ScaleKind::none, props::ScaleKind::per_token}));
+  EXPECT_TRUE(len_at_limit) << "no case at max_context_len";
+  EXPECT_TRUE(zero_len) << "no empty sequence";
+  EXPECT_TRUE(ceiling) << "no case at max_split_ceiling";
+  // Each move of the reject generator leaves the description, by the contract's own rule.
+  for (const std::string& f : props::outside_moves(d)) {
+    props::CaseSpec s = small_spec();
+    ASSERT_TRUE(props::move_outside(s, f, d)) << f;
+    EXPECT_NE(violation(s, d), "") << f;
+  }
+}
+
+TEST(KernelComparison, CountsTheDiscordantCasesEachWay) {
+  // B gives NaN wherever a context reaches 400 tokens; A is the same kernel without the fault.
+  auto a = adapters::open_kernel("pav:cpu --path uniform");
+  auto b = adapters::open_kernel(fault_worker("nan", 400));
+  props::CompareOptions o;
+  o.cases = 10;
+  o.seed = 40;
+  o.limits.max_total_tokens = 1500;
+  o.limits.allow_long = false;
+  const props::Comparison c = props::compare_kernels(*a, *b, o);
+  ASSERT_EQ(c.cases.size(), 10u);
+  int64_t b_wrong = 0;
+  for (const props::PairedCase& p : c.cases) {
+    EXPECT_TRUE(p.a_correct) << p.id << ": " << p.a_verdict;
+    b_wrong += !p.b_correct;
+  }
+  EXPECT_GT(b_wrong, 0);
+  EXPECT_LT(b_wrong, 10);
+  EXPECT_EQ(c.a_correct, 10);
+  EXPECT_EQ(c.b_correct, 10 - b_wrong);
+  EXPECT_EQ(c.test.b, b_wrong);  // A right, B wrong
+  EXPECT_EQ(c.test.c, 0);
+  const std::string jsonl = props::correctness_jsonl(c, false);
+  EXPECT_EQ(std::count(jsonl.begin(), jsonl.end(), '\n'), 10);
+  EXPECT_NE(jsonl.find("{\"id\":\"seed-40\",\"correct\":"), std::string::npos) << jsonl.substr(0, 200);
+  // Swapped sides swap b and c.
+  const props::Comparison swapped = props::compare_kernels(*b, *a, o);
+  EXPECT_EQ(swapped.test.b, 0);
+  EXPECT_EQ(swapped.test.c, b_wrong);
+}
+
+TEST(KernelJudgement, LseIsHeldToTheReferenceAndMinusInfinityInEmptyRows) {
+  KernelDescription d = adapters::pav_kernel_description({});
+  d.writes_lse = true;
+  props::CaseSpec s = planned_spec();
+  s.lens = {300, 0};  // the second sequence's rows see no token
+  props::HostCase c = props::build_case(s);
+  props::KernelCall kc;
+  props::prepare_kernel_call(kc, c, d);
+  auto k = adapters::open_kernel("pav:cpu --path planned --cu 32");
+  adapters::DecodeRequest without_lse = kc.request;
+  without_lse.lse = TensorView{};
+  ASSERT_TRUE(k->decode(without_lse).ok());
+  const reference::ReferenceResult ref = props::reference_for(kc.request.call, d.profile);
+  float* lse = kc.request.lse.as<float>();
+  const int64_t rows = ref.rows();
+  for (int64_t i = 0; i < rows; ++i) lse[i] = float(ref.lse[size_t(i)]);
+  EXPECT_TRUE(props::judge_kernel_output(kc.request, d).passed) << props::judge_kernel_output(kc.request, d).verdict;
+  int64_t empty = -1, seen = -1;
+  for (int64_t i = 0; i < rows; ++i) (std::isinf(ref.lse[size_t(i)]) ? empty : seen) = i;
+  ASSERT_GE(empty, 0);
+  ASSERT_GE(seen, 0);
+  const float keep_seen = lse[seen];
+  const double tol = reference::kDefaultAtol + reference::kDefaultRtol * std::fabs(ref.lse[size_t(seen)]);
+  lse[seen] = float(ref.lse[size_t(seen)] + 0.9 * tol);
+  EXPECT_TRUE(props::judge_kernel_output(kc.request, d).passed) << "within the bound";
+  lse[seen] = float(ref.lse[size_t(seen)] + 1.5 * tol);
+  EXPECT_FALSE(props::judge_kernel_output(kc.request, d).passed) << "past the bound above";
+  lse[seen] = float(ref.lse[size_t(seen)] - 1.5 * tol);
+  EXPECT_FALSE(props::judge_kernel_output(kc.request, d).passed) << "past the bound below";
+  lse[seen] = keep_seen;
+  lse[empty] = 0.0f;
+  const props::KernelJudgement j = props::judge_kernel_output(kc.request, d);
+  EXPECT_FALSE(j.passed);
+  EXPECT_NE(j.verdict.find("lse"), std::string::npos) << j.verdict;
+  lse[empty] = std::numeric_limits<float>::infinity();
+  EXPECT_FALSE(props::judge_kernel_output(kc.request, d).passed) << "+inf in an empty row";
 }
 
 }  // namespace

@@ -65,10 +65,14 @@ std::string describe_spec(const CaseSpec& s) {
                      std::string(to_string(s.opt.partial)), s.opt.cu);
 }
 
-// Shorter lengths to try in place of len, most aggressive first.
+// Shorter lengths to try in place of len, most aggressive first: the tile
+// boundaries, and len minus len/2, len/4, ..., 1, so a failure that starts at
+// some length is walked down to it in about log2(len) accepted steps.
 std::vector<int32_t> shorter_lengths(int32_t len) {
   if (len <= 0) return len < 0 ? std::vector<int32_t>{0} : std::vector<int32_t>{};
-  std::vector<int32_t> v = {0, 1, 2, 3, 255, 256, 257, 511, 512, 513, len / 2, len - 1};
+  std::vector<int32_t> v = {0, 1, 2, 3, 255, 256, 257, 511, 512, 513};
+  for (int32_t cut = len / 2; cut >= 1; cut /= 2) v.push_back(len - cut);
+  v.push_back(len - 1);
   std::sort(v.begin(), v.end());
   v.erase(std::unique(v.begin(), v.end()), v.end());
   v.erase(std::remove_if(v.begin(), v.end(), [&](int32_t x) { return x >= len; }), v.end());

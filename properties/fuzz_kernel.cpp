@@ -31,10 +31,11 @@ std::string describe_kernel_spec(const CaseSpec& s) {
   std::string lens;
   for (size_t i = 0; i < s.lens.size() && i < 12; ++i) lens += (i ? "," : "") + std::to_string(s.lens[i]);
   if (s.lens.size() > 12) lens += fmt::format(",... ({} total)", s.lens.size());
+  const char* scales = s.scales == ScaleKind::none ? "none" : s.scales == ScaleKind::per_tensor ? "per tensor" : "per token";
   return fmt::format("lens [{}] q_len {} hkv {} G {} D {} block {} {} V, q {}, cache {}, scales {}, ceiling {}", lens,
                      s.q_len, s.hkv, s.group, s.head_dim, s.block_size,
                      s.v_layout == kernels::VLayout::trans ? "trans" : "plain", kernels::to_string(s.q_dtype),
-                     kernels::to_string(s.cache_dtype), int(s.scales), s.max_partitions);
+                     kernels::to_string(s.cache_dtype), scales, s.max_partitions);
 }
 
 Verdict check_decode_case(const CaseSpec& spec, const CheckContext& ctx) {

@@ -78,7 +78,7 @@ Comparison compare_kernels(adapters::KernelUnderTest& a, adapters::KernelUnderTe
   if (!shared) throw adapters::KernelSpecError(why);
   Comparison c;
   c.shared = *shared;
-  const rc::Gen<CaseSpec> gen = gen_kernel_case(*shared);
+  const rc::Gen<CaseSpec> gen = gen_kernel_case(*shared, o.limits);
   // A plan kernel runs pav's plan built for spec.opt.cu; keep that within its ceiling.
   int64_t plan_cu = 0;
   for (const KernelDescription* d : {&a.description(), &b.description()})
@@ -101,8 +101,12 @@ Comparison compare_kernels(adapters::KernelUnderTest& a, adapters::KernelUnderTe
     PairedCase p;
     p.seed = seed;
     p.id = fmt::format("seed-{}", seed);
-    const KernelJudgement ja = check_kernel_case(spec, a);
-    const KernelJudgement jb = check_kernel_case(spec, b);
+    // One reference serves both kernels when they declare the same profile.
+    std::optional<reference::ReferenceResult> ref;
+    const bool same_profile = a.description().profile == b.description().profile;
+    const KernelJudgement ja = check_kernel_case(spec, a, &ref);
+    if (!same_profile) ref.reset();
+    const KernelJudgement jb = check_kernel_case(spec, b, &ref);
     p.a_correct = ja.passed;
     p.b_correct = jb.passed;
     if (!ja.passed) p.a_verdict = ja.verdict;

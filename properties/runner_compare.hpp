@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "adapters/kernel.hpp"
+#include "properties/gen.hpp"
 #include "stats/mcnemar.hpp"
 
 namespace pav::props {
@@ -37,6 +38,7 @@ struct Comparison {
 
 struct CompareOptions {
   int64_t cases = 100;
+  DecodeGenLimits limits;  // the decode property's by default
   uint64_t seed = 1;
   std::function<void(int64_t done, int64_t total)> progress;
   std::function<bool()> should_stop;

@@ -62,11 +62,17 @@ struct KernelJudgement {
   reference::CompareReport compare;
 };
 // out (and lse when present) against the reference of the request's call.
-KernelJudgement judge_kernel_output(const adapters::DecodeRequest& r, const adapters::KernelDescription& d);
+// ref: the reference of this call under the kernel's profile when the caller
+// has it already (nullptr: computed here).
+KernelJudgement judge_kernel_output(const adapters::DecodeRequest& r, const adapters::KernelDescription& d,
+                                    const reference::ReferenceResult* ref = nullptr);
 
 // The decode property's check: builds the case, refuses to hand the kernel a
 // call outside its description (a generator bug), asks its check entry, runs
 // decode and judges the output.
-KernelJudgement check_kernel_case(const CaseSpec& spec, adapters::KernelUnderTest& k);
+// ref_cache: when given, the reference is taken from it or stored into it (two
+// kernels of one profile judged on the same case share it).
+KernelJudgement check_kernel_case(const CaseSpec& spec, adapters::KernelUnderTest& k,
+                                  std::optional<reference::ReferenceResult>* ref_cache = nullptr);
 
 }  // namespace pav::props
