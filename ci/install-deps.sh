@@ -12,7 +12,9 @@ pkgs=(
   libcli11-dev libfmt-dev libtbb-dev
   gnuplot-nox
   python3-numpy
+  python3-yaml
 )
+# python3-yaml: the fleet runners' manifests are parsed in the CPU tests.
 # The example workers run on Debian's /usr/bin/python3 (examples/workers/):
 # NumPy always, PyTorch (CPU) for the torch worker's tests.
 if [[ "${PAV_DEPS_TORCH:-1}" != 0 ]]; then

@@ -37,6 +37,10 @@ std::string counterexample_name(const std::string& property, std::optional<uint6
   return name + fmt::format("-{:08x}.json", short_hash(case_to_json(spec).dump()));
 }
 
+std::string case_id(const std::string& property, const CaseSpec& spec, const nlohmann::json& value_meta) {
+  return fmt::format("{}-{:08x}", property, short_hash(case_to_json(spec).dump() + "\n" + value_meta.dump()));
+}
+
 std::string save_counterexample(const std::string& dir, const std::string& property, std::optional<uint64_t> seed,
                                 const CaseSpec& spec, nlohmann::json meta) {
   const std::filesystem::path folder = dir.empty() ? std::filesystem::path(".") : std::filesystem::path(dir);

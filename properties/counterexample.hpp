@@ -23,6 +23,12 @@ std::string default_counterexample_dir();
 // gets the same name) and two different cases do not share one.
 std::string counterexample_name(const std::string& property, std::optional<uint64_t> seed, const CaseSpec& spec);
 
+// An id of a shrunk case independent of the seed that found it:
+// "<property>-<hash>", the hash over the case's JSON and `value_meta` (the
+// property's own fields of the value, without the run's facts). The same
+// minimal case found from two seeds, or by two shards, has one id.
+std::string case_id(const std::string& property, const CaseSpec& spec, const nlohmann::json& value_meta);
+
 // Writes the case under `dir` (created if missing) with that name, durably
 // (see save_case). meta gets "property" and, with a seed, "seed". Returns the
 // path written; throws pav::IoError naming the path and the reason when the

@@ -37,6 +37,34 @@ uint64_t job_case_index(int job, int jobs, uint64_t m) { return uint64_t(job) + 
 
 int case_size(uint64_t seed) { return int(seed % uint64_t(kMaxSize + 1)); }
 
+uint64_t StreamPoint::fresh_case(uint64_t i) const {
+  // Each index already run at or below the candidate pushes it one further.
+  uint64_t k = next_case + i;
+  for (uint64_t done : done_beyond) {
+    if (done > k) break;
+    ++k;
+  }
+  return k;
+}
+
+StreamPoint advance(const StreamPoint& from, const std::vector<int64_t>& cases_per_job) {
+  const uint64_t jobs = cases_per_job.size();
+  // The first fresh index not run: each job ran a prefix of its own indices.
+  uint64_t frontier = UINT64_MAX;
+  for (uint64_t j = 0; j < jobs; ++j)
+    frontier = std::min(frontier, j + uint64_t(cases_per_job[j]) * jobs);
+  if (jobs == 0) frontier = 0;
+  StreamPoint to;
+  to.next_case = from.fresh_case(frontier);
+  for (uint64_t done : from.done_beyond)
+    if (done > to.next_case) to.done_beyond.push_back(done);
+  for (uint64_t j = 0; j < jobs; ++j)
+    for (uint64_t m = 0; m < uint64_t(cases_per_job[j]); ++m)
+      if (const uint64_t i = j + m * jobs; i > frontier) to.done_beyond.push_back(from.fresh_case(i));
+  std::sort(to.done_beyond.begin(), to.done_beyond.end());
+  return to;
+}
+
 std::mutex& generation_mutex() {
   static std::mutex m;
   return m;
@@ -642,14 +670,19 @@ FuzzReport run_fuzz(const FuzzOptions& opt, const std::vector<const Property*>& 
     PropertyRun run;
     run.property = prop->name;
     run.cases_per_job.assign(size_t(opt.jobs), 0);
+    if (auto it = opt.resume.find(prop->name); it != opt.resume.end()) run.from = it->second;
+    if (run.from.next_case > 0 || !run.from.done_beyond.empty())
+      fmt::print(out, "{}: continuing the seed stream at case {} ({} later case(s) already run)\n", prop->name,
+                 run.from.next_case, run.from.done_beyond.size());
     const auto t0 = Clock::now();
     const auto deadline = t0 + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(seconds_each));
 
     std::vector<double> cpu(size_t(opt.jobs), 0.0);
     auto run_job = [&](int job) {
       for (uint64_t m = 0;; ++m) {
-        const uint64_t k = job_case_index(job, opt.jobs, m);
-        if (opt.cases > 0 && k >= uint64_t(opt.cases)) break;
+        const uint64_t fresh = job_case_index(job, opt.jobs, m);
+        if (opt.cases > 0 && fresh >= uint64_t(opt.cases)) break;
+        const uint64_t k = run.from.fresh_case(fresh);
         if (k >= first_failing_k.load() || (seconds_each > 0 && Clock::now() >= deadline)) break;
         if (stop_asked()) {
           stopped_early = true;
@@ -697,6 +730,7 @@ FuzzReport run_fuzz(const FuzzOptions& opt, const std::vector<const Property*>& 
     run.seconds = std::chrono::duration<double>(Clock::now() - t0).count();
     for (double c : cpu) run.cpu_seconds += c;
     run.interrupted = stopped_early.load() && !hit;
+    run.to = advance(run.from, run.cases_per_job);
     fmt::print(out, "{}: {} cases in {:.1f} s: {:.1f} cases/s, {:.1f} cases per CPU-second (per core), {}\n",
                prop->name, run.cases, run.seconds, run.cases_per_second(), run.cases_per_cpu_second(),
                hit ? "FAILED" : run.interrupted ? "no failure before the stop" : "no failure");

@@ -21,6 +21,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <functional>
+#include <map>
 #include <mutex>
 #include <optional>
 #include <string>
@@ -285,6 +286,23 @@ std::vector<CaseSpec> simpler_decode_specs(const CaseSpec& s);
 
 // ---- runs ----------------------------------------------------------------------
 
+// Where a property's seed stream stands, so a later run continues it instead of
+// repeating seeds: every case index below next_case has run (in this run or one
+// it continued), and so has each index in done_beyond (ascending, all above
+// next_case); no other index has. Jobs stopped by a deadline leave a few cases
+// past the first one not run: those are done_beyond.
+struct StreamPoint {
+  uint64_t next_case = 0;
+  std::vector<uint64_t> done_beyond;
+  bool operator==(const StreamPoint&) const = default;
+  // The case index of the i-th case not run yet (i = 0, 1, ...), in increasing order.
+  uint64_t fresh_case(uint64_t i) const;
+};
+
+// Where the stream stands after a run from `from` whose job j of J ran the
+// fresh cases j, j+J, ..., j+(cases_per_job[j]-1)*J (fresh_case numbering).
+StreamPoint advance(const StreamPoint& from, const std::vector<int64_t>& cases_per_job);
+
 struct FuzzOptions {
   int64_t cases = 0;         // per property; 0: no case budget
   double minutes = 0;        // all properties together; 0: no time budget
@@ -297,6 +315,10 @@ struct FuzzOptions {
   bool progress = true;      // progress line on `progress_out` (pav::ProgressReporter)
   bool verbose = false;      // one line per case with its seed
   bool keep_going = false;   // after a failure (shrunk and saved), go on with the next property
+  // Per property: continue its seed stream from there (a run resumed from an
+  // earlier report); a property not named starts at case 0. The case budget
+  // counts the cases of this run.
+  std::map<std::string, StreamPoint> resume;
   std::string label = "pav fuzz";       // how the log's first line names the run
   std::function<bool()> should_stop;    // polled between cases: true ends the run cleanly
 };
@@ -313,6 +335,7 @@ struct PropertyRun {
   std::string saved_path;        // its case file; "" when none was saved
   std::string save_error;        // why it could not be saved ("" when saved or nothing to save)
   bool interrupted = false;      // a clean stop ended this property's run early
+  StreamPoint from, to;          // the seed stream before and after this run
 };
 
 struct FuzzReport {

@@ -12,6 +12,10 @@ namespace pav::cli {
 // only by commands that run kernels.
 bool register_gpu();
 
+// The device a backend runs on, for reports: the GPU's name (and the visible
+// devices the process was given) or "host CPU". Defined in main.cpp.
+std::string device_description(kernels::Backend backend);
+
 inline CLI::Option* add_backend_option(CLI::App& app, std::string& name) {
   return app.add_option("--backend", name, "cpu, gpu, or auto (gpu when a device is present)")
       ->check(CLI::IsMember({"cpu", "gpu", "auto"}));

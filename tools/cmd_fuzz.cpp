@@ -2,11 +2,21 @@
 // docs/cli.md and docs/fuzzing.md.
 #include <fmt/core.h>
 
+#include <sys/resource.h>
+#include <unistd.h>
+
 #include <charconv>
+#include <ctime>
+#include <filesystem>
+#include <optional>
+#include <chrono>
+#include <fstream>
 #include <random>
 
 #include "properties/case_format.hpp"
+#include "common/durable_file.hpp"
 #include "properties/fuzz.hpp"
+#include "properties/fuzz_report.hpp"
 #include "tools/backend_option.hpp"
 #include "tools/fuzz_output.hpp"
 #include "tools/kernel_option.hpp"
@@ -29,6 +39,56 @@ void parse_shard(const std::string& text, int& index, int& count) {
   if (slash == std::string::npos || !number(std::string_view(text).substr(0, slash), index) ||
       !number(std::string_view(text).substr(slash + 1), count) || count < 1 || index < 0 || index >= count)
     throw cli::BadInput("--shard: expected I/N with 0 <= I < N, got '" + text.substr(0, 40) + "'");
+}
+
+// A duration: a number and a unit, s, m or h ("90s", "20m", "1.5h").
+double parse_duration_seconds(const std::string& option, const std::string& text) {
+  double value = 0;
+  const char* end = text.data() + text.size();
+  const auto r = std::from_chars(text.data(), end, value);
+  double unit = 0;
+  if (r.ec == std::errc() && r.ptr + 1 == end) unit = *r.ptr == 's' ? 1 : *r.ptr == 'm' ? 60 : *r.ptr == 'h' ? 3600 : 0;
+  if (unit == 0 || !(value > 0) || value * unit > cli::kMaxMinutes * 60)
+    throw cli::BadInput(option + ": expected a duration above 0 and at most a week, with its unit (90s, 20m, 1.5h), got '" +
+                        text.substr(0, 40) + "'");
+  return value * unit;
+}
+
+double process_cpu_seconds() {
+  rusage u{};
+  getrusage(RUSAGE_SELF, &u);
+  return double(u.ru_utime.tv_sec + u.ru_stime.tv_sec) + 1e-6 * double(u.ru_utime.tv_usec + u.ru_stime.tv_usec);
+}
+
+std::string host_name() {
+  char name[256] = {};
+  return gethostname(name, sizeof name - 1) == 0 ? std::string(name) : std::string();
+}
+
+std::string utc_now() {
+  const std::time_t t = std::time(nullptr);
+  std::tm tm{};
+  gmtime_r(&t, &tm);
+  char text[32];
+  std::strftime(text, sizeof text, "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return text;
+}
+
+// --resume REPORT: the report, read and checked (bad input names the file).
+fz::ResumeSource read_resume(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw cli::BadInput("--resume " + path + ": cannot open the report");
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(in);
+  } catch (const nlohmann::json::exception& e) {
+    throw cli::BadInput("--resume " + path + ": not JSON: " + e.what());
+  }
+  try {
+    return fz::read_resume_source(j, path);
+  } catch (const fz::ReportError& e) {
+    throw cli::BadInput(std::string("--resume ") + e.what());
+  }
 }
 
 int list_properties(const cli::ReportOutput& output, const std::vector<fz::Property>& available) {
@@ -108,11 +168,34 @@ int run(std::vector<std::string> args) {
       ->check(cli::finite_in(0, cli::kMaxMinutes));
   app.add_flag("--quiet", quiet, "no progress line");
   app.add_flag("--verbose", verbose, "print every case's seed as it runs");
+  std::string report_path, resume_path, time_budget;
+  app.add_option("--report", report_path,
+                 "write the run's report (JSON: version, kernel, device, shard, seeds, times, cases and failures per "
+                 "property, where each seed stream stopped) to FILE, durably, also after a stop; pav report merge "
+                 "combines shards' reports");
+  auto* opt_budget = app.add_option("--time-budget", time_budget,
+                                    "wall-clock budget with its unit (90s, 20m, 1.5h), as --minutes; shrinking a "
+                                    "failure is held to it too");
+  app.add_option("--resume", resume_path,
+                 "continue the seed streams of an earlier run's --report (its base seed, shard and properties) "
+                 "instead of repeating seeds")
+      ->check(CLI::ExistingFile);
   cli::KernelOptions kernel_options;
   cli::add_kernel_options(app, kernel_options);
   output.add_options(app);
   if (int rc = cli::parse(app, args); rc >= 0) return rc;
   output.check_writable();
+  const auto wall0 = std::chrono::steady_clock::now();
+  const double cpu0 = process_cpu_seconds();
+  const std::string started_at = utc_now();
+  if (opt_budget->count() > 0 && opt_minutes->count() > 0)
+    throw cli::BadInput("--time-budget and --minutes: give one time budget");
+  if (!report_path.empty() && !resume_path.empty() &&
+      std::filesystem::weakly_canonical(report_path) == std::filesystem::weakly_canonical(resume_path))
+    throw cli::BadInput("--report " + report_path +
+                        ": the same file as --resume would replace the earlier run's report, whose cases a merge "
+                        "needs; name a new file");
+  if (!report_path.empty()) pav::check_writable_file(report_path, "--report " + report_path);
 
   // With --kernel, the properties are the kernel's, generated within its description.
   std::unique_ptr<adapters::KernelUnderTest> kernel;
@@ -125,19 +208,50 @@ int run(std::vector<std::string> args) {
 
   fz::FuzzOptions o;
   parse_shard(shard, o.shard_index, o.shard_count);
+  std::optional<fz::ResumeSource> resume;
+  if (!resume_path.empty()) {
+    // The earlier run fixes the campaign: base seed, shard, properties, kernel.
+    resume = read_resume(resume_path);
+    const std::string what = "--resume " + resume_path + ": the report is of ";
+    const std::string its_shard = fmt::format("{}/{}", resume->shard_index, resume->shard_count);
+    if (opt_seed->count() > 0 && seed != resume->base_seed)
+      throw cli::BadInput(what + "base seed " + std::to_string(resume->base_seed) + ", not " + std::to_string(seed));
+    if (app.get_option("--shard")->count() > 0 && shard != its_shard)
+      throw cli::BadInput(what + "shard " + its_shard + ", not " + shard);
+    const nlohmann::json this_kernel = kernel ? nlohmann::json(adapters::identity_json(*kernel)) : nlohmann::json();
+    if (resume->kernel != this_kernel)
+      throw cli::BadInput(what + "kernel " + resume->kernel.dump() + ", this run tests " + this_kernel.dump());
+    if (resume->backend != cli::backend_name(backend))
+      throw cli::BadInput(what + "backend " + resume->backend + ", this run uses " + cli::backend_name(backend));
+    if (names.empty()) names = resume->properties;
+    seed = resume->base_seed;
+    o.shard_index = resume->shard_index;
+    o.shard_count = resume->shard_count;
+    o.resume = resume->points;
+  }
   const std::vector<const fz::Property*> selected = cli::select_properties(names, available);
+  if (resume) {
+    std::vector<std::string> chosen;
+    for (const auto* p : selected) chosen.push_back(p->name);
+    if (chosen != resume->properties)
+      throw cli::BadInput("--resume " + resume_path + ": the report ran other properties than --property names");
+  }
   cli::check_save_dir(save_dir);
-  if (opt_seed->count() == 0) seed = (uint64_t(std::random_device{}()) << 32) | std::random_device{}();
+  if (opt_seed->count() == 0 && !resume) seed = (uint64_t(std::random_device{}()) << 32) | std::random_device{}();
   o.seed = seed;
   o.cases = cases;
-  // --cases alone is a case budget; with --minutes too, whichever ends first.
-  o.minutes = opt_cases->count() > 0 && opt_minutes->count() == 0 ? 0 : minutes;
+  if (opt_budget->count() > 0) minutes = parse_duration_seconds("--time-budget", time_budget) / 60;
+  // --cases alone is a case budget; with a time budget too, whichever ends first.
+  const bool timed = opt_minutes->count() > 0 || opt_budget->count() > 0;
+  o.minutes = opt_cases->count() > 0 && !timed ? 0 : minutes;
   o.jobs = jobs;
   o.ctx.backend = backend;
   o.ctx.kernel = kernel.get();
   o.save_dir = save_dir;
   o.shrink.max_tries = shrink_tries;
   o.shrink.max_seconds = shrink_minutes * 60;
+  // A scheduler's time limit covers the whole run: shrinking too.
+  if (opt_budget->count() > 0) o.shrink.max_seconds = std::min(o.shrink.max_seconds, minutes * 60);
   o.progress = !quiet;
   o.verbose = verbose;
   cli::install_stop_handlers();
@@ -164,18 +278,57 @@ int run(std::vector<std::string> args) {
   else
     fmt::print(log, "pav fuzz: no failure in what ran (not a pass: the budget was not spent)\n");
 
+  // The report: --json prints it, --json-out and --report write it.
   ojson j = cli::report_header("fuzz");
+  j["format"] = fz::kFuzzReportFormat;
   j["base_seed"] = o.seed;
   j["shard"] = fmt::format("{}/{}", o.shard_index, o.shard_count);
+  j["shard_index"] = o.shard_index;
+  j["shard_count"] = o.shard_count;
+  j["seed_rule"] = "case k of shard I/N has seed base_seed + k*N + I";
   j["jobs"] = o.jobs;
   j["backend"] = cli::backend_name(backend);
-  if (kernel) j["kernel"] = adapters::identity_json(*kernel);
+  j["device"] = cli::device_description(backend);
+  j["host"] = host_name();
+  j["kernel"] = kernel ? ojson(adapters::identity_json(*kernel)) : ojson(nullptr);
+  j["properties"] = ojson::array();
+  for (const auto* p : selected) j["properties"].push_back(p->name);
+  j["budget"] = {{"cases_per_property", o.cases > 0 ? ojson(o.cases) : ojson(nullptr)},
+                 {"minutes", o.minutes > 0 ? ojson(o.minutes) : ojson(nullptr)}};
   j["save_dir"] = o.save_dir;
+  j["started_at"] = started_at;
+  j["wall_seconds"] = std::chrono::duration<double>(std::chrono::steady_clock::now() - wall0).count();
+  j["cpu_seconds"] = process_cpu_seconds() - cpu0;
   j["passed"] = rc == cli::kExitOk;
+  j["exit_code"] = rc;
   j["interrupted"] = r.interrupted;
   if (r.interrupted) j["signal"] = cli::stop_signal_name();
   j["runs"] = ojson::array();
   for (const auto& run : r.runs) j["runs"].push_back(cli::property_run_json(run));
+  // Where each property's stream stands before and after: --resume reads
+  // "resume"; a property the run did not reach stays where it was.
+  j["resumed_from"] = resume_path.empty() ? ojson(nullptr) : ojson(resume_path);
+  j["resumed"] = ojson::object();
+  j["resume"] = ojson::object();
+  for (const auto* p : selected) {
+    fz::StreamPoint from, to;
+    if (auto it = o.resume.find(p->name); it != o.resume.end()) from = to = it->second;
+    for (const auto& run : r.runs)
+      if (run.property == p->name) to = run.to;
+    j["resumed"][p->name] = fz::stream_point_json(from);
+    j["resume"][p->name] = fz::stream_point_json(to);
+  }
+  if (!report_path.empty()) {
+    try {
+      pav::write_file_atomically(report_path, j.dump(2) + "\n");
+      fmt::print(log, "pav fuzz: report {}\n", report_path);
+    } catch (const pav::IoError& e) {
+      fmt::print(stderr, "pav fuzz: {}\n", e.what());
+      // The verdict stands; a lost report on a pass is "could not run".
+      output.finish(j, rc, "fuzz");
+      return rc == cli::kExitOk ? cli::kExitCannotRun : rc;
+    }
+  }
   return output.finish(j, rc, "fuzz");
 }
 

@@ -5,6 +5,7 @@
 #include "common/durable_file.hpp"
 #include "common/text_list.hpp"
 #include "properties/counterexample.hpp"
+#include "properties/fuzz_report.hpp"
 
 namespace pav::cli {
 
@@ -52,6 +53,7 @@ nlohmann::ordered_json property_run_json(const fz::PropertyRun& run) {
   j["cases_per_job"] = run.cases_per_job;
   j["interrupted"] = run.interrupted;
   j["passed"] = !run.failure.has_value();
+  j["seeds"] = {{"from", props::fuzz::stream_point_json(run.from)}, {"to", props::fuzz::stream_point_json(run.to)}};
   if (run.failure) {
     const fz::Found& f = *run.failure;
     j["failure"] = {{"seed", f.seed},
@@ -60,6 +62,10 @@ nlohmann::ordered_json property_run_json(const fz::PropertyRun& run) {
                     {"message", f.message},
                     {"shrunk_case", f.description},
                     {"reproduced", f.reproduced},
+                    // The shrunk case's name without its seed: the same minimal case found
+                    // from different seeds (or shards) has the same id.
+                    {"case_id", f.reproduced ? nlohmann::ordered_json(props::case_id(f.property, f.spec, f.meta))
+                                             : nlohmann::ordered_json(nullptr)},
                     {"shrink_hit_limit", f.shrink_hit_limit},
                     {"saved", run.saved_path.empty() ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(run.saved_path)},
                     {"save_error", run.save_error.empty() ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(run.save_error)},

@@ -2,7 +2,10 @@
 // linked in, each of which registers itself.
 #include "tools/backend_option.hpp"
 #include "tools/command.hpp"
+#include <cstdlib>
+
 #ifdef PAV_HAVE_GPU
+#include "kernels/hip/gpu_backend.hpp"
 #include "kernels/hip/host_staged.hpp"
 #endif
 
@@ -15,6 +18,17 @@ bool register_gpu() {
 #else
   return false;
 #endif
+}
+
+std::string device_description(kernels::Backend backend) {
+  std::string out = "host CPU";
+#ifdef PAV_HAVE_GPU
+  if (backend == kernels::Backend::gpu) out = kernels::gpu::device_name();
+#endif
+  if (backend == kernels::Backend::gpu)
+    for (const char* var : {"CUDA_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES"})
+      if (const char* v = std::getenv(var)) out += std::string(" (") + var + "=" + v + ")";
+  return out;
 }
 
 }  // namespace pav::cli
