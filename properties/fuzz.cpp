@@ -47,7 +47,7 @@ uint64_t StreamPoint::fresh_case(uint64_t i) const {
   return k;
 }
 
-StreamPoint advance(const StreamPoint& from, const std::vector<int64_t>& cases_per_job) {
+StreamPoint advance_stream(const StreamPoint& from, const std::vector<int64_t>& cases_per_job) {
   const uint64_t jobs = cases_per_job.size();
   // The first fresh index not run: each job ran a prefix of its own indices.
   uint64_t frontier = UINT64_MAX;
@@ -730,7 +730,7 @@ FuzzReport run_fuzz(const FuzzOptions& opt, const std::vector<const Property*>& 
     run.seconds = std::chrono::duration<double>(Clock::now() - t0).count();
     for (double c : cpu) run.cpu_seconds += c;
     run.interrupted = stopped_early.load() && !hit;
-    run.to = advance(run.from, run.cases_per_job);
+    run.to = advance_stream(run.from, run.cases_per_job);
     fmt::print(out, "{}: {} cases in {:.1f} s: {:.1f} cases/s, {:.1f} cases per CPU-second (per core), {}\n",
                prop->name, run.cases, run.seconds, run.cases_per_second(), run.cases_per_cpu_second(),
                hit ? "FAILED" : run.interrupted ? "no failure before the stop" : "no failure");

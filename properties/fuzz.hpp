@@ -301,7 +301,7 @@ struct StreamPoint {
 
 // Where the stream stands after a run from `from` whose job j of J ran the
 // fresh cases j, j+J, ..., j+(cases_per_job[j]-1)*J (fresh_case numbering).
-StreamPoint advance(const StreamPoint& from, const std::vector<int64_t>& cases_per_job);
+StreamPoint advance_stream(const StreamPoint& from, const std::vector<int64_t>& cases_per_job);
 
 struct FuzzOptions {
   int64_t cases = 0;         // per property; 0: no case budget

@@ -31,15 +31,15 @@ TEST(StreamPoint, FreshCasesSkipTheOnesAlreadyRun) {
 TEST(StreamPoint, AdvanceAfterUnevenJobs) {
   // Job 0 of 3 ran fresh 0,3,6,9; job 1 ran 1,4; job 2 ran 2,5,8: 7 is the
   // first not run, 8 and 9 ran past it.
-  EXPECT_EQ(advance(point(0), {4, 2, 3}), point(7, {8, 9}));
+  EXPECT_EQ(advance_stream(point(0), {4, 2, 3}), point(7, {8, 9}));
   // Continuing from there: fresh 0,1,2 are cases 7,10,11.
-  EXPECT_EQ(advance(point(7, {8, 9}), {3}), point(12));
+  EXPECT_EQ(advance_stream(point(7, {8, 9}), {3}), point(12));
   // One case (7) closes the gap: 8 and 9 ran before, so 10 is next.
-  EXPECT_EQ(advance(point(7, {8, 9}), {1, 0}), point(10));
+  EXPECT_EQ(advance_stream(point(7, {8, 9}), {1, 0}), point(10));
   // Nothing run: the point stays.
-  EXPECT_EQ(advance(point(7, {8, 9}), {0, 0}), point(7, {8, 9}));
+  EXPECT_EQ(advance_stream(point(7, {8, 9}), {0, 0}), point(7, {8, 9}));
   // Job 1 ran nothing while job 0 ran on: fresh 0 and 2 ran, 1 is next.
-  EXPECT_EQ(advance(point(3, {9}), {2, 0}), point(4, {5, 9}));
+  EXPECT_EQ(advance_stream(point(3, {9}), {2, 0}), point(4, {5, 9}));
 }
 
 // A property that records the seeds it is asked to check.
