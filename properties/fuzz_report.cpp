@@ -18,9 +18,13 @@ const json& field(const json& j, const std::string& key, const std::string& wher
   return j.at(key);
 }
 
+bool non_negative_integer(const json& v) {
+  return v.is_number_unsigned() || (v.is_number_integer() && v.get<int64_t>() >= 0);
+}
+
 uint64_t unsigned_field(const json& j, const std::string& key, const std::string& where) {
   const json& v = field(j, key, where);
-  if (!v.is_number_unsigned()) throw ReportError(where + "." + key + ": expected a non-negative integer");
+  if (!non_negative_integer(v)) throw ReportError(where + "." + key + ": expected a non-negative integer");
   return v.get<uint64_t>();
 }
 
@@ -181,7 +185,7 @@ StreamPoint stream_point_from_json(const json& j, const std::string& where) {
   const json& beyond = field(j, "done_beyond", where);
   if (!beyond.is_array()) throw ReportError(where + ".done_beyond: expected a list of case indices");
   for (const json& k : beyond) {
-    if (!k.is_number_unsigned()) throw ReportError(where + ".done_beyond: expected a list of case indices");
+    if (!non_negative_integer(k)) throw ReportError(where + ".done_beyond: expected a list of case indices");
     const uint64_t v = k.get<uint64_t>();
     if (v <= p.next_case || (!p.done_beyond.empty() && v <= p.done_beyond.back()))
       throw ReportError(where + ".done_beyond: expected ascending case indices above next_case " +

@@ -34,7 +34,7 @@ mentions() { grep -qF -- "$1" "$work/last.err" || fail "the message does not men
 
 props=planner,gate-mirror,decode,batch-invariance
 seed=4242
-per_shard=6
+per_shard=25
 
 step "1. four shards against one unsharded run of the same seeds"
 expect 0 bash "$here/multi_gpu.sh" --pav "$pav" --out "$work/fleet" --cpu-shards 4 -- \
