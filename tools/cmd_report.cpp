@@ -68,12 +68,13 @@ void print_summary(const ojson& m) {
 int run(std::vector<std::string> args) {
   CLI::App app{"Fleet results from per-run fuzz reports (pav fuzz --report).", "report"};
   app.require_subcommand(1, 1);
-  CLI::App* merge = app.add_subcommand(
-      "merge",
-      "Merge the reports of one sharded campaign (every shard I/N of one base seed, kernel and pav build; a shard "
-      "resumed in segments gives each segment's report) into the fleet summary: cases/s per property across shards, "
-      "failures deduplicated by shrunk case. Exit 0 pass, 1 a shard found a failure, 2 reports that do not make one "
-      "campaign (the message names the shard), 3 a shard stopped early or lost a case.");
+  CLI::App* merge = app.add_subcommand("merge", "merge the reports of one sharded fuzz campaign into one fleet result");
+  merge->footer(
+      "The reports must be one campaign: every shard I/N of one base seed, kernel, property list and pav build, "
+      "each once (a shard resumed in segments gives each segment's report, chained from case 0). The summary: "
+      "cases/s per property across shards, the seed prefix every shard covered, failures deduplicated by shrunk "
+      "case.\nExit 0 pass, 1 a shard found a failure, 2 reports that do not make one campaign (the message names "
+      "the shard), 3 a shard stopped early or lost a case.");
   std::vector<std::string> files;
   merge->add_option("REPORT", files, "the shards' report files")->required()->check(CLI::ExistingFile);
   cli::ReportOutput output;
