@@ -199,5 +199,55 @@ TEST(CaseRoundTrip, ChangingOneFieldMovesThatFieldOnly) {
   }
 }
 
+// A file may leave out every field but lens: each absent field takes its
+// default, written out here field by field (the first options-free file is an
+// sm90 case with fp8_e4m3fn compute; a file saved before generator 2 existed
+// meant the legacy stream, so an absent generator is 1).
+TEST(CaseRoundTrip, AbsentFieldsTakeTheirDefaults) {
+  const CaseSpec s = case_from_json(json::parse(R"({"lens": [5, 0]})"), "min.json");
+  CaseSpec want;
+  want.lens = {5, 0};
+  want.q_len = 1;
+  want.hkv = 1;
+  want.group = 1;
+  want.head_dim = 128;
+  want.block_size = 16;
+  want.v_layout = VLayout::plain;
+  want.q_dtype = DType::bf16;
+  want.cache_dtype = DType::fp8_e4m3fn;
+  want.scales = ScaleKind::per_tensor;
+  want.opt.arch = Arch::sm90;
+  want.opt.compute = DType::fp8_e4m3fn;
+  want.opt.partial = DType::bf16;
+  want.opt.softmax_scale = 0.0f;
+  want.opt.cu = 132;
+  want.opt.partition_size = 256;
+  want.opt.uniform_partitions = 0;
+  want.opt.alibi = want.opt.sinks = want.opt.q_prequantized = false;
+  want.opt.sliding_window = 0;
+  want.path = Path::planned;
+  want.max_partitions = 0;
+  want.workgroup_budget = 0;
+  want.q_row_pad = 0;
+  want.spare_blocks = 1;
+  want.seed = 1;
+  want.generator = 1;
+  EXPECT_EQ(joined(differing(s, want)), "(none)");
+  // Empty options: the same, the compute dtype following the default arch.
+  EXPECT_EQ(joined(differing(case_from_json(json::parse(R"({"lens": [5, 0], "options": {}})"), "min.json"), want)),
+            "(none)");
+  // The compute default follows the arch's fp8 flavour; an arch without one
+  // (gfx90a) gets fp8_e4m3fn.
+  const std::pair<const char*, DType> flavours[] = {{"gfx942", DType::fp8_e4m3fnuz},
+                                                    {"gfx950", DType::fp8_e4m3fn},
+                                                    {"sm90", DType::fp8_e4m3fn},
+                                                    {"gfx90a", DType::fp8_e4m3fn}};
+  for (const auto& [arch, compute] : flavours) {
+    const CaseSpec a = case_from_json(json{{"lens", {5}}, {"options", {{"arch", arch}}}}, "arch.json");
+    EXPECT_EQ(a.opt.compute, compute) << arch;
+    EXPECT_EQ(a.opt.partial, DType::bf16) << arch;
+  }
+}
+
 }  // namespace
 }  // namespace pav::props
