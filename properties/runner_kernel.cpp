@@ -103,14 +103,9 @@ std::string outcome_text(const CallResult& r) {
 
 reference::ReferenceResult reference_for(const kernels::DecodeCall& call, const adapters::Profile& p,
                                          reference::Precision precision) {
-  const reference::NumericsProfile n = p.numerics();
-  kernels::DecodeCall c = call;
-  // The reference takes the fp8 flavour of Q and P from an fp8 compute dtype:
-  // the cache's flavour when P is rounded to fp8, else none from compute.
-  c.opt.compute = n.p_round == reference::PRound::fp8_running_max ? call.k_cache.dtype : DType::bf16;
   reference::ReferenceOptions o;
   o.precision = precision;
-  return reference::decode(c, n, o);
+  return reference::decode(call, p.numerics(), o);
 }
 
 KernelJudgement judge_kernel_output(const adapters::DecodeRequest& r, const KernelDescription& d,
