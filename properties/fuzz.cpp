@@ -182,7 +182,7 @@ Verdict check_planner(const PlannerCase& c) {
   if (live.work_info() != fresh.work_info() || live.reduce_info() != fresh.reduce_info())
     return Verdict::fail("a refresh over a plan of other lengths differs from a fresh build");
 
-  // Capacity, from REFERENCE section 6 without the planner's helpers.
+  // Capacity, from the planner's formula (docs/numerics.md) without the planner's helpers.
   const int64_t maxp = c.max_partitions ? c.max_partitions : c.cu;
   const int64_t budget = c.budget ? c.budget : 2 * c.cu;
   const int64_t per_head = budget / c.hkv + (budget % c.hkv != 0);
@@ -298,7 +298,7 @@ PlannerCase planner_from_case(const CaseSpec& s, const json& meta) {
 
 // ---- decode ------------------------------------------------------------------------
 
-// "Small shapes" for the fuzz decode property: see README, "Properties" and "Throughput" for the figures
+// "Small shapes" for the fuzz decode property: see docs/fuzzing.md, "Properties" and "Throughput", for the figures
 // behind these limits (one case must stay well under 200 ms on one core).
 DecodeGenLimits fuzz_decode_limits() {
   DecodeGenLimits lim;
@@ -426,8 +426,12 @@ GateSpec gate_from_case(const CaseSpec& s, const json& meta) {
   g.with_plan = meta.value("with_plan", true);
   const std::string c = meta.value("violate", std::string("none"));
   if (c == "none") g.violate = Clause::none;
-  else if (!parse_clause(c, g.violate)) throw std::invalid_argument("meta.violate: unknown clause '" + c + "'");
+  else if (!parse_clause(c, g.violate)) throw std::invalid_argument("meta.violate: unknown clause '" + input::excerpt(c) + "'");
   g.variant = meta.value("variant", 0);
+  if (g.violate != Clause::none && (g.variant < 0 || g.variant >= violation_variants(g.violate)))
+    throw std::invalid_argument("meta.variant: " + std::to_string(g.variant) + " is not a variant of clause " +
+                                c + " (0.." + std::to_string(violation_variants(g.violate) - 1) + ")");
+  check_case_spec(s);  // the base call is built: refuse one past the memory limit first
   return g;
 }
 
@@ -456,7 +460,10 @@ std::vector<Property> build_properties() {
       gen_decode_case(fuzz_decode_limits()),
       check_decode,
       [](const CaseSpec& s, json&) { return s; },
-      [](const CaseSpec& s, const json&) { return s; },
+      [](const CaseSpec& s, const json&) {
+        check_case_spec(s);
+        return s;
+      },
       describe_spec,
       simpler_decode_specs,
   }));
@@ -482,6 +489,7 @@ std::vector<Property> build_properties() {
         return b.spec;
       },
       [](const CaseSpec& s, const json& meta) {
+        check_case_spec(s);
         BatchCase b;
         b.spec = s;
         b.seq = meta.value("seq", int64_t(0));

@@ -5,6 +5,7 @@
 #include <sstream>
 #include <stdexcept>
 
+#include "kernels/split_rules.hpp"
 #include "properties/gen.hpp"
 
 namespace pav::props {
@@ -415,7 +416,7 @@ GateCase materialize(const GateSpec& spec, bool fill_values) {
     ed.replan(plan_params(spec.base), g.host.lens);
   } else {
     const CallDims d = dims_of(g.call);
-    g.host_scratch_ = make_scratch(g.call, d.num_seqs * d.hkv * uniform_split_count(g.call));
+    g.host_scratch_ = make_scratch(g.call, d.num_seqs * d.hkv * uniform_splits(g.call));
     g.scratch = g.host_scratch_.view;
   }
   ed.apply(spec.violate, spec.variant);

@@ -113,7 +113,7 @@ TEST(ReferenceCompare, NonzeroInEmptyRowFails) {
 // Under bf16 compute the bound is atol + rtol*|ref|, exactly.
 TEST(ReferenceCompare, PlainStandardEdge) {
   Fixture f = fixture(DType::bf16);
-  ASSERT_FALSE(f.ref.p_quantized);
+  ASSERT_EQ(f.ref.profile.p_round, PRound::none);
   const int64_t i = f.ref.index(1, 2, 3);
   const double ref = f.ref.out[i];
   const double allowed = 5e-3 + 5e-3 * std::fabs(ref);
@@ -137,7 +137,7 @@ TEST(ReferenceCompare, PlainStandardEdge) {
 // min(u*l1, 6.55*u*l2) + sub, u = 2^-4; and only when p_error_model is on.
 TEST(ReferenceCompare, Fp8StandardAddsPqTerm) {
   Fixture f = fixture(DType::fp8_e4m3fn);
-  ASSERT_TRUE(f.ref.p_quantized);
+  ASSERT_EQ(f.ref.profile.p_round, PRound::fp8_running_max);
   const int64_t i = f.ref.index(1, 2, 3);
   const double ref = f.ref.out[i];
   const double l1 = f.ref.pq_l1[i], l2 = f.ref.pq_l2[i], sub = f.ref.pq_sub[i];
@@ -209,6 +209,128 @@ TEST(ReferenceCompare, FiguresOfAKnownError) {
   EXPECT_NEAR(rep.max_abs_err, std::fabs(delta), 1e-12);
   EXPECT_NEAR(rep.rel_l2_err, std::fabs(delta) / std::sqrt(n2), 1e-9);
   EXPECT_NEAR(rep.max_rel_err, std::fabs(delta) / std::max(std::fabs(double(f.ref.out[i])), 1e-6), 1e-6);
+}
+
+// NaN and inf are both failures and are counted apart, in filled and in
+// empty rows, and +inf and -inf alike.
+TEST(ReferenceCompare, NanAndInfAreCountedApart) {
+  const float nan = std::numeric_limits<float>::quiet_NaN(), inf = std::numeric_limits<float>::infinity();
+  Fixture f = fixture();
+  ASSERT_TRUE(f.ref.row_empty(2, 0));
+  f.out[f.ref.index(0, 1, 2)] = nan;
+  f.out[f.ref.index(1, 0, 0)] = inf;
+  f.out[f.ref.index(3, 2, 5)] = -inf;
+  f.out[f.ref.index(2, 0, 4)] = nan;  // in a row that sees no token
+  const CompareReport rep = compare(f.view(), f.ref);
+  EXPECT_FALSE(rep.passed());
+  EXPECT_EQ(rep.nan, 2);
+  EXPECT_EQ(rep.inf, 2);
+  EXPECT_EQ(rep.nonfinite, 4);
+  EXPECT_EQ(rep.nonzero_in_empty_rows, 0);  // a NaN there is a non-finite element, not a nonzero one
+  EXPECT_EQ(rep.mismatches, 4);
+  EXPECT_EQ(rep.first.index, f.ref.index(0, 1, 2));
+  EXPECT_NE(rep.verdict.find("2 NaN, 2 inf"), std::string::npos) << rep.verdict;
+  // The same through the kernel-vs-kernel check, on either side.
+  std::vector<float> a = {1, 2, 3, 4}, b = a;
+  a[1] = nan;
+  b[2] = -inf;
+  const CompareReport ab = compare_outputs(TensorView::contiguous_of(a.data(), DType::f32, {4}),
+                                           TensorView::contiguous_of(b.data(), DType::f32, {4}));
+  EXPECT_EQ(ab.nan, 1);
+  EXPECT_EQ(ab.inf, 1);
+  EXPECT_EQ(ab.mismatches, 2);
+}
+
+// A reference that is NaN or inf where the row sees tokens cannot judge
+// anything: compare refuses, says which and where, and never passes or
+// silently fails the kernel.
+TEST(ReferenceCompare, NonfiniteReferenceIsRefused) {
+  for (float bad : {std::numeric_limits<float>::quiet_NaN(), std::numeric_limits<float>::infinity(),
+                    -std::numeric_limits<float>::infinity()}) {
+    Fixture f = fixture();
+    const int64_t i = f.ref.index(3, 1, 6);  // seq 1, pos 1: sees one token
+    f.ref.out[i] = bad;
+    f.out[i] = bad;  // even a kernel agreeing with it does not pass
+    try {
+      compare(f.view(), f.ref);
+      ADD_FAILURE() << "a non-finite reference was judged";
+    } catch (const std::invalid_argument& e) {
+      const std::string m = e.what();
+      EXPECT_NE(m.find(std::isnan(bad) ? "is NaN" : "is inf"), std::string::npos) << m;
+      EXPECT_NE(m.find("[seq 1, pos 1, head 1, d 6]"), std::string::npos) << m;
+    }
+  }
+  // Empty rows are 0 with lse -inf: that -inf is the contract, not a fault.
+  Fixture f = fixture();
+  ASSERT_TRUE(std::isinf(f.ref.lse[2 * f.ref.hq]));
+  EXPECT_TRUE(compare(f.view(), f.ref).passed());
+}
+
+// A NaN byte inside the context (the caller's fault, not the kernel's) makes
+// the reference NaN there, and compare says so instead of blaming the kernel.
+TEST(ReferenceCompare, NanInsideTheContextIsRefused) {
+  CallSpec s;
+  s.lens = {40};
+  s.seed = 2200;
+  auto c = testing::make_call(s);
+  c.v[c.v_at(c.block_of(0, 5), 0, 3, 5)] = testing::fp8_nan(s.cache);
+  const ReferenceResult ref = decode(c.call);
+  std::vector<float> out(ref.out.size(), 0.0f);
+  EXPECT_THROW(compare(TensorView::contiguous_of(out.data(), DType::f32, {1, ref.hq, ref.head_dim}), ref),
+               std::invalid_argument);
+}
+
+// compare refuses a reference it cannot judge by, naming what is wrong.
+TEST(ReferenceCompare, RefusesWhatItCannotJudge) {
+  auto expect_refused = [](const TensorView& v, const ReferenceResult& r, const char* needle,
+                           const CompareOptions& o = {}) {
+    try {
+      compare(v, r, o);
+      ADD_FAILURE() << "accepted; expected a refusal naming " << needle;
+    } catch (const std::invalid_argument& e) {
+      EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
+    }
+  };
+  {
+    Fixture f = fixture();
+    f.ref.profile.partial = DType::i32;
+    expect_refused(f.view(), f.ref, "partial");
+  }
+  {
+    Fixture f = fixture();
+    f.ref.out_dtype = DType::fp8_e4m3fn;
+    expect_refused(f.view(), f.ref, "output dtype fp8_e4m3fn");
+  }
+  {
+    Fixture f = fixture();
+    f.ref.lse.pop_back();
+    expect_refused(f.view(), f.ref, "arrays");
+  }
+  {
+    Fixture f = fixture();
+    TensorView v = f.view();
+    v.dtype = DType::i32;
+    expect_refused(v, f.ref, "output dtype i32");
+  }
+  {
+    Fixture f = fixture();
+    TensorView v = f.view();
+    v.stride[1] = -v.stride[1];
+    expect_refused(v, f.ref, "negative stride");
+  }
+  // An f32 output's floor needs the error scales even when P is not rounded.
+  {
+    Fixture f = fixture(DType::bf16);
+    ReferenceResult no_terms = decode(f.c.call, {.error_terms = false});
+    EXPECT_NO_THROW(compare(f.view(), no_terms));
+    no_terms.out_dtype = DType::f32;
+    expect_refused(f.view(), no_terms, "an f32 output needs a reference run with error_terms");
+  }
+  {
+    Fixture f = fixture();
+    ReferenceResult no_terms = decode(f.c.call, {.error_terms = false});
+    expect_refused(f.view(), no_terms, "P rounded as fp8_running_max needs a reference run with error_terms");
+  }
 }
 
 TEST(ReferenceCompareOutputs, KernelVsKernel) {

@@ -68,16 +68,55 @@ ScaleRef scale_of(const TensorView& s, const Geometry& g, const char* name) {
   return r;
 }
 
+void require_strides(const TensorView& t, const char* name) {
+  for (int i = 0; i < t.rank; ++i)
+    if (t.stride[i] < 0)
+      reject(std::string(name) + ".stride[" + std::to_string(i) + "] = " + std::to_string(t.stride[i]) +
+             " is negative");
+}
+
+void require_data(const TensorView& t, const char* name) {
+  if (t.data == nullptr) reject(std::string(name) + " has no data");
+}
+
+// Options the call's views do not carry enough to compute (no ALiBi slopes, no
+// sink logits, no Q scale) or that the kernels' contract leaves undefined (the
+// window's edge convention): refused by name rather than ignored.
+void reject_unsupported_options(const kernels::DecodeOptions& o) {
+  if (o.alibi) reject("opt.alibi is set: ALiBi slopes are not part of the call, so the reference cannot compute it");
+  if (o.sinks) reject("opt.sinks is set: sink logits are not part of the call, so the reference cannot compute them");
+  if (o.sliding_window != 0)
+    reject("opt.sliding_window = " + std::to_string(o.sliding_window) +
+           ": the reference computes full causal attention only");
+  if (o.q_prequantized)
+    reject("opt.q_prequantized is set: the call carries no Q scale, so the reference cannot dequantize Q");
+  if (!std::isfinite(o.softmax_scale)) reject("opt.softmax_scale is not finite");
+}
+
 Geometry geometry_of(const DecodeCall& c) {
   Geometry g;
-  if (c.q.rank != 3 || c.q.data == nullptr) reject("q must be rank 3");
+  reject_unsupported_options(c.opt);
+  if (c.q.rank != 3) reject("q must be rank 3");
+  require_data(c.q, "q");
   if (c.q.dtype != DType::bf16 && c.q.dtype != DType::f16) reject("q must be bf16 or f16");
-  if (c.q.stride[2] != 1) reject("q head_dim stride must be 1");
+  if (c.out.present() && c.out.dtype != DType::bf16 && c.out.dtype != DType::f16 && c.out.dtype != DType::f32)
+    reject("out must be bf16, f16 or f32");
   if (c.k_cache.rank != 5 || c.k_cache.shape[4] != 16) reject("K cache must be [nb, Hkv, D/16, bs, 16]");
   if (!kernels::is_fp8(c.k_cache.dtype) || c.v_cache.dtype != c.k_cache.dtype)
     reject("K and V caches must share one fp8 dtype");
   if (c.context_lens.rank != 1 || c.context_lens.dtype != DType::i32) reject("context_lens must be [num_seqs] i32");
   if (c.block_tables.rank != 2 || c.block_tables.dtype != DType::i32) reject("block_tables must be [num_seqs, max_blocks] i32");
+  require_data(c.k_cache, "k_cache");
+  require_data(c.v_cache, "v_cache");
+  require_data(c.context_lens, "context_lens");
+  require_data(c.block_tables, "block_tables");
+  require_strides(c.q, "q");
+  require_strides(c.k_cache, "k_cache");
+  require_strides(c.v_cache, "v_cache");
+  require_strides(c.context_lens, "context_lens");
+  require_strides(c.block_tables, "block_tables");
+  require_strides(c.k_scale, "k_scale");
+  require_strides(c.v_scale, "v_scale");
   g.num_seqs = c.context_lens.shape[0];
   g.q_len = c.q_len;
   g.hq = c.q.shape[1];
@@ -189,6 +228,7 @@ struct Buffers {
   Mat<T> tmp;   // [2*rows, D]
   std::vector<float> ktok, vtok;  // per-token scales of the chunk
   std::vector<float> stage;       // decoded fp8 values of one block, before their scale
+  std::vector<uint8_t> strided;   // strided cache bytes gathered before decoding
   Vec<T> alpha, m_new;
   Mat<T> q;     // [rows, D] the (transformed, pre-scaled) query rows
   int64_t cap = 0;
@@ -215,7 +255,8 @@ struct Buffers {
   int64_t bytes() const {
     const int64_t n = k.size() + v.size() + vabs.size() + v2.size() + s.size() + pp.size() + p2.size() +
                       tmp.size() + alpha.size() + m_new.size() + q.size();
-    return n * int64_t(sizeof(T)) + int64_t(sizeof(float) * (ktok.size() + vtok.size() + stage.size()));
+    return n * int64_t(sizeof(T)) + int64_t(sizeof(float) * (ktok.size() + vtok.size() + stage.size())) +
+           int64_t(strided.size());
   }
 };
 
@@ -230,18 +271,17 @@ struct Core {
   bool terms;
   Fp8Decoder fp8;
 
-  Core(const DecodeCall& call, const Geometry& geo, const ReferenceOptions& opt)
+  Core(const DecodeCall& call, const Geometry& geo, const NumericsProfile& profile, const ReferenceOptions& opt)
       : c(call), g(geo), fp8(geo.cache) {
-    q_fp8 = opt.q_input == QInput::kernel_fp8 ||
-            (opt.q_input == QInput::automatic && kernels::is_fp8(call.opt.compute));
-    q_flavour = kernels::is_fp8(call.opt.compute) ? call.opt.compute : g.cache;
+    q_fp8 = profile.q_quant == QQuant::fp8_per_row;
+    q_flavour = quantization_flavour(call);
     softmax_scale = call.opt.softmax_scale != 0.0f ? T(call.opt.softmax_scale)
                                                    : T(1) / std::sqrt(T(g.D));
     terms = opt.error_terms;
-    sub_c = kernels::is_fp8(call.opt.compute) ? T(p_subnormal_error(call.opt.compute)) : T(0);
+    sub_c = T(p_subnormal_error(profile.p_round, q_flavour));
   }
 
-  int32_t len(int64_t seq) const { return c.context_lens.as<const int32_t>()[seq]; }
+  int32_t len(int64_t seq) const { return c.context_lens.as<const int32_t>()[seq * c.context_lens.stride[0]]; }
   int64_t block(int64_t seq, int64_t i) const {
     const int32_t b = c.block_tables.as<const int32_t>()[seq * c.block_tables.stride[0] + i * c.block_tables.stride[1]];
     if (b < 0 || b >= g.num_blocks)
@@ -250,14 +290,14 @@ struct Core {
     return b;
   }
 
-  // Query rows r = p*G + g of KV head h, transformed per q_input, times softmax_scale.
+  // Query rows r = p*G + g of KV head h, quantized as the profile says, times softmax_scale.
   void load_q(int64_t seq, int64_t h, Mat<T>& q) const {
     std::vector<float> row(g.D), codes(g.D);
     for (int64_t p = 0; p < g.q_len; ++p)
       for (int64_t gg = 0; gg < g.G; ++gg) {
         const int64_t r = p * g.G + gg;
         const int64_t base = (seq * g.q_len + p) * c.q.stride[0] + (h * g.G + gg) * c.q.stride[1];
-        for (int64_t d = 0; d < g.D; ++d) row[d] = load_half(c.q, base + d);
+        for (int64_t d = 0; d < g.D; ++d) row[d] = load_half(c.q, base + d * c.q.stride[2]);
         if (q_fp8) {
           const T qs = T(quantize_q_row(row.data(), g.D, q_flavour, codes.data()));
           for (int64_t d = 0; d < g.D; ++d) q(r, d) = T(codes[d]) * qs * softmax_scale;
@@ -277,17 +317,36 @@ struct Core {
     }
   }
 
+  // n bytes from src with element stride `stride` decoded into dst (unscaled):
+  // straight from the cache when they are contiguous, else through b.strided.
+  void decode_strided(const uint8_t* src, int64_t n, int64_t stride, float* dst, Buffers<T>& b) const {
+    if (stride == 1) return fp8.decode(src, n, 1.0f, dst);
+    if (int64_t(b.strided.size()) < n) b.strided.resize(n);
+    for (int64_t j = 0; j < n; ++j) b.strided[j] = src[j * stride];
+    fp8.decode(b.strided.data(), n, 1.0f, dst);
+  }
+
   // Dequantizes tokens [t0, t1) of (seq, h) into b.k (token columns) and b.v
   // (one column per head-dim index), block run by block run. Contiguous byte
   // spans are decoded whole into a staging buffer, then placed: long loops
-  // vectorize, 16-byte ones did not pay for their setup.
+  // vectorize, 16-byte ones did not pay for their setup. Views with other
+  // strides (a K or V half of a combined KV tensor) take the same path with
+  // their bytes gathered first where the innermost stride is not 1.
   void gather(int64_t seq, int64_t h, int64_t t0, int64_t t1, Buffers<T>& b) const {
     const uint8_t* kc = c.k_cache.as<const uint8_t>();
     const uint8_t* vc = c.v_cache.as<const uint8_t>();
+    const auto& ks = c.k_cache.stride;
+    const auto& vs = c.v_cache.stride;
     const int64_t D = g.D, bs = g.bs, groups = D / 16;
-    const int64_t block_bytes = D * bs;  // one (block, head) of K or of V, contiguous
-    if (int64_t(b.stage.size()) < block_bytes) b.stage.resize(block_bytes);
+    const int64_t block_elems = D * bs;  // one (block, head) of K or of V
+    if (int64_t(b.stage.size()) < block_elems) b.stage.resize(block_elems);
     float* stage = b.stage.data();
+    // K [blk, h, D/16, bs, 16]: a group's run of tokens is run*16 contiguous bytes when packed.
+    const bool k_packed = ks[4] == 1 && ks[3] == 16;
+    // V plain [blk, h, D, bs]: a whole block is one span when packed.
+    const bool v_plain_packed = vs[3] == 1 && vs[2] == bs;
+    // V trans [blk, h, bs/16, D, 16]: a group of 16 tokens is one span of D*16 bytes when packed.
+    const bool v_trans_packed = vs[4] == 1 && vs[3] == 16;
     for (int64_t t = t0; t < t1;) {
       const int64_t off0 = t % bs, run = std::min(bs - off0, t1 - t), i0 = t - t0;
       const int64_t blk = block(seq, t / bs);
@@ -296,36 +355,40 @@ struct Core {
       if (g.vs.per_token)
         for (int64_t o = 0; o < run; ++o) b.vtok[i0 + o] = g.vs.at(blk, h, off0 + o);
       const float* vts = g.vs.per_token ? b.vtok.data() + i0 : nullptr;
-      // K [blk, h, D/16, bs, 16]: per group, the run's tokens are run*16 contiguous bytes.
-      const uint8_t* kb = kc + (blk * g.hkv + h) * block_bytes;
+      const uint8_t* kb = kc + blk * ks[0] + h * ks[1];
       for (int64_t gr = 0; gr < groups; ++gr) {
-        fp8.decode(kb + (gr * bs + off0) * 16, run * 16, 1.0f, stage);
+        if (k_packed) {
+          fp8.decode(kb + gr * ks[2] + off0 * 16, run * 16, 1.0f, stage);
+        } else {
+          for (int64_t o = 0; o < run; ++o)
+            decode_strided(kb + gr * ks[2] + (off0 + o) * ks[3], 16, ks[4], stage + o * 16, b);
+        }
         for (int64_t o = 0; o < run; ++o)
           scale_copy(stage + o * 16, 16, nullptr, g.ks.per_token ? b.ktok[i0 + o] : g.ks.tensor,
                      b.k.col(i0 + o).data() + gr * 16);
       }
-      const uint8_t* vb = vc + (blk * g.hkv + h) * block_bytes;
+      const uint8_t* vb = vc + blk * vs[0] + h * vs[1];
       if (g.layout == VLayout::plain) {
-        // V [blk, h, D, bs]: a whole block is one span; a partial run, one span per d.
-        if (run == bs) fp8.decode(vb, block_bytes, 1.0f, stage);
+        const bool whole = run == bs && v_plain_packed;
+        if (whole) fp8.decode(vb, block_elems, 1.0f, stage);
         for (int64_t d = 0; d < D; ++d) {
           const float* sp = stage + d * bs;
-          if (run != bs) {
-            fp8.decode(vb + d * bs + off0, run, 1.0f, stage);
+          if (!whole) {
+            decode_strided(vb + d * vs[2] + off0 * vs[3], run, vs[3], stage, b);
             sp = stage;
           }
           scale_copy(sp, run, vts, g.vs.tensor, b.v.col(d).data() + i0);
         }
       } else {
-        // V [blk, h, bs/16, D, 16]: a whole group of 16 tokens is one span of D*16 bytes.
         for (int64_t o = 0; o < run;) {
           const int64_t off = off0 + o, j0 = off % 16, n = std::min(16 - j0, run - o);
-          const uint8_t* gb = vb + (off / 16) * D * 16;
-          if (n == 16) fp8.decode(gb, D * 16, 1.0f, stage);
+          const uint8_t* gb = vb + (off / 16) * vs[2];
+          const bool whole = n == 16 && v_trans_packed;
+          if (whole) fp8.decode(gb, D * 16, 1.0f, stage);
           for (int64_t d = 0; d < D; ++d) {
             const float* sp = stage + d * 16;
-            if (n != 16) {
-              fp8.decode(gb + d * 16 + j0, n, 1.0f, stage);
+            if (!whole) {
+              decode_strided(gb + d * vs[3] + j0 * vs[4], n, vs[4], stage, b);
               sp = stage;
             }
             scale_copy(sp, n, vts ? vts + o : nullptr, g.vs.tensor, b.v.col(d).data() + i0 + o);
@@ -430,8 +493,9 @@ struct Task {
 };
 
 template <class T>
-void run(const DecodeCall& call, const Geometry& g, const ReferenceOptions& opt, ReferenceResult& res) {
-  const Core<T> core(call, g, opt);
+void run(const DecodeCall& call, const Geometry& g, const NumericsProfile& profile, const ReferenceOptions& opt,
+         ReferenceResult& res) {
+  const Core<T> core(call, g, profile, opt);
   const int64_t chunk = opt.chunk_tokens;
   const int64_t segment = opt.segment_tokens;
   std::vector<Task> tasks;
@@ -492,6 +556,33 @@ double p_subnormal_error(DType flavour) {
   return std::ldexp(1.0, 1 - f.bias - 3) / 2.0 / double(f.max_finite);
 }
 
+double p_subnormal_error(PRound rounding, DType flavour) {
+  switch (rounding) {
+    case PRound::fp8_running_max: return p_subnormal_error(flavour);
+    // p = exp(s - m) <= 1 is rounded as it is: half the smallest subnormal,
+    // 2^-133 / 2 for bf16 (f32's exponent range, 7 mantissa bits) and
+    // 2^-24 / 2 for f16.
+    case PRound::bf16: return std::ldexp(1.0, -134);
+    case PRound::f16: return std::ldexp(1.0, -25);
+    case PRound::none: return 0.0;
+  }
+  return 0.0;
+}
+
+double p_unit_roundoff(PRound rounding) {
+  switch (rounding) {
+    case PRound::fp8_running_max: return std::ldexp(1.0, -4);  // e4m3: 3 mantissa bits
+    case PRound::bf16: return std::ldexp(1.0, -8);             // 7 mantissa bits
+    case PRound::f16: return std::ldexp(1.0, -11);             // 10 mantissa bits
+    case PRound::none: return 0.0;
+  }
+  return 0.0;
+}
+
+DType quantization_flavour(const DecodeCall& call) {
+  return kernels::is_fp8(call.opt.compute) ? call.opt.compute : call.k_cache.dtype;
+}
+
 float quantize_q_row(const float* q, int64_t n, DType flavour, float* codes) {
   float absmax = 0.0f;
   for (int64_t i = 0; i < n; ++i) absmax = std::max(absmax, std::fabs(q[i]));
@@ -500,16 +591,18 @@ float quantize_q_row(const float* q, int64_t n, DType flavour, float* codes) {
   return qs;
 }
 
-ReferenceResult decode(const DecodeCall& call, const ReferenceOptions& options) {
+ReferenceResult decode(const DecodeCall& call, const NumericsProfile& profile, const ReferenceOptions& options) {
   if (options.chunk_tokens < 1 || options.segment_tokens < 1) reject("chunk_tokens and segment_tokens must be >= 1");
+  if (const auto e = profile_error(profile)) reject(*e);
   const Geometry g = geometry_of(call);
   ReferenceResult res;
   res.num_seqs = g.num_seqs;
   res.q_len = g.q_len;
   res.hq = g.hq;
   res.head_dim = g.D;
-  res.p_quantized = kernels::is_fp8(call.opt.compute);
-  res.p_flavour = res.p_quantized ? call.opt.compute : DType::none;
+  res.profile = profile;
+  res.fp8_flavour = quantization_flavour(call);
+  res.out_dtype = call.out.present() ? call.out.dtype : call.q.dtype;
   const int64_t elems = g.num_seqs * g.q_len * g.hq * g.D;
   res.out.assign(elems, 0.0f);
   res.lse.assign(g.num_seqs * g.q_len * g.hq, -std::numeric_limits<double>::infinity());
@@ -519,10 +612,14 @@ ReferenceResult decode(const DecodeCall& call, const ReferenceOptions& options) 
     res.pq_sub.assign(elems, 0.0f);
   }
   if (options.precision == Precision::fp64)
-    run<double>(call, g, options, res);
+    run<double>(call, g, profile, options, res);
   else
-    run<float>(call, g, options, res);
+    run<float>(call, g, profile, options, res);
   return res;
+}
+
+ReferenceResult decode(const DecodeCall& call, const ReferenceOptions& options) {
+  return decode(call, pav_profile(call.opt), options);
 }
 
 }  // namespace pav::reference

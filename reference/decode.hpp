@@ -1,42 +1,47 @@
 #pragma once
 // The reference decode: exact softmax attention over the *dequantized* fp8
 // cache (code -> float, times the K/V scale, per tensor or per token), in fp32
-// or fp64, computed on the CPU with Eigen (REFERENCE sections 2-4, 10).
+// or fp64, computed on the CPU with Eigen.
 //
 // It shares only the views (kernels/types.hpp, kernels/call.hpp) and the codecs
 // (kernels/codecs.hpp) with the kernels; nothing of their partitioning, tiling
 // or P quantization. Long contexts are streamed in chunks with an online
 // softmax, so memory stays bounded by the chunk size whatever the context.
 //
-// It trusts the call's geometry (run the kernels' validation first when the
-// call comes from outside); it reads no cache byte, scale or block-table entry
-// outside each sequence's context.
+// It computes what the kernel under test declares in its numerics profile
+// (reference/profile.hpp): Q is used as given or quantized per row to fp8, as
+// the profile says; P is never rounded here (the comparison standard models P
+// rounding as an error term instead).
+//
+// It refuses what it cannot compute: a call asking for ALiBi, attention sinks,
+// a sliding window or pre-quantized Q (none of which the call's views carry
+// enough to compute), a view with a negative stride, or geometry that is not a
+// decode call, each with std::invalid_argument naming the field. K, V, Q, the
+// scales and the index tensors may have any non-negative strides (a K or V half
+// sliced from a combined [blocks, 2, ...] KV tensor, a padded Q row).
+//
+// It reads no cache byte, scale or block-table entry outside each sequence's
+// context.
 #include <cstdint>
 #include <vector>
 
 #include "kernels/call.hpp"
 #include "kernels/types.hpp"
+#include "reference/profile.hpp"
 
 namespace pav::reference {
 
 enum class Precision : uint8_t { fp32, fp64 };
 
-// How Q enters the product. `kernel_fp8` applies the kernels' per-row fp8
-// quantization of Q (q_scale = max(absmax(row)/FP8_MAX, 1e-20), q8 = fp8(q/q_scale),
-// use q8*q_scale): an input transform like the cache's dequantization.
-// `automatic` is kernel_fp8 when call.opt.compute is an fp8 dtype, else exact.
-enum class QInput : uint8_t { automatic, exact, kernel_fp8 };
-
 struct ReferenceOptions {
   Precision precision = Precision::fp32;
-  QInput q_input = QInput::automatic;
   // Online-softmax chunk: bounds the buffers (K, V, |V|, V^2 of one chunk per
   // worker). 512 keeps them in L2 (1 MB); 4096 measured 50-70% slower.
   int64_t chunk_tokens = 512;
   // Tokens per parallel task of one (sequence, KV head); the tasks' states are
   // merged in order. Fixed, so the result does not depend on the thread count.
   int64_t segment_tokens = 8192;
-  bool error_terms = true;       // compute pq_l1 / pq_l2 / pq_sub (compare() needs them under fp8 compute)
+  bool error_terms = true;       // compute pq_l1 / pq_l2 / pq_sub (compare() needs them where P or partials are rounded)
 };
 
 // All per-element arrays are [num_seqs*q_len, Hq, D] row-major (the shape of q);
@@ -49,11 +54,16 @@ struct ReferenceResult {
   // P-quantization error scales (empty when error_terms is off):
   std::vector<float> pq_l1;   // sum_t w_t |v_td|
   std::vector<float> pq_l2;   // sqrt(sum_t (w_t v_td)^2)
-  // Upper bound of sum_t min(exp(s_t - M), c) |v_td| / L with c = half the fp8
-  // subnormal spacing / FP8_MAX: P's absolute rounding error below the normal range.
+  // Upper bound of sum_t min(exp(s_t - M), c) |v_td| / L with c = p_subnormal_error
+  // of the profile's P rounding: P's absolute rounding error below the normal range.
   std::vector<float> pq_sub;
-  bool p_quantized = false;   // the call's contract quantizes P to fp8 (fp8 compute)
-  kernels::DType p_flavour = kernels::DType::none;  // that fp8 flavour
+  // What the result was computed for (Q as the profile says). A result built
+  // by hand models no rounding: compare() then applies the floor alone.
+  NumericsProfile profile{QQuant::none, PRound::none, kernels::DType::none};
+  // The output dtype the call asks the kernel for (call.out's, else q's): the
+  // comparison standard's floor follows it (see compare.hpp).
+  kernels::DType out_dtype = kernels::DType::bf16;
+  kernels::DType fp8_flavour = kernels::DType::none;  // the fp8 flavour of Q and P quantization
   int64_t chunk_buffer_bytes = 0;  // chunk buffers one worker holds (independent of context length)
   int64_t segment_state_bytes = 0; // states of split (sequence, KV head) pairs: O(rows*D) per segment
 
@@ -62,12 +72,22 @@ struct ReferenceResult {
   int64_t index(int64_t qrow, int64_t head, int64_t d) const { return (qrow * hq + head) * head_dim + d; }
 };
 
-// Runs the reference. Throws std::invalid_argument when the call's views are
-// not a decode call (missing tensors, D not a multiple of 16, Hq % Hkv != 0,
-// unknown V layout, non-fp8 cache, q not bf16/f16).
+// Runs the reference for a kernel with the given numerics profile. Throws
+// std::invalid_argument, naming the field, when the call's views are not a
+// decode call (missing tensors, D not a multiple of 16, Hq % Hkv != 0, unknown V
+// layout, non-fp8 cache, q not bf16/f16, a negative stride), when it asks for an
+// option the reference does not compute (alibi, sinks, sliding_window,
+// q_prequantized), or when the profile is invalid (profile_error).
+ReferenceResult decode(const kernels::DecodeCall& call, const NumericsProfile& profile,
+                       const ReferenceOptions& options = {});
+// The reference for pav's own kernels: decode(call, pav_profile(call.opt), options).
 ReferenceResult decode(const kernels::DecodeCall& call, const ReferenceOptions& options = {});
 
-// The Q quantization the reference applies under QInput::kernel_fp8, for one
+// The fp8 flavour Q and P are quantized to: the compute dtype when it is an fp8
+// one (pav's kernels), else the cache's.
+kernels::DType quantization_flavour(const kernels::DecodeCall& call);
+
+// The Q quantization the reference applies under QQuant::fp8_per_row, for one
 // row of n values: writes the dequantized codes fp8(q/q_scale) to codes and
 // returns q_scale (the row's value is codes[i]*q_scale).
 float quantize_q_row(const float* q, int64_t n, kernels::DType flavour, float* codes);
@@ -75,5 +95,11 @@ float quantize_q_row(const float* q, int64_t n, kernels::DType flavour, float* c
 // Half the fp8 subnormal spacing of the flavour, divided by FP8_MAX: the largest
 // absolute rounding error of a P value (in units of its max) below the normal range.
 double p_subnormal_error(kernels::DType flavour);
+// The same bound for a profile's P rounding: the fp8 one above for
+// fp8_running_max (in `flavour`), half the smallest subnormal for bf16 (2^-134)
+// and f16 (2^-25), 0 for none.
+double p_subnormal_error(PRound rounding, kernels::DType flavour);
+// Unit roundoff of a P rounding (2^-4 fp8 e4m3, 2^-8 bf16, 2^-11 f16, 0 none).
+double p_unit_roundoff(PRound rounding);
 
 }  // namespace pav::reference

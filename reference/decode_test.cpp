@@ -295,7 +295,7 @@ TEST(ReferenceDecode, PoisonOutsideContextNeverReachesResult) {
     }
 }
 
-TEST(ReferenceDecode, QInputModes) {
+TEST(ReferenceDecode, QQuantFollowsTheProfile) {
   CallSpec s;
   s.lens = {200};
   s.group = 4;
@@ -303,24 +303,27 @@ TEST(ReferenceDecode, QInputModes) {
   const auto c = make_call(s);
   const auto quantized = naive_decode(c, true);
   const auto exact = naive_decode(c, false);
-  const ReferenceResult automatic = decode(c.call, {.precision = Precision::fp64});
-  const ReferenceResult k8 = decode(c.call, {.precision = Precision::fp64, .q_input = QInput::kernel_fp8});
-  const ReferenceResult ex = decode(c.call, {.precision = Precision::fp64, .q_input = QInput::exact});
+  const ReferenceOptions f64{.precision = Precision::fp64};
+  const ReferenceResult pav = decode(c.call, f64);
+  const ReferenceResult k8 = decode(c.call, NumericsProfile{QQuant::fp8_per_row, PRound::none, DType::f32}, f64);
+  const ReferenceResult ex = decode(c.call, NumericsProfile{QQuant::none, PRound::fp8_running_max, DType::bf16}, f64);
   // fp64 results rounded to float: 2^-24 relative.
-  expect_close(automatic.out, quantized.out, 1e-9, 1.2e-7, "automatic under fp8 compute");
-  expect_close(k8.out, quantized.out, 1e-9, 1.2e-7, "kernel_fp8");
-  expect_close(ex.out, exact.out, 1e-9, 1.2e-7, "exact");
+  expect_close(pav.out, quantized.out, 1e-9, 1.2e-7, "pav's profile under fp8 compute");
+  expect_close(k8.out, quantized.out, 1e-9, 1.2e-7, "fp8_per_row");
+  expect_close(ex.out, exact.out, 1e-9, 1.2e-7, "none");
   // The two inputs really differ (else the checks above could not tell them apart).
   double diff = 0;
   for (size_t i = 0; i < ex.out.size(); ++i) diff = std::max(diff, std::fabs(double(ex.out[i]) - k8.out[i]));
   EXPECT_GT(diff, 1e-4);
-  // Under bf16 compute, automatic means exact.
+  // pav's profile under bf16 compute quantizes nothing.
   auto b = make_call(s);
   b.call.opt.compute = DType::bf16;
-  const ReferenceResult bf = decode(b.call, {.precision = Precision::fp64});
-  expect_close(bf.out, exact.out, 1e-9, 1.2e-7, "automatic under bf16 compute");
-  EXPECT_FALSE(bf.p_quantized);
-  EXPECT_TRUE(automatic.p_quantized);
+  const ReferenceResult bf = decode(b.call, f64);
+  expect_close(bf.out, exact.out, 1e-9, 1.2e-7, "pav's profile under bf16 compute");
+  EXPECT_EQ(bf.profile, (NumericsProfile{QQuant::none, PRound::none, DType::bf16}));
+  EXPECT_EQ(pav.profile, (NumericsProfile{QQuant::fp8_per_row, PRound::fp8_running_max, DType::bf16}));
+  EXPECT_EQ(k8.profile.p_round, PRound::none);
+  EXPECT_EQ(pav.out_dtype, DType::bf16);
 }
 
 TEST(ReferenceDecode, ExplicitSoftmaxScale) {
@@ -352,7 +355,8 @@ TEST(ReferenceDecode, SubnormalTermSeesTheFlatSea) {
       c.v[c.v_at(blk, 0, d, off)] = kernels::f32_to_fp8(1.0f, s.cache);
     }
   }
-  const ReferenceResult r = decode(c.call, {.precision = Precision::fp64, .q_input = QInput::exact});
+  const ReferenceResult r = decode(c.call, NumericsProfile{QQuant::none, PRound::fp8_running_max, DType::bf16},
+                                   {.precision = Precision::fp64});
   const auto n = naive_decode(c, false);
   // 448 exp(-11) = 0.0075 is an e4m3fn subnormal (< 2^-6); exp(-11) = 1.67e-5
   // exceeds c = 2^-10/448, so each of the 2000 tokens (spike included) is charged c.

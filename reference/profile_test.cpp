@@ -33,8 +33,8 @@ TEST(NumericsProfile, ParsersRoundTripAndRefuseUnknownNames) {
     EXPECT_EQ(got, p);
   }
   // Partial dtypes are spelled as the kernels' dtype names.
-  for (DType d : {DType::bf16, DType::f16, DType::f32}) {
-    DType got = DType::none;
+  for (DType d : {DType::bf16, DType::f16, DType::f32, DType::none}) {
+    DType got = d == DType::none ? DType::bf16 : DType::none;
     ASSERT_TRUE(parse_partial_dtype(kernels::to_string(d), got)) << kernels::to_string(d);
     EXPECT_EQ(got, d);
   }
@@ -47,7 +47,7 @@ TEST(NumericsProfile, ParsersRoundTripAndRefuseUnknownNames) {
   for (const char* bad : {"", "fp8", "bfloat16", "BF16", "f32", "fp8_running_max "}) {
     EXPECT_FALSE(parse_p_round(bad, p)) << bad;
   }
-  for (const char* bad : {"", "fp8_e4m3fn", "i32", "none", "float32", "F32"}) {
+  for (const char* bad : {"", "fp8_e4m3fn", "i32", "i64", "float32", "F32", "None"}) {
     EXPECT_FALSE(parse_partial_dtype(bad, d)) << bad;
   }
   // A failed parse leaves the value as it was.
@@ -71,13 +71,16 @@ TEST(NumericsProfile, PavProfileFollowsComputeAndPartial) {
 
 TEST(NumericsProfile, ErrorNamesABadPartialDtype) {
   EXPECT_FALSE(profile_error(NumericsProfile{}).has_value());
-  for (DType d : {DType::bf16, DType::f16, DType::f32})
+  for (DType d : {DType::bf16, DType::f16, DType::f32, DType::none})
     EXPECT_FALSE(profile_error(NumericsProfile{QQuant::none, PRound::none, d}).has_value());
-  for (DType d : {DType::fp8_e4m3fn, DType::i32, DType::none}) {
+  for (DType d : {DType::fp8_e4m3fn, DType::fp8_e4m3fnuz, DType::i32, DType::i64}) {
     const auto e = profile_error(NumericsProfile{QQuant::none, PRound::none, d});
     ASSERT_TRUE(e.has_value());
     EXPECT_NE(e->find("partial"), std::string::npos) << *e;
   }
+  // Enum values outside the names are refused too.
+  EXPECT_TRUE(profile_error(NumericsProfile{QQuant(7), PRound::none, DType::f32}).has_value());
+  EXPECT_TRUE(profile_error(NumericsProfile{QQuant::none, PRound(9), DType::f32}).has_value());
 }
 
 }  // namespace

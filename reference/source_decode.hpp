@@ -10,7 +10,7 @@
 // chunk size whatever the context (the drift sweep regenerates them from a
 // counter-based generator).
 //
-// Semantics (REFERENCE sections 2-4): row p of a sequence with q_len positions
+// Semantics (docs/numerics.md): row p of a sequence with q_len positions
 // sees tokens t < len - q_len + 1 + p; s_t = softmax_scale * q . k_t; the output
 // is sum_t w_t v_t with w_t = exp(s_t - M)/L, exactly 0 in rows that see no
 // token. Everything is accumulated in double; segments of one (sequence, KV
@@ -41,6 +41,7 @@ struct SourceGeometry {
   std::vector<int32_t> lens;  // context lengths (<= 0: nothing visible)
   int64_t q_len = 1, hkv = 1, group = 1, head_dim = 128;
   double softmax_scale = 0.0;  // 0 means 1/sqrt(head_dim)
+  kernels::DType out_dtype = kernels::DType::bf16;  // of the kernel output compared against it
 };
 
 struct SourceOptions {
@@ -109,8 +110,9 @@ inline void attend_segment(const SourceGeometry& g, const float* q, const Source
 
 // q: [num_seqs * q_len, hkv * group, head_dim] floats, contiguous. Returns out
 // and lse (fp64 computed, out rounded to float); the error-term arrays stay
-// empty and p_quantized is false, so reference::compare() applies the plain
-// |out - ref| <= atol + rtol*|ref| standard against it. Throws
+// empty and the profile rounds nothing (Q as given, P unrounded, no partials),
+// so reference::compare() applies the 16-bit-output floor |out - ref| <= atol +
+// rtol*|ref| (g.out_dtype, bf16 or f16) against it. Throws
 // std::invalid_argument on a geometry that is not a decode call.
 inline ReferenceResult source_decode(const SourceGeometry& g, const float* q, const SourceChunkFn& chunk,
                                      const SourceOptions& o = {}) {
@@ -118,6 +120,8 @@ inline ReferenceResult source_decode(const SourceGeometry& g, const float* q, co
   if (g.q_len < 1 || g.hkv < 1 || g.group < 1 || g.head_dim < 1)
     throw std::invalid_argument("reference::source_decode: q_len, hkv, group and head_dim must be >= 1");
   if (q == nullptr || !chunk) throw std::invalid_argument("reference::source_decode: q and chunk are required");
+  if (g.out_dtype != kernels::DType::bf16 && g.out_dtype != kernels::DType::f16)
+    throw std::invalid_argument("reference::source_decode: out_dtype must be bf16 or f16 (no error terms for f32)");
   if (o.chunk_tokens < 1 || o.segment_chunks < 1)
     throw std::invalid_argument("reference::source_decode: chunk_tokens and segment_chunks must be >= 1");
   const int64_t B = int64_t(g.lens.size()), D = g.head_dim, G = g.group, H = g.hkv, rows = g.q_len * G;
@@ -150,7 +154,8 @@ inline ReferenceResult source_decode(const SourceGeometry& g, const float* q, co
   r.head_dim = D;
   r.out.assign(B * g.q_len * H * G * D, 0.0f);
   r.lse.assign(B * g.q_len * H * G, -std::numeric_limits<double>::infinity());
-  r.p_quantized = false;
+  r.profile = NumericsProfile{QQuant::none, PRound::none, kernels::DType::none};
+  r.out_dtype = g.out_dtype;
   r.chunk_buffer_bytes = int64_t(2 * sizeof(float) * o.chunk_tokens * D + sizeof(double) * o.chunk_tokens);
   tbb::parallel_for(int64_t(0), B * H, [&](int64_t bh) {
     const int64_t b = bh / H, h = bh % H;

@@ -66,7 +66,7 @@ void expect_matches_naive(const CallSpec& spec, const SourceOptions& opt, double
   const std::vector<float> q = q_floats(c);
   const ReferenceResult r = source_decode(geometry(spec), q.data(), dequantized_source(c, &largest), opt);
   EXPECT_LE(largest.load(), opt.chunk_tokens) << "a chunk larger than chunk_tokens was requested";
-  EXPECT_FALSE(r.p_quantized);
+  EXPECT_EQ(r.profile, (NumericsProfile{QQuant::none, PRound::none, kernels::DType::none}));
   const testing::Naive n = testing::naive_decode(c, false);
   ASSERT_EQ(r.out.size(), n.out.size());
   for (size_t i = 0; i < r.out.size(); ++i)
@@ -82,9 +82,8 @@ void expect_matches_naive(const CallSpec& spec, const SourceOptions& opt, double
   // reference::decode with exact Q in fp64 computes the same quantity.
   ReferenceOptions ro;
   ro.precision = Precision::fp64;
-  ro.q_input = QInput::exact;
   ro.error_terms = false;
-  const ReferenceResult d = decode(c.call, ro);
+  const ReferenceResult d = decode(c.call, NumericsProfile{QQuant::none, PRound::none, kernels::DType::none}, ro);
   for (size_t i = 0; i < r.out.size(); ++i)
     ASSERT_NEAR(r.out[i], d.out[i], rel * n.l1[i] + 1e-7) << "element " << i;
 }

@@ -1,5 +1,5 @@
 // pav drift: does the decode error grow with the split ceiling? Runs a drift
-// sweep (README, "Drift") and reports error figures, realized split counts, a
+// sweep (docs/drift.md) and reports error figures, realized split counts, a
 // paired growth test per cell, and the positive control.
 #include <fmt/core.h>
 #include <fmt/format.h>
@@ -14,6 +14,8 @@
 #include "common/text_list.hpp"
 #include "kernels/validate.hpp"
 #include "properties/drift_run.hpp"
+#include "properties/drift_run_plot.hpp"
+#include "properties/drift_run_report.hpp"
 #include "tools/backend_option.hpp"
 #include "tools/kernel_option.hpp"
 #include "tools/drift_progress.hpp"
@@ -50,7 +52,7 @@ std::vector<props::DriftCell> select_cells(const std::vector<props::DriftCell>& 
 }
 
 int run(std::vector<std::string> args) {
-  CLI::App app{"Measure whether the decode error grows with the split ceiling (README: Drift).", "drift"};
+  CLI::App app{"Measure whether the decode error grows with the split ceiling (docs/drift.md).", "drift"};
   std::string sweep_path, backend_name = "auto", md_out, plot_out, cells;
   cli::ReportOutput output;
   int64_t max_context = 0;
@@ -62,11 +64,13 @@ int run(std::vector<std::string> args) {
   output.add_options(app);  // the full report (pav-drift-report/1)
   app.add_option("--markdown", md_out, "write the report tables as Markdown to FILE");
   app.add_option("--plot", plot_out, "write a PNG of error against ceiling (gnuplot; also OUT.gp and OUT.dat)");
-  app.add_option("--cells", cells, "run only these cells: names (120k/b8) or indices, comma-separated");
-  app.add_option("--max-context", max_context, "run only cells whose context is at most N tokens (0: all)")
-      ->check(cli::integer_in(1, cli::kMaxContext));
-  app.add_option("--seeds", seeds, "override the sweep's data seeds per cell (0: the sweep's)")
-      ->check(cli::integer_in(2, 10000));
+  auto* opt_cells = app.add_option("--cells", cells, "run only these cells: names (120k/b8) or indices, comma-separated");
+  app.add_option("--max-context", max_context, "run only cells whose context is at most N tokens")
+      ->check(cli::integer_in(1, cli::kMaxContext))
+      ->default_str("all");
+  app.add_option("--seeds", seeds, "override the sweep's data seeds per cell")
+      ->check(cli::integer_in(2, 10000))
+      ->default_str("the sweep's");
   app.add_flag("--list", list, "print the cells, their lengths and the split counts of every arm; run nothing");
   app.add_flag("--no-progress", no_progress, "no progress bar on stderr");
   app.add_flag("--quiet", quiet, "print only the verdict line");
@@ -85,6 +89,7 @@ int run(std::vector<std::string> args) {
     throw cli::BadInput(e.what());
   }
   if (seeds > 0) sweep.seeds = seeds;
+  if (opt_cells->count() > 0 && cells.empty()) throw cli::BadInput("--cells: an empty value (give names or indices)");
   // --kernel: the sweep runs that kernel at each ceiling (it must take one).
   std::unique_ptr<adapters::KernelUnderTest> kernel;
   if (!kernel_options.specs.empty()) {

@@ -1,5 +1,5 @@
 // pav fuzz: long property runs that find, shrink, save and replay. See
-// docs/cli.md and the fuzzing docs.
+// docs/cli.md and docs/fuzzing.md.
 #include <fmt/core.h>
 
 #include <charconv>
@@ -88,7 +88,9 @@ int run(std::vector<std::string> args) {
       app.add_option("--minutes", minutes,
                      "time budget for all selected properties together (the default when --cases is not given)")
           ->check(cli::finite_in(0, cli::kMaxMinutes, true));
-  auto* opt_cases = app.add_option("--cases", cases, "cases per property")->check(cli::integer_in(1, int64_t(1) << 40));
+  auto* opt_cases = app.add_option("--cases", cases, "cases per property")
+                        ->check(cli::integer_in(1, int64_t(1) << 40))
+                        ->default_str("no case budget");
   auto* opt_seed = app.add_option("--seed", seed, "base seed (default: drawn at random, and printed)")
                        ->check(cli::seed_value())
                        ->default_str("random");

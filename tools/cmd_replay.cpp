@@ -162,6 +162,9 @@ int run(std::vector<std::string> args) {
       j["passed"] = false;
       j["rejected"] = e.what();
       if (!json) fmt::print("case      {}\nverdict   FAIL: the kernel rejected the call: {}\n\n", file, e.what());
+    } catch (const std::invalid_argument& e) {
+      // Plan parameters the planner refuses (a ceiling above cu): the file's fault.
+      throw cli::BadInput(file + ": " + e.what());
     }
     report["cases"].push_back(std::move(j));
   }

@@ -7,7 +7,6 @@
 #include <string>
 
 #include "bench/gpu/bench_device.hpp"
-#include "kernels/planner_balanced.hpp"
 
 namespace pav::bench {
 namespace {
@@ -66,168 +65,6 @@ __global__ void __launch_bounds__(512) read_kernel(const uint4* __restrict__ p, 
     acc.w ^= a.w;
   }
   if (acc.x == 0x9e3779b9u && acc.y == 0x7f4a7c15u && acc.z == acc.w) sink[0] = acc;
-}
-
-// ---- balanced refresh ----------------------------------------------------------------
-constexpr int kRefreshMaxThreads = 1024;
-constexpr int kRefreshWarps = kRefreshMaxThreads / 32;
-constexpr int kSeqsPerThread = (kernels::kMaxPlanBatch + kRefreshMaxThreads - 1) / kRefreshMaxThreads;
-
-// Block-wide sum / max; every thread gets the result. red holds kRefreshWarps + 1.
-template <bool kMax>
-__device__ int64_t block_reduce(int64_t v, int64_t* red) {
-  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, warps = blockDim.x / 32;
-  for (int o = 16; o > 0; o >>= 1) {
-    const int64_t u = __shfl_xor_sync(0xffffffffu, v, o);
-    v = kMax ? (u > v ? u : v) : v + u;
-  }
-  if (lane == 0) red[warp] = v;
-  __syncthreads();
-  if (warp == 0) {
-    int64_t w = lane < warps ? red[lane] : 0;
-    for (int o = 16; o > 0; o >>= 1) {
-      const int64_t u = __shfl_xor_sync(0xffffffffu, w, o);
-      w = kMax ? (u > w ? u : w) : w + u;
-    }
-    if (lane == 0) red[kRefreshWarps] = w;
-  }
-  __syncthreads();
-  const int64_t out = red[kRefreshWarps];
-  __syncthreads();  // red is reused by the next reduction
-  return out;
-}
-
-// Exclusive prefix sum over the block in thread order; *total gets the sum.
-__device__ int64_t block_exclusive_scan(int64_t v, int64_t* red, int64_t* total) {
-  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, warps = blockDim.x / 32;
-  int64_t inc = v;
-  for (int o = 1; o < 32; o <<= 1) {
-    const int64_t u = __shfl_up_sync(0xffffffffu, inc, o);
-    if (lane >= o) inc += u;
-  }
-  if (lane == 31) red[warp] = inc;
-  __syncthreads();
-  if (warp == 0) {
-    const int64_t w = lane < warps ? red[lane] : 0;
-    int64_t winc = w;
-    for (int o = 1; o < 32; o <<= 1) {
-      const int64_t u = __shfl_up_sync(0xffffffffu, winc, o);
-      if (lane >= o) winc += u;
-    }
-    if (lane < warps) red[lane] = winc - w;  // exclusive prefix of the warp totals
-    if (lane == warps - 1) red[kRefreshWarps] = winc;
-  }
-  __syncthreads();
-  const int64_t out = red[warp] + inc - v;
-  *total = red[kRefreshWarps];
-  __syncthreads();
-  return out;
-}
-
-__global__ void __launch_bounds__(kRefreshMaxThreads)
-balanced_refresh_kernel(const int32_t* __restrict__ lens, int num_seqs, int64_t max_partitions, int64_t capacity,
-                        int64_t task_budget, int64_t split_cost, int64_t min_chunk, int32_t* __restrict__ work,
-                        int32_t* __restrict__ reduce) {
-  using namespace kernels;
-  __shared__ int64_t red[kRefreshWarps + 1];
-  __shared__ int32_t s_tiles[kernels::kMaxPlanBatch], s_most[kernels::kMaxPlanBatch];
-  __shared__ int s_fits[kRefreshWarps];
-  const int t = threadIdx.x;
-  // Thread t owns the contiguous sequences [b0, b1): prefix order is kept.
-  const int per = (num_seqs + int(blockDim.x) - 1) / int(blockDim.x);
-  const int b0 = min(t * per, num_seqs), b1 = min(b0 + per, num_seqs);
-  int64_t tiles[kSeqsPerThread], most[kSeqsPerThread];
-  int64_t my_tiles = 0, my_nonempty = 0, my_max = 0;
-#pragma unroll
-  for (int k = 0; k < kSeqsPerThread; ++k) {
-    tiles[k] = b0 + k < b1 ? plan_tiles(lens[b0 + k]) : 0;
-    most[k] = balanced_max_count(tiles[k], max_partitions, min_chunk);
-    my_tiles += tiles[k];
-    my_nonempty += tiles[k] > 0 ? 1 : 0;
-    my_max = max64(my_max, tiles[k]);
-  }
-  const int64_t sum_tiles = block_reduce<false>(my_tiles, red);
-  const int64_t nonempty = block_reduce<false>(my_nonempty, red);
-  const int64_t max_tiles = block_reduce<true>(my_max, red);
-  const int64_t limit = balanced_task_limit(capacity, nonempty, task_budget);
-  for (int k = 0; k < kSeqsPerThread; ++k)
-    if (b0 + k < b1) {
-      s_tiles[b0 + k] = int32_t(tiles[k]);  // <= ceil(INT32_MAX / 256) tiles
-      s_most[b0 + k] = int32_t(most[k]);    // <= max_partitions
-    }
-  __syncthreads();
-  // The smallest target in [lo, hi] whose tasks fit `lim` (hi always fits).
-  // Each round every warp tests one target of an even spread over the range
-  // (warp 0 tests lo), so a round narrows it about warps-fold where a binary
-  // step halves it. The task count only falls as the target rises, so this
-  // finds the host's binary search's answer. Every thread ends with the same lo.
-  const int lane = t % 32, warp = t / 32, warps = int(blockDim.x) / 32;
-  auto run = [&](BalancedSearch search, int64_t lim) {
-    int64_t lo = search.lo, hi = search.hi;
-    while (lo < hi) {
-      const int64_t span = hi - lo;
-      const int64_t probe = lo + span * warp / warps;
-      int64_t mine = 0;
-      for (int b = lane; b < num_seqs; b += 32) mine += balanced_count_for(s_tiles[b], probe, split_cost, s_most[b]);
-      for (int o = 16; o > 0; o >>= 1) mine += __shfl_xor_sync(0xffffffffu, mine, o);
-      if (lane == 0) s_fits[warp] = mine <= lim ? 1 : 0;
-      __syncthreads();
-      int first = warps;  // the first warp whose target fits
-      for (int w = 0; w < warps; ++w)
-        if (s_fits[w]) {
-          first = w;
-          break;
-        }
-      const int64_t next_hi = first < warps ? lo + span * first / warps : hi;
-      const int64_t next_lo = first == 0 ? lo : lo + span * (first - 1) / warps + 1;
-      __syncthreads();  // s_fits is rewritten by the next round
-      lo = next_lo;
-      hi = next_hi;
-    }
-    return lo;
-  };
-  int64_t target = run(balanced_search_init(sum_tiles, max_tiles, nonempty, limit), limit);
-  if (capacity > limit && balanced_use_second_wave(target, sum_tiles, task_budget))
-    target = run(balanced_second_wave_search_init(sum_tiles, target, nonempty, task_budget), capacity);
-  const bool split = target + split_cost < max_tiles;
-  int64_t count[kSeqsPerThread];
-  int64_t my_count = 0;
-#pragma unroll
-  for (int k = 0; k < kSeqsPerThread; ++k) {
-    count[k] = split ? balanced_count_for(tiles[k], target, split_cost, most[k]) : (tiles[k] > 0 ? 1 : 0);
-    my_count += count[k];
-  }
-  int64_t all_tasks = 0;
-  int64_t first = block_exclusive_scan(my_count, red, &all_tasks);
-  // Each sequence's first task, in shared memory (s_most is free now), so the
-  // task rows can be written one per thread: a long request's tasks written by
-  // its own thread alone would serialize the refresh.
-  int32_t* s_first = s_most;
-#pragma unroll
-  for (int k = 0; k < kSeqsPerThread; ++k) {
-    const int b = b0 + k;
-    if (b >= b1) break;
-    reduce[2 * b] = int32_t(first);
-    reduce[2 * b + 1] = int32_t(count[k]);
-    s_first[b] = int32_t(first);
-    first += count[k];
-  }
-  __syncthreads();
-  for (int64_t i = t; i < all_tasks; i += blockDim.x) {
-    // The task's sequence: the last b whose first task is <= i (sequences with
-    // no task share the next one's first, so the last of equals owns it).
-    int lo = 0, hi = num_seqs - 1;
-    while (lo < hi) {
-      const int mid = (lo + hi + 1) / 2;
-      if (s_first[mid] <= i)
-        lo = mid;
-      else
-        hi = mid - 1;
-    }
-    const int64_t end = lo + 1 < num_seqs ? s_first[lo + 1] : all_tasks;
-    plan_task(work + 4 * i, int32_t(lo), i - s_first[lo], s_tiles[lo], end - s_first[lo], lens[lo]);
-  }
-  for (int64_t i = all_tasks * 4 + t; i < capacity * 4; i += blockDim.x) work[i] = 0;
 }
 
 }  // namespace
@@ -310,20 +147,6 @@ void fill_fp8(void* dst, size_t bytes, uint64_t seed, StreamHandle s) {
 void fill_bf16(void* dst, size_t count, uint64_t seed, StreamHandle s) {
   fill_bf16_kernel<<<1024, 256, 0, as_stream(s)>>>(static_cast<uint16_t*>(dst), count, seed);
   ck(cudaGetLastError(), "fill_bf16");
-}
-
-void balanced_refresh(const int32_t* dev_lens, int64_t num_seqs, int64_t max_partitions, int64_t capacity,
-                      int64_t task_budget, int64_t split_cost, int64_t min_chunk, int32_t* dev_work,
-                      int32_t* dev_reduce, StreamHandle s) {
-  if (num_seqs < 1 || num_seqs > kernels::kMaxPlanBatch) throw std::invalid_argument("balanced_refresh: num_seqs");
-  if (capacity < num_seqs || max_partitions < 1 || min_chunk < 1 || split_cost < 0 || task_budget < 1)
-    throw std::invalid_argument("balanced_refresh: parameters");
-  // As many whole warps as sequences (up to 1024), and at least 16: each warp
-  // tests one target per round of the search.
-  const int threads = int(std::min<int64_t>(kRefreshMaxThreads, std::max<int64_t>(512, (num_seqs + 31) / 32 * 32)));
-  balanced_refresh_kernel<<<1, threads, 0, as_stream(s)>>>(dev_lens, int(num_seqs), max_partitions, capacity,
-                                                            task_budget, split_cost, min_chunk, dev_work, dev_reduce);
-  ck(cudaGetLastError(), "balanced_refresh");
 }
 
 // ---- captured kernels ----------------------------------------------------------------------

@@ -1,8 +1,8 @@
 #pragma once
 // Device helpers of the GPU benchmark (bench_device.cu, compiled as CUDA):
-// event timing, L2 flush, a read-bandwidth probe, random fills, the balanced
-// planner refresh on the device, and per-kernel replay of what a host-API
-// call enqueues. Plain C++ here so gpu_bench.cpp stays an ordinary C++ file.
+// event timing, L2 flush, a read-bandwidth probe, random fills, and
+// per-kernel replay of what a host-API call enqueues. Plain C++ here so
+// gpu_bench.cpp stays an ordinary C++ file.
 #include <cstddef>
 #include <cstdint>
 #include <functional>
@@ -58,12 +58,6 @@ double read_bandwidth_gbps(size_t bytes, int iters, std::vector<double>* samples
 // Random finite fp8 e4m3fn codes (0x7f / 0xff avoided) and bf16 in [-1, 1).
 void fill_fp8(void* dst, size_t bytes, uint64_t seed, StreamHandle s);
 void fill_bf16(void* dst, size_t count, uint64_t seed, StreamHandle s);
-
-// The balanced planner's refresh in one block, from device lengths, with the
-// host planner's PAV_HD steps (kernels/planner_balanced.hpp).
-void balanced_refresh(const int32_t* dev_lens, int64_t num_seqs, int64_t max_partitions, int64_t capacity,
-                      int64_t task_budget, int64_t split_cost, int64_t min_chunk, int32_t* dev_work,
-                      int32_t* dev_reduce, StreamHandle s);
 
 // What `enqueue` puts on a stream, captured once; each kernel can then be
 // launched on its own (for per-kernel timing) with the captured arguments.

@@ -1,4 +1,4 @@
-// pav_gpu_bench: the GPU decode paths on trace-like batches (README, "Performance").
+// pav_gpu_bench: the GPU decode paths on trace-like batches (docs/performance.md).
 // For each configuration: the uniform split, the planned split under both
 // planner policies (and larger workgroup budgets), each timed with device
 // events around the host-API call, L2 flushed before every iteration, median
@@ -227,14 +227,9 @@ struct DevicePlan {
     return PlanView{work.as<int32_t>(), reduce.as<int32_t>(), params.num_seqs, params.kv_heads,
                     params.max_partitions, capacity};
   }
+  // The production refresh of either policy (kernels/hip/refresh.hip).
   void refresh(const int32_t* dev_lens, gpu::StreamHandle s) {
-    if (params.policy == PlanPolicy::balanced)
-      bench::balanced_refresh(dev_lens, params.num_seqs, params.max_partitions, capacity,
-                              balanced_task_budget(params.workgroup_budget, params.kv_heads), params.split_cost_tiles,
-                              params.min_chunk_tiles, work.as<int32_t>(), reduce.as<int32_t>(), s);
-    else
-      gpu::refresh_plan(dev_lens, params.num_seqs, params.max_partitions, capacity, work.as<int32_t>(),
-                        reduce.as<int32_t>(), s);
+    gpu::refresh_plan(dev_lens, params, capacity, work.as<int32_t>(), reduce.as<int32_t>(), s);
   }
 };
 
@@ -284,7 +279,9 @@ struct Scratchpad {
 // The kernel a graph node runs, by role: both attention bodies (the fast one
 // and the general one) count as the attention.
 std::string short_kernel_name(const std::string& n) {
-  if (n.find("attend_fast_kernel") != std::string::npos) return "attend_kernel";
+  if (n.find("attend_fast_kernel") != std::string::npos || n.find("attend_mma_kernel") != std::string::npos)
+    return "attend_kernel";
+  if (n.find("balanced_refresh_kernel") != std::string::npos) return "refresh_kernel";
   for (const char* k : {"attend_kernel", "reduce_kernel", "check_kernel", "refresh_kernel"})
     if (n.find(k) != std::string::npos) return k;
   return n.substr(0, 40);
@@ -323,6 +320,7 @@ struct Runner {
 
 struct VariantResult {
   json j;
+  std::string body;  // the attention body the launch record names
   double call_ms = 0, attend_ms = 0, reduce_ms = 0, refresh_ms = 0, gbps = 0, fraction = 0;
   double per_layer_ms = 0;  // call + refresh / layers
   std::vector<uint16_t> out;
@@ -347,7 +345,9 @@ VariantResult run_variant(Runner& R, const Config& c, DeviceCall& d, const Varia
     if (splits > 1) partial_bytes = double(B * c.hkv * splits) * slot_bytes;
     j["splits"] = splits;
     j["blocks"] = B * c.hkv * splits;
-    call_fn = [&d, sp = scratch.get()](gpu::StreamHandle st) { gpu::uniform_decode(d.call, sp->view, st); };
+    call_fn = [&d, sp = scratch.get(), &res](gpu::StreamHandle st) {
+      res.body = gpu::to_string(gpu::uniform_decode(d.call, sp->view, st).body);
+    };
   } else {
     plan = std::make_unique<DevicePlan>(make_plan(B, c.hkv, R.st.cu, v.policy, v.budget_factor * R.st.cu));
     plan->refresh(d.lens.as<int32_t>(), s);
@@ -379,8 +379,8 @@ VariantResult run_variant(Runner& R, const Config& c, DeviceCall& d, const Varia
     j["counts"] = counts;
     scratch = std::make_unique<Scratchpad>(c.hkv * plan->capacity, d.rows);
     partial_bytes = double(c.hkv * host.active_tasks()) * slot_bytes;
-    call_fn = [&d, sp = scratch.get(), pl = plan.get(), st_ptr = status.as<uint32_t>()](gpu::StreamHandle st) {
-      gpu::planned_decode(d.call, pl->view(), sp->view, st_ptr, st);
+    call_fn = [&d, sp = scratch.get(), pl = plan.get(), st_ptr = status.as<uint32_t>(), &res](gpu::StreamHandle st) {
+      res.body = gpu::to_string(gpu::planned_decode(d.call, pl->view(), sp->view, st_ptr, st).body);
     };
   }
   const double bytes = d.kv_bytes + d.q_bytes + d.out_bytes + d.table_bytes + partial_bytes;
@@ -430,6 +430,7 @@ VariantResult run_variant(Runner& R, const Config& c, DeviceCall& d, const Varia
     j["status_ok"] = st.status == DecodeStatus::ok;
     if (st.status != DecodeStatus::ok) res.ok = false;
   }
+  j["attention_body"] = res.body;
   res.per_layer_ms = res.call_ms + res.refresh_ms / R.st.layers;
   res.gbps = bytes / (res.call_ms * 1e-3) / 1e9;
   res.fraction = res.gbps / R.st.ceiling_gbps;
@@ -439,6 +440,21 @@ VariantResult run_variant(Runner& R, const Config& c, DeviceCall& d, const Varia
   j["per_layer_ms"] = res.per_layer_ms;
   if (res.attend_ms > 0) j["reduce_over_attention"] = res.reduce_ms / res.attend_ms;
   return res;
+}
+
+// One line per configuration: the read ceiling of this run, the KV floor at
+// that ceiling, every variant's call time and fraction of the ceiling, and the
+// attention body that ran.
+std::string config_summary(const Config& c, const DeviceCall& d, const json& variants, double ceiling_gbps) {
+  std::string cells, bodies;
+  for (const auto& v : variants) {
+    cells += fmt::format("{} {:.3f} ({:.1f}%); ", v["variant"].get<std::string>(), v["call"]["median_ms"].get<double>(),
+                         100 * v["fraction_of_read_ceiling"].get<double>());
+    const std::string b = v["attention_body"].get<std::string>();
+    if (bodies.find(b) == std::string::npos) bodies += (bodies.empty() ? "" : ", ") + b;
+  }
+  return fmt::format("| {} | {:.2f} | {:.0f} | {:.3f} | {} | {} |", c.name, d.kv_bytes / 1e9, ceiling_gbps,
+                     d.kv_bytes / (ceiling_gbps * 1e9) * 1e3, cells, bodies);
 }
 
 // Relative L2 distance between two bf16 outputs.
@@ -453,14 +469,14 @@ double rel_l2(const std::vector<uint16_t>& a, const std::vector<uint16_t>& b) {
 }
 
 // ---- batch-256 plan refresh ------------------------------------------------------------------
-json refresh_256(Runner& R, std::vector<std::string>& table) {
+json refresh_256(Runner& R, std::vector<std::string>& table, const std::vector<int64_t>& kv_heads) {
   json out = json::array();
   gpu::StreamHandle s = R.stream.get();
   std::vector<int32_t> lens = trace_batch(256, R.st.seed + 256);
   gpu::DeviceBuffer dlens(lens.size() * 4);
   gpu::copy_to_device(dlens.data(), lens.data(), lens.size() * 4, s);
   constexpr int kGraphRefreshes = 50;
-  for (int64_t hkv : {8, 1})
+  for (int64_t hkv : kv_heads)
     for (PlanPolicy pol : {PlanPolicy::proportional, PlanPolicy::balanced}) {
       DevicePlan p = make_plan(256, hkv, R.st.cu, pol, 0);
       p.refresh(dlens.as<int32_t>(), s);
@@ -509,12 +525,16 @@ int run(int argc, char** argv) {
   app.add_option("--bandwidth-gb", bw_gb, "size of the read-ceiling buffer (GB)")->check(CLI::Range(0.5, 32.0));
   app.add_option("--seed", st.seed, "seed of the batch shuffles, block tables and data");
   app.add_option("--max-seconds", max_seconds, "skip the configurations left once this much time has passed (0: none)");
+  std::vector<int64_t> refresh_heads = {8, 1};
+  app.add_option("--refresh-kv-heads", refresh_heads, "KV head counts of the batch-256 refresh figures")
+      ->delimiter(',')
+      ->check(CLI::Range(int64_t(1), int64_t(64)));
   CLI11_PARSE(app, argc, argv);
   std::vector<Variant> variants;
   for (const auto& v : variant_names) variants.push_back(parse_variant(v));
   if (variants.empty() || variants.front().name != "uniform")
     variants.insert(variants.begin(), parse_variant("uniform"));  // ratios need it, first
-  if (st.iters < 20) fmt::print(stderr, "note: --iters {} is below the 20 the figures in the README's Performance section use\n", st.iters);
+  if (st.iters < 20) fmt::print(stderr, "note: --iters {} is below the 20 the figures in docs/performance.md use\n", st.iters);
 
   if (!gpu::available()) {
     fmt::print(stderr, "pav_gpu_bench: no usable GPU\n");
@@ -569,9 +589,10 @@ int run(int argc, char** argv) {
              bw_gb, bw.n);
 
   std::vector<std::string> refresh_rows;
-  if (only.empty() || only.find("refresh") != std::string::npos) doc["refresh_256"] = refresh_256(R, refresh_rows);
+  if (only.empty() || only.find("refresh") != std::string::npos)
+    doc["refresh_256"] = refresh_256(R, refresh_rows, refresh_heads);
 
-  std::vector<std::string> rows;
+  std::vector<std::string> rows, summary;
   json jconfigs = json::array();
   json skipped = json::array();
   bool all_ok = true;
@@ -615,8 +636,8 @@ int run(int argc, char** argv) {
       const std::string shape = v.planned ? fmt::format("{} tasks", r.j["tasks"].get<int64_t>())
                                           : fmt::format("{} splits", r.j["splits"].get<int>());
       rows.push_back(fmt::format(
-          "| {} | {} | {} | {:.3f} | {:.3f} | {:.3f} | {} | {:.0f} | {:.1f}% | {:.2f}x | {:.1f}% | {}{} |", c.name,
-          v.name, shape, r.call_ms, r.attend_ms, r.reduce_ms, v.planned ? fmt::format("{:.1f}", r.refresh_ms * 1e3) : "-",
+          "| {} | {} | {} | {} | {:.3f} | {:.3f} | {:.3f} | {} | {:.0f} | {:.1f}% | {:.2f}x | {:.1f}% | {}{} |", c.name,
+          v.name, r.body, shape, r.call_ms, r.attend_ms, r.reduce_ms, v.planned ? fmt::format("{:.1f}", r.refresh_ms * 1e3) : "-",
           r.gbps, 100 * r.fraction, speedup, r.attend_ms > 0 ? 100 * r.reduce_ms / r.attend_ms : 0.0,
           r.ok ? "ok" : "FAIL", fmt::format(" ({:.1e})", diff)));
       fmt::print(stderr, "[{:6.1f} s] [{}/{}] {} {}: {:.3f} ms, {:.0f} GB/s ({:.1f}%), {:.2f}x vs uniform{}\n",
@@ -625,15 +646,20 @@ int run(int argc, char** argv) {
       jv.push_back(r.j);
     }
     jc["variants"] = jv;
+    jc["read_ceiling_gbps"] = st.ceiling_gbps;
+    summary.push_back(config_summary(c, d, jv, st.ceiling_gbps));
     jconfigs.push_back(jc);
   }
   doc["configs"] = jconfigs;
   doc["skipped"] = skipped;
 
-  fmt::print("\n| config | variant | shape | call ms | attention ms | reduce ms | refresh us | GB/s | of read ceiling "
-             "| speedup (per layer) | reduce/attention | check (rel L2 vs uniform) |\n");
-  fmt::print("|---|---|---|---|---|---|---|---|---|---|---|---|\n");
+  fmt::print("\n| config | variant | body | shape | call ms | attention ms | reduce ms | refresh us | GB/s | of read "
+             "ceiling | speedup (per layer) | reduce/attention | check (rel L2 vs uniform) |\n");
+  fmt::print("|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
   for (const auto& r : rows) fmt::print("{}\n", r);
+  fmt::print("\n| config | KV GB | read ceiling GB/s | floor ms | policy: call ms (of ceiling) ... | body |\n"
+             "|---|---|---|---|---|---|\n");
+  for (const auto& r : summary) fmt::print("{}\n", r);
   if (!refresh_rows.empty()) {
     fmt::print("\n| refresh | policy | device time per refresh | plan |\n|---|---|---|---|\n");
     for (const auto& r : refresh_rows) fmt::print("{}\n", r);

@@ -12,6 +12,7 @@ PlanParams params_for(const PlanKey& key, const PlanCacheConfig& c) {
   p.cu = c.cu;
   p.max_partitions = c.max_partitions;
   p.workgroup_budget = c.workgroup_budget;
+  p.policy = c.policy;
   return p;
 }
 

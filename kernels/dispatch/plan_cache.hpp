@@ -1,5 +1,5 @@
 #pragma once
-// Persistent work plans and their scratch (REFERENCE section 8). A plan is
+// Persistent work plans and their scratch (docs/lifecycle.md). A plan is
 // minted only while graphs are captured, one per (num_seqs, Hkv, device) and
 // micro-batch slot, and is never replaced or freed while the cache lives: a
 // captured graph may hold its pointers. Refresh rewrites it in place.
@@ -36,6 +36,9 @@ struct PlanCacheConfig {
   int64_t cu = 132;               // compute units the plans spread work over
   int64_t max_partitions = 0;     // plan ceiling; 0 = cu (the planner's default). <= 64 selects the bounded reduce
   int64_t workgroup_budget = 0;   // 0 = 2 * cu
+  // Planner policy of every minted plan (Settings::plan_policy, PAV_PLAN_POLICY);
+  // a device refresh of the plan takes the same params (gpu::refresh_plan).
+  PlanPolicy policy = PlanPolicy::proportional;
   // Geometry of the model's attention layers; the scratch is sized from it.
   int64_t kv_heads = 1;
   int64_t head_dim = 128;

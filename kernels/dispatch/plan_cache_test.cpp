@@ -100,3 +100,40 @@ TEST(PlanCache, RejectsAConfigThePlannerRejects) {
   c.max_partitions = 9;  // > cu
   EXPECT_THROW(PlanCache(c, nullptr), std::invalid_argument);
 }
+
+// The configured policy reaches the minted plan: a balanced slot refreshes to
+// the balanced planner's plan (capacity included), not the proportional one.
+TEST(PlanCache, ConfiguredPolicyReachesTheMintedPlan) {
+  // One long request beside short ones: the policies give different counts.
+  const std::vector<int32_t> lens = {100000, 300, 0, 2000};
+  for (PlanPolicy policy : {PlanPolicy::proportional, PlanPolicy::balanced}) {
+    PlanCacheConfig c = small_config();
+    c.policy = policy;
+    PlanCache cache(c, nullptr);
+    auto slot = cache.mint(Phase::capture, PlanKey{4, 2, 0, 0});
+    ASSERT_NE(slot, nullptr);
+    EXPECT_EQ(slot->plan().params().policy, policy);
+    slot->refresh(lens.data());
+    PlanParams p;
+    p.num_seqs = 4;
+    p.kv_heads = 2;
+    p.cu = 8;
+    p.policy = policy;
+    WorkPlan expect(p);
+    expect.refresh(lens.data());
+    EXPECT_EQ(slot->plan().capacity(), expect.capacity());
+    EXPECT_EQ(slot->plan().reduce_info(), expect.reduce_info());
+    EXPECT_EQ(slot->plan().work_info(), expect.work_info());
+  }
+  // The two policies differ on this batch, so the check above can tell them apart.
+  PlanParams a;
+  a.num_seqs = 4;
+  a.kv_heads = 2;
+  a.cu = 8;
+  PlanParams b = a;
+  b.policy = PlanPolicy::balanced;
+  WorkPlan pa(a), pb(b);
+  pa.refresh(lens.data());
+  pb.refresh(lens.data());
+  EXPECT_NE(pa.reduce_info(), pb.reduce_info());
+}

@@ -4,14 +4,15 @@
 // and the plan freshness check. Numerics mirror kernels/cpu/decode_cpu.cpp.
 // device_common.hpp first: on AMD the runtime header must precede <cstring>.
 #include "kernels/hip/device_common.hpp"
+#include <atomic>
 #include <stdexcept>
 #if defined(PAV_HIP_NVIDIA)
 #include <cuda_fp16.h>
 #include <cuda_fp8.h>
 #endif
 
-#include "kernels/cpu/decode_cpu.hpp"
 #include "kernels/hip/gpu_backend.hpp"
+#include "kernels/split_rules.hpp"
 
 namespace pav::kernels::gpu {
 namespace {
@@ -48,6 +49,7 @@ struct Params {
   const float* v_scale;
   int k_scale_kind, v_scale_kind;
   int num_seqs, q_len, hkv, group, head_dim, block_size, rows;
+  int block_shift;  // log2(block_size) when it is a power of two, else -1
   float softmax_scale;
   bool fp8_compute;
   DType compute_fp8;  // flavour Q and P are quantized to (fp8 compute)
@@ -72,6 +74,19 @@ __device__ inline float scale_at(const float* s, int kind, int64_t blk, int h, i
   if (kind == kScaleNone) return 1.0f;
   if (kind == kScaleTensor) return s[0];
   return s[(blk * p.hkv + h) * p.block_size + off];
+}
+
+// Token t (< 2^31: lengths are int32) as (block-table column, offset in the
+// page) in 32-bit arithmetic: a shift for power-of-two pages. A 64-bit
+// division per page lookup cost more than the attention's arithmetic.
+[[maybe_unused]] __device__ inline void page_of(const Params& p, uint32_t t, uint32_t& col, uint32_t& off) {
+  if (p.block_shift >= 0) {
+    col = t >> p.block_shift;
+    off = t & uint32_t(p.block_size - 1);
+  } else {
+    col = t / uint32_t(p.block_size);
+    off = t - col * uint32_t(p.block_size);
+  }
 }
 
 // True when sequence `seq`'s own task range holds a task recorded for another
@@ -123,28 +138,25 @@ __device__ bool resolve_work(const Params& p, int64_t slot, int& seq, int& h, in
   return true;
 }
 
-// Q rows r0..r0+nr-1 of (seq, h) into qf[r * D + d] (one warp per row),
-// quantized per row to fp8 with q_scale = max(absmax/FP8_MAX, 1e-20) under fp8
-// compute; qscale = q_scale * softmax_scale; running max and sum reset.
-__device__ void load_q_rows(const Params& p, int seq, int h, int r0, int nr, float* qf, float* qscale,
-                            float* row_m, float* row_l) {
+// Q rows r0..r0+nr-1 of (seq, h), one warp per row, quantized per row to fp8
+// with q_scale = max(absmax/FP8_MAX, 1e-20) under fp8 compute: store(r, d, v)
+// gets each value as the product uses it; qscale = q_scale * softmax_scale;
+// running max and sum reset. The one rule every attention body quantizes by.
+template <class Store>
+__device__ void quantize_q_rows(const Params& p, int seq, int h, int r0, int nr, float* qscale, float* row_m,
+                                float* row_l, Store store) {
   const int lane = threadIdx.x % kWarpSize, warp = threadIdx.x / kWarpSize;
   const int D = p.head_dim, G = p.group;
   for (int r = warp; r < nr; r += kWarps) {
     const int row = r0 + r, pos = row / G, g = row % G;
     const uint16_t* qrow = p.q + (int64_t(seq) * p.q_len + pos) * p.q_s0 + int64_t(h * G + g) * p.q_s1;
     float amax = 0.0f;
+    for (int d = lane; d < D; d += kWarpSize) amax = fmaxf(amax, fabsf(load_half(qrow, d, p.half_bf16)));
+    amax = warp_max(amax);
+    const float qs = p.fp8_compute ? fmaxf(amax / p.fp8_max, 1e-20f) : 1.0f;
     for (int d = lane; d < D; d += kWarpSize) {
       const float x = load_half(qrow, d, p.half_bf16);
-      qf[r * D + d] = x;
-      amax = fmaxf(amax, fabsf(x));
-    }
-    amax = warp_max(amax);
-    float qs = 1.0f;
-    if (p.fp8_compute) {
-      qs = fmaxf(amax / p.fp8_max, 1e-20f);
-      for (int d = lane; d < D; d += kWarpSize)
-        qf[r * D + d] = fp8_to_f32(f32_to_fp8(qf[r * D + d] / qs, p.compute_fp8), p.compute_fp8);
+      store(r, d, p.fp8_compute ? fp8_to_f32(f32_to_fp8(x / qs, p.compute_fp8), p.compute_fp8) : x);
     }
     if (lane == 0) {
       qscale[r] = qs * p.softmax_scale;
@@ -152,6 +164,13 @@ __device__ void load_q_rows(const Params& p, int seq, int h, int r0, int nr, flo
       row_l[r] = 0.0f;
     }
   }
+}
+
+// quantize_q_rows into qf[r * D + d].
+__device__ void load_q_rows(const Params& p, int seq, int h, int r0, int nr, float* qf, float* qscale,
+                            float* row_m, float* row_l) {
+  const int D = p.head_dim;
+  quantize_q_rows(p, seq, h, r0, nr, qscale, row_m, row_l, [&](int r, int d, float v) { qf[r * D + d] = v; });
 }
 
 // Online softmax of one tile (one warp per row) over the scores in
@@ -546,9 +565,454 @@ __global__ void __launch_bounds__(kThreads) attend_fast_kernel(const Params p) {
   }
 }
 
+// ---- attention: matrix-unit body (NVIDIA) -------------------------------------------------
+// fp8 e4m3fn compute over an e4m3fn cache, head_dim kD in {64, 128, 256}, K and
+// V 16-byte aligned, per-tensor (or no) V scale. The numerics are the other
+// bodies' (the same tiles, Q and P quantization, masking, running max, partial
+// store); the two products run on the tensor cores with the KV tokens on M and
+// the query rows of one KV head on N ("swap AB": 8 * kNT rows per pass, so
+// G 8 x q_len 4 is one pass over the KV):
+//   scores^T[token, row] = K[token, :] . Q[row, :]     (M = 16 tokens, K = 16 dims)
+//   out^T[dim, row]     += V^T[dim, :] . P^T[:, row]   (M = 16 dims,   K = 16 tokens)
+// Operands are the fp8 codes converted to f16 in registers (every e4m3 value is
+// an f16, so the products stay exact) and each instruction starts from a zero
+// accumulator: its 16 exact products are summed by the unit and the result is
+// added to the fp32 accumulator by an ordinary add. The k order inside an
+// instruction is permuted (a sum does not depend on it) so that a lane's four
+// k slots {2t, 2t+1, 2t+8, 2t+9} are four consecutive bytes of the cache.
+// Data movement: cp.async of whole 256-token tiles (K, then V, 16 bytes per
+// request, page by page) into a shared-memory ring that holds one tile of each;
+// the next tile's K is in flight while this tile's PV runs and its V while the
+// next scores run. Tokens past the context are never loaded; their V bytes are
+// zeroed in shared memory (0 * NaN would poison a masked product).
+#if defined(PAV_HIP_NVIDIA)
+namespace mma {
+
+constexpr int kStageTokens = 64;                         // tokens of one ring stage
+constexpr int kStagesPerTile = kTileTokens / kStageTokens;  // K stages, then as many V stages
+constexpr int kPStride = kTileTokens + 8;                // f16 per P row: conflict-free B loads
+
+__device__ inline uint32_t smem_addr(const void* p) { return uint32_t(__cvta_generic_to_shared(p)); }
+__device__ inline void cp_async16(void* dst, const void* src) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(smem_addr(dst)), "l"(src) : "memory");
+}
+__device__ inline void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
+// Waits until at most one committed group is still in flight.
+__device__ inline void cp_async_wait_all_but_one() { asm volatile("cp.async.wait_group 1;\n" ::: "memory"); }
+__device__ inline void cp_async_wait_all() { asm volatile("cp.async.wait_group 0;\n" ::: "memory"); }
+
+// Two e4m3 codes (the low byte first) as one f16x2 register (the low half
+// first), exactly.
+__device__ inline uint32_t e4m3x2_to_f16x2(uint32_t two) {
+  const __half2_raw h = __nv_cvt_fp8x2_to_halfraw2(__nv_fp8x2_storage_t(two & 0xffffu), __NV_E4M3);
+  return uint32_t(h.x) | (uint32_t(h.y) << 16);
+}
+
+// d += A(16x16 f16, row) * B(16x8 f16, col), the product summed from zero by
+// the unit and then added in fp32.
+__device__ inline void mma_add(float (&d)[4], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3, uint32_t b0,
+                               uint32_t b1) {
+  float c0, c1, c2, c3;
+  asm volatile(
+      "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+      "{%10,%10,%10,%10};\n"
+      : "=f"(c0), "=f"(c1), "=f"(c2), "=f"(c3)
+      : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1), "f"(0.0f));
+  d[0] += c0;
+  d[1] += c1;
+  d[2] += c2;
+  d[3] += c3;
+}
+
+__device__ inline uint32_t word_of(const uint4& v, int i) { return i == 0 ? v.x : i == 1 ? v.y : i == 2 ? v.z : v.w; }
+
+// The 16 head dims (a K group) lane t feeds in pass j of the score product;
+// the low three bits of the group differ between lanes of one shared-memory
+// phase (see k_swizzle).
+template <int kD>
+__device__ inline int k_group(int t, int j) {
+  if constexpr (kD == 64) return t;
+  else return 2 * t + (j & 1) + 8 * (j >> 1);
+}
+// K stage layout: token ts of the stage at ts * kD, its group grp at 16-byte
+// slot grp ^ k_swizzle(ts): cp.async writes (8 consecutive tokens of a group)
+// and the score reads (tokens g, g + 1 of lanes 4g..4g+7) are conflict-free.
+template <int kD>
+__device__ inline int k_swizzle(int ts) {
+  if constexpr (kD == 64) return (ts >> 1) & 3;
+  else return ts & 7;
+}
+// V stage layout: dim d at d * 64, its 16-token chunk c at slot c ^ ((d >> 1) & 3).
+__device__ inline int v_slot(int d, int c) { return c ^ ((d >> 1) & 3); }
+
+template <int kD>
+constexpr int stage_bytes() { return kStageTokens * kD; }
+
+// Enqueues the K codes of tile tokens [t0, t0 + 256) below len into stages
+// 0..3 of the ring. Consecutive threads take consecutive 16-byte pieces of one
+// page's group, so each warp request reads whole sectors.
+template <int kD>
+__device__ void issue_k(const Params& p, int h, const int32_t* table, int64_t len, int64_t t0, uint8_t* ring) {
+  constexpr int kNG = kD / 16;
+  const int bs = p.block_size;
+  const int piece_shift = bs % 64 == 0 ? 6 : 4;  // tokens of a page read in one run: 64 or 16
+  const int piece = 1 << piece_shift;
+  for (int x = threadIdx.x; x < kTileTokens * kNG; x += kThreads) {
+    const int rest = x >> piece_shift;
+    const int grp = rest % kNG;
+    const int tok = (rest / kNG) * piece + (x & (piece - 1));
+    const int64_t t = t0 + tok;
+    if (t >= len) continue;  // past the context: never read
+    uint32_t col, off;
+    page_of(p, uint32_t(t), col, off);
+    const int64_t blk = table[col];
+    const uint8_t* src = p.k + ((blk * p.hkv + h) * kNG + grp) * int64_t(bs) * 16 + off * 16;
+    const int ts = tok % kStageTokens;
+    cp_async16(ring + (tok / kStageTokens) * stage_bytes<kD>() + ts * kD + 16 * (grp ^ k_swizzle<kD>(ts)), src);
+  }
+}
+
+// Enqueues the V codes of the tile's 16-token chunks that start below len
+// into stages 4..7 (a chunk never crosses a page: pages are multiples of 16).
+template <int kD>
+__device__ void issue_v(const Params& p, int h, const int32_t* table, int64_t len, int64_t t0, uint8_t* ring) {
+  const int bs = p.block_size;
+  const int cpp = bs % 64 == 0 ? 4 : 1;  // plain layout: chunks of one dim contiguous in a page
+  for (int x = threadIdx.x; x < (kTileTokens / 16) * kD; x += kThreads) {
+    int c, d;
+    if (p.v_trans) {
+      d = x % kD;
+      c = x / kD;
+    } else {
+      const int rest = x / cpp;
+      d = rest % kD;
+      c = (rest / kD) * cpp + x % cpp;
+    }
+    const int64_t t = t0 + c * 16;
+    if (t >= len) continue;  // past the context: never read
+    uint32_t col, off;
+    page_of(p, uint32_t(t), col, off);
+    const int64_t blk = table[col];
+    const uint8_t* src = p.v_trans ? p.v + ((blk * p.hkv + h) * (bs / 16) + off / 16) * int64_t(kD) * 16 + d * 16
+                                   : p.v + ((blk * p.hkv + h) * kD + d) * int64_t(bs) + off;
+    cp_async16(ring + (kStagesPerTile + c / 4) * stage_bytes<kD>() + d * kStageTokens + 16 * v_slot(d, c % 4), src);
+  }
+}
+
+// Dynamic shared memory of one block: the ring (one tile of K and of V), P as
+// f16 [rows][kPStride], and Q as B fragments [kNT][passes][2][32 lanes] x 16 bytes.
+template <int kD, int kNT>
+constexpr int smem_bytes() {
+  return 2 * kStagesPerTile * stage_bytes<kD>() + 8 * kNT * kPStride * 2 + 8 * kNT * kD * 2;
+}
+
+template <int kD, int kNT>
+__global__ void __launch_bounds__(kThreads, kD <= 128 ? 2 : 1) attend_mma_kernel(const Params p) {
+  constexpr int kR = 8 * kNT;                      // query rows per pass
+  constexpr int kNJ = kD / 64;                     // 16-byte K reads per token per lane
+  constexpr int kMT = kD / 16;                     // 16-dim m tiles of the PV product
+  constexpr int kMTw = kMT >= kWarps ? kMT / kWarps : 1;   // m tiles per warp
+  constexpr int kSplit = kMT >= kWarps ? 1 : kWarps / kMT; // warps sharing an m tile (by stages)
+  static_assert(kWarpSize == 32 && kWarps == 8, "fragment layouts assume 8 warps of 32 lanes");
+  static_assert(kNJ >= 1 && kMTw * kWarps == kMT * kSplit, "head_dim 64, 128 or 256");
+  extern __shared__ uint4 smem_raw[];
+  uint8_t* ring = reinterpret_cast<uint8_t*>(smem_raw);
+  uint16_t* p16 = reinterpret_cast<uint16_t*>(ring + 2 * kStagesPerTile * stage_bytes<kD>());
+  uint4* qfrag = reinterpret_cast<uint4*>(p16 + kR * kPStride);
+  __shared__ float qscale[kR], row_m[kR], row_l[kR], row_alpha[kR], row_mnew[kR];
+  __shared__ int row_vis[kR];
+  __shared__ float red[kWarps][kR];
+  __shared__ float kscale[kTileTokens];
+  __shared__ int flag;
+
+  const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
+  const int g = lane >> 2, t = lane & 3;
+  const int64_t slot = blockIdx.x;
+  int seq, h;
+  int64_t tile0, tile1;
+  if (!resolve_work(p, slot, seq, h, tile0, tile1, &flag)) return;
+  const int64_t len = p.lens[seq];
+  const float epi = epilogue_scale(p);
+  const int32_t* table = p.tables + int64_t(seq) * p.tables_s0;
+  const bool token_kscale = p.k_scale_kind == kScaleToken;
+  const float kscale_all = token_kscale ? 1.0f : scale_at(p.k_scale, p.k_scale_kind, 0, h, 0, p);
+
+  for (int r0 = 0; r0 < p.rows; r0 += kR) {
+    const int nr = min(kR, p.rows - r0);
+    __syncthreads();  // the previous pass is done with shared memory
+    const bool any = tile0 < tile1 && tile0 * kTileTokens < len;
+    if (any) issue_k<kD>(p, h, table, len, tile0 * kTileTokens, ring);
+    cp_async_commit();
+    if (any) issue_v<kD>(p, h, table, len, tile0 * kTileTokens, ring);
+    cp_async_commit();
+    // Q: padding rows of the last n tile stay zero.
+    for (int i = tid; i < kR * kD / 8; i += kThreads) qfrag[i] = make_uint4(0, 0, 0, 0);
+    __syncthreads();
+    quantize_q_rows(p, seq, h, r0, nr, qscale, row_m, row_l, [&](int r, int d, float v) {
+      const int grp = d / 16, low = grp & 7;
+      const int tq = kD == 64 ? grp : low >> 1;
+      const int jq = kD == 64 ? 0 : (low & 1) + 2 * (grp >> 3);
+      const int at = ((((r / 8) * kNJ + jq) * 2 + (d % 16) / 8) * 32 + (r % 8) * 4 + tq) * 8 + d % 8;
+      reinterpret_cast<__half*>(qfrag)[at] = __float2half_rn(v);  // exact: v is an e4m3 value
+    });
+
+    float o[kMTw][kNT][4];
+#pragma unroll
+    for (int mi = 0; mi < kMTw; ++mi)
+#pragma unroll
+      for (int nt = 0; nt < kNT; ++nt)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) o[mi][nt][e] = 0.0f;
+
+    for (int64_t tile = tile0; tile < tile1; ++tile) {
+      const int64_t t0 = tile * kTileTokens;
+      const int n = int(min64(kTileTokens, len - t0));
+      if (n <= 0) break;
+      const bool next = tile + 1 < tile1 && t0 + kTileTokens < len;
+      if (token_kscale && tid < n) {
+        uint32_t col, off;
+        page_of(p, uint32_t(t0 + tid), col, off);
+        kscale[tid] = scale_at(p.k_scale, p.k_scale_kind, table[col], h, off, p);
+      }
+      if (tid < kR)
+        row_vis[tid] = tid < nr ? int(min64(n, len - p.q_len + 1 + (r0 + tid) / p.group - t0)) : 0;
+      cp_async_wait_all_but_one();  // this tile's K
+      __syncthreads();
+
+      // Scores: warp w takes tokens 32w .. 32w + 31 (stage w / 2).
+      float s[2][kNT][4];
+#pragma unroll
+      for (int mt = 0; mt < 2; ++mt)
+#pragma unroll
+        for (int nt = 0; nt < kNT; ++nt)
+#pragma unroll
+          for (int e = 0; e < 4; ++e) s[mt][nt][e] = 0.0f;
+      {
+        const uint8_t* kst = ring + (warp >> 1) * stage_bytes<kD>();
+        // One pass over a lane's groups at a time: unrolling the passes would
+        // hold every pass's K and Q fragments in registers at once.
+#pragma unroll 1
+        for (int j = 0; j < kNJ; ++j) {
+          const int grp = k_group<kD>(t, j);
+          uint4 ka[2][2];
+#pragma unroll
+          for (int mt = 0; mt < 2; ++mt)
+#pragma unroll
+            for (int hf = 0; hf < 2; ++hf) {
+              const int ts = 32 * (warp & 1) + 16 * mt + g + 8 * hf;
+              ka[mt][hf] = *reinterpret_cast<const uint4*>(kst + ts * kD + 16 * (grp ^ k_swizzle<kD>(ts)));
+            }
+          uint4 qb[kNT][2];
+#pragma unroll
+          for (int nt = 0; nt < kNT; ++nt)
+#pragma unroll
+            for (int hf = 0; hf < 2; ++hf) qb[nt][hf] = qfrag[((nt * kNJ + j) * 2 + hf) * 32 + lane];
+#pragma unroll
+          for (int s4 = 0; s4 < 4; ++s4)
+#pragma unroll
+            for (int mt = 0; mt < 2; ++mt) {
+              const uint32_t wlo = word_of(ka[mt][0], s4), whi = word_of(ka[mt][1], s4);
+              const uint32_t a0 = e4m3x2_to_f16x2(wlo), a1 = e4m3x2_to_f16x2(whi);
+              const uint32_t a2 = e4m3x2_to_f16x2(wlo >> 16), a3 = e4m3x2_to_f16x2(whi >> 16);
+#pragma unroll
+              for (int nt = 0; nt < kNT; ++nt)
+                mma_add(s[mt][nt], a0, a1, a2, a3, word_of(qb[nt][s4 >> 1], 2 * (s4 & 1)),
+                        word_of(qb[nt][s4 >> 1], 2 * (s4 & 1) + 1));
+            }
+        }
+      }
+
+      // Online softmax of the tile on the fragments: element e of (mt, nt) is
+      // token 32w + 16mt + g + 8(e >> 1), row 8nt + 2t + (e & 1).
+      // This lane's rows 8nt + 2t + c: their scales and visible counts, once.
+      float qs_r[kNT][2];
+      int vis_r[kNT][2];
+      float rmax[kNT][2];
+#pragma unroll
+      for (int nt = 0; nt < kNT; ++nt)
+#pragma unroll
+        for (int c = 0; c < 2; ++c) {
+          qs_r[nt][c] = qscale[8 * nt + 2 * t + c];
+          vis_r[nt][c] = row_vis[8 * nt + 2 * t + c];
+          rmax[nt][c] = neg_inf();
+        }
+#pragma unroll
+      for (int mt = 0; mt < 2; ++mt)
+#pragma unroll
+        for (int nt = 0; nt < kNT; ++nt)
+#pragma unroll
+          for (int e = 0; e < 4; ++e) {
+            const int tok = 32 * warp + 16 * mt + g + 8 * (e >> 1);
+            const float v = s[mt][nt][e] * qs_r[nt][e & 1] * (token_kscale ? kscale[tok] : kscale_all);
+            s[mt][nt][e] = v;
+            if (tok < vis_r[nt][e & 1]) rmax[nt][e & 1] = fmaxf(rmax[nt][e & 1], v);
+          }
+#pragma unroll
+      for (int nt = 0; nt < kNT; ++nt)
+#pragma unroll
+        for (int c = 0; c < 2; ++c) {
+          float v = rmax[nt][c];
+          v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, 4));
+          v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, 8));
+          v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, 16));
+          if (g == 0) red[warp][8 * nt + 2 * t + c] = v;
+        }
+      __syncthreads();  // every warp is done with this tile's K stages
+      if (next) issue_k<kD>(p, h, table, len, t0 + kTileTokens, ring);
+      cp_async_commit();
+      if (tid < kR) {
+        const int r = tid;
+        if (row_vis[r] > 0) {
+          float tmax = red[0][r];
+          for (int w2 = 1; w2 < kWarps; ++w2) tmax = fmaxf(tmax, red[w2][r]);
+          const float m_old = row_m[r];
+          const float m_new = fmaxf(m_old, tmax);
+          row_mnew[r] = m_new;
+          row_alpha[r] = m_old == neg_inf() ? 0.0f : expf(m_old - m_new);
+        } else {
+          row_alpha[r] = 1.0f;  // sees no token of this tile: unchanged
+        }
+      }
+      __syncthreads();
+      float lsum[kNT][2], mnew_r[kNT][2];
+#pragma unroll
+      for (int nt = 0; nt < kNT; ++nt)
+#pragma unroll
+        for (int c = 0; c < 2; ++c) {
+          lsum[nt][c] = 0.0f;
+          mnew_r[nt][c] = row_mnew[8 * nt + 2 * t + c];
+        }
+#pragma unroll
+      for (int mt = 0; mt < 2; ++mt)
+#pragma unroll
+        for (int nt = 0; nt < kNT; ++nt)
+#pragma unroll
+          for (int e = 0; e < 4; ++e) {
+            const int tok = 32 * warp + 16 * mt + g + 8 * (e >> 1), row = 8 * nt + 2 * t + (e & 1);
+            uint16_t w = 0;
+            if (tok < vis_r[nt][e & 1]) {
+              const float pt = expf(s[mt][nt][e] - mnew_r[nt][e & 1]);
+              lsum[nt][e & 1] += pt;
+              w = __nv_cvt_fp8_to_halfraw(__nv_cvt_float_to_fp8(pt * p.fp8_max, __NV_SATFINITE, __NV_E4M3), __NV_E4M3).x;
+            }
+            p16[row * kPStride + tok] = w;
+          }
+#pragma unroll
+      for (int nt = 0; nt < kNT; ++nt)
+#pragma unroll
+        for (int c = 0; c < 2; ++c) {
+          float v = lsum[nt][c];
+          v += __shfl_xor_sync(0xffffffffu, v, 4);
+          v += __shfl_xor_sync(0xffffffffu, v, 8);
+          v += __shfl_xor_sync(0xffffffffu, v, 16);
+          if (g == 0) red[warp][8 * nt + 2 * t + c] = v;
+        }
+      cp_async_wait_all_but_one();  // this tile's V (the next K may still fly)
+      __syncthreads();
+      if (tid < kR && row_vis[tid] > 0) {
+        float sum = 0.0f;
+        for (int w2 = 0; w2 < kWarps; ++w2) sum += red[w2][tid];
+        row_l[tid] = row_l[tid] * row_alpha[tid] + sum;
+        row_m[tid] = row_mnew[tid];
+      }
+      if (n < kTileTokens) {
+        // V bytes of tokens past the context (never loaded, or the tail of the
+        // last page) become +0: their weight is 0 and 0 * NaN must not appear.
+        for (int x = tid; x < (kTileTokens / 16) * kD; x += kThreads) {
+          const int d = x % kD, c = x / kD, first = c * 16;
+          if (first + 16 <= n) continue;
+          uint8_t* base = ring + (kStagesPerTile + c / 4) * stage_bytes<kD>() + d * kStageTokens + 16 * v_slot(d, c % 4);
+          for (int i = max(0, n - first); i < 16; ++i) base[i] = 0;
+        }
+        __syncthreads();
+      }
+
+      // PV: warp w owns dim m tiles (and, at D 64, half of the stages).
+#pragma unroll
+      for (int mi = 0; mi < kMTw; ++mi)
+#pragma unroll
+        for (int nt = 0; nt < kNT; ++nt)
+#pragma unroll
+          for (int e = 0; e < 4; ++e) o[mi][nt][e] *= row_alpha[8 * nt + 2 * t + (e & 1)];
+      constexpr int kStagesPerWarp = kStagesPerTile / kSplit;
+#pragma unroll
+      for (int qs = 0; qs < kStagesPerWarp; ++qs) {
+        const int q = (warp / (kWarps / kSplit)) * kStagesPerWarp + qs;
+        const uint8_t* vst = ring + (kStagesPerTile + q) * stage_bytes<kD>();
+        uint4 pb[kNT][2];
+#pragma unroll
+        for (int nt = 0; nt < kNT; ++nt)
+#pragma unroll
+          for (int hf = 0; hf < 2; ++hf)
+            pb[nt][hf] = *reinterpret_cast<const uint4*>(p16 + (8 * nt + g) * kPStride + kStageTokens * q + 16 * t + 8 * hf);
+#pragma unroll
+        for (int mi = 0; mi < kMTw; ++mi) {
+          const int mtile = kSplit == 1 ? warp * kMTw + mi : warp % kMT;
+          const int d0 = 16 * mtile + g, d1 = d0 + 8;
+          const uint4 va = *reinterpret_cast<const uint4*>(vst + d0 * kStageTokens + 16 * v_slot(d0, t));
+          const uint4 vb = *reinterpret_cast<const uint4*>(vst + d1 * kStageTokens + 16 * v_slot(d1, t));
+#pragma unroll
+          for (int s4 = 0; s4 < 4; ++s4) {
+            const uint32_t wa = word_of(va, s4), wb = word_of(vb, s4);
+            const uint32_t a0 = e4m3x2_to_f16x2(wa), a1 = e4m3x2_to_f16x2(wb);
+            const uint32_t a2 = e4m3x2_to_f16x2(wa >> 16), a3 = e4m3x2_to_f16x2(wb >> 16);
+#pragma unroll
+            for (int nt = 0; nt < kNT; ++nt)
+              mma_add(o[mi][nt], a0, a1, a2, a3, word_of(pb[nt][s4 >> 1], 2 * (s4 & 1)),
+                      word_of(pb[nt][s4 >> 1], 2 * (s4 & 1) + 1));
+          }
+        }
+      }
+      __syncthreads();  // V stages and P consumed
+      if (next) issue_v<kD>(p, h, table, len, t0 + kTileTokens, ring);
+      cp_async_commit();
+    }
+    cp_async_wait_all();
+    __syncthreads();
+
+    // Warps that shared an m tile by stages add their sums (D 64).
+    if constexpr (kSplit > 1) {
+      float* part = reinterpret_cast<float*>(ring);
+      if (warp >= kWarps / kSplit) {
+#pragma unroll
+        for (int nt = 0; nt < kNT; ++nt)
+#pragma unroll
+          for (int e = 0; e < 4; ++e) part[(((warp - kWarps / kSplit) * kNT + nt) * 4 + e) * 32 + lane] = o[0][nt][e];
+      }
+      __syncthreads();
+      if (warp < kWarps / kSplit) {
+#pragma unroll
+        for (int nt = 0; nt < kNT; ++nt)
+#pragma unroll
+          for (int e = 0; e < 4; ++e) o[0][nt][e] += part[((warp * kNT + nt) * 4 + e) * 32 + lane];
+      }
+    }
+    if (kSplit == 1 || warp < kWarps / kSplit) {
+#pragma unroll
+      for (int mi = 0; mi < kMTw; ++mi)
+#pragma unroll
+        for (int nt = 0; nt < kNT; ++nt)
+#pragma unroll
+          for (int e = 0; e < 4; ++e) {
+            const int row = 8 * nt + 2 * t + (e & 1);
+            const int mtile = kSplit == 1 ? warp * kMTw + mi : warp % kMT;
+            const int d = 16 * mtile + g + 8 * (e >> 1);
+            if (row < nr) store_row_value(p, seq, h, slot, r0 + row, d, o[mi][nt][e], row_l[row], epi);
+          }
+    }
+    if (!p.direct && tid < nr) {
+      p.m[slot * p.rows + r0 + tid] = row_m[tid];
+      p.l[slot * p.rows + r0 + tid] = row_l[tid];
+    }
+  }
+}
+
+}  // namespace mma
+#endif  // PAV_HIP_NVIDIA
+
 // ---- reduce -----------------------------------------------------------------------------
 // One block per (sequence, KV head). Each thread owns kVec consecutive dims of
-// one row and computes its row's merge weights itself (REFERENCE section 4):
+// one row and computes its row's merge weights itself (docs/numerics.md, "The reduce"):
 // M = max m_p (0 if all are -inf), w_p = l_p exp(m_p - M) for l_p > 0,
 // out = sum (w_p / L) O_p, or 0 when L == 0.
 // kBounded: walks `ceiling` (<= 64) slots; reads past `count` return zero
@@ -580,6 +1044,10 @@ __global__ void __launch_bounds__(kThreads) reduce_kernel(const Params p) {
   for (int idx = threadIdx.x; idx < p.rows * groups; idx += kThreads) {
     const int row = idx / groups, d0 = (idx % groups) * kVec;
     float M = neg_inf();
+    // The walks are unrolled so that several partitions' loads are in flight
+    // at once: one at a time, a sequence of ~100 partitions waited ~300 times
+    // on memory latency.
+#pragma unroll 8
     for (int64_t q = 0; q < walk; ++q) {
       const bool in = q < count;
       const float mq = in ? p.m[(base + q) * p.rows + row] : neg_inf();
@@ -587,6 +1055,7 @@ __global__ void __launch_bounds__(kThreads) reduce_kernel(const Params p) {
     }
     if (M == neg_inf()) M = 0.0f;
     float L = 0.0f;
+#pragma unroll 8
     for (int64_t q = 0; q < walk; ++q) {
       const bool in = q < count;
       const int64_t at = (base + q) * p.rows + row;
@@ -598,6 +1067,7 @@ __global__ void __launch_bounds__(kThreads) reduce_kernel(const Params p) {
 #pragma unroll
     for (int j = 0; j < kVec; ++j) o[j] = 0.0f;
     if (L > 0.0f) {
+#pragma unroll 4
       for (int64_t q = 0; q < walk; ++q) {
         const bool in = q < count;
         const int64_t at = (base + q) * p.rows + row;
@@ -725,6 +1195,9 @@ Params params_of(const DecodeCall& c, const Scratch& sc) {
   p.group = int(d.group);
   p.head_dim = int(d.head_dim);
   p.block_size = int(d.block_size);
+  p.block_shift = -1;
+  for (int sh = 0; sh < 31; ++sh)
+    if ((int64_t(1) << sh) == d.block_size) p.block_shift = sh;
   p.rows = int(d.rows);
   p.softmax_scale = d.softmax_scale;
   p.fp8_compute = is_fp8(c.opt.compute);
@@ -745,13 +1218,22 @@ void check_scratch(const Scratch& sc, const Params& p, int64_t slots, DType part
     bad("scratch holds fewer than " + std::to_string(slots) + " slots");
 }
 
-// The attention over `slots` blocks: the fast body where it applies (fp8
-// compute, head_dim 64/128/256, K and V 16-byte aligned), else the general one.
+// The attention over `slots` blocks: the matrix-unit body where it applies
+// (NVIDIA, e4m3fn compute and cache, head_dim 64/128/256, per-tensor or no V
+// scale, 16-byte aligned caches), else the fast scalar body (fp8 compute,
+// head_dim 64/128/256, aligned), else the general one.
 bool fast_attention_applies(const Params& p) {
   const bool aligned = reinterpret_cast<uintptr_t>(p.k) % 16 == 0 && reinterpret_cast<uintptr_t>(p.v) % 16 == 0;
   return p.fp8_compute && aligned && p.block_size % 16 == 0 &&
          (p.head_dim == 64 || p.head_dim == 128 || p.head_dim == 256);
 }
+
+#if defined(PAV_HIP_NVIDIA)
+bool mma_attention_applies(const Params& p) {
+  return fast_attention_applies(p) && p.compute_fp8 == DType::fp8_e4m3fn && p.cache_fp8 == DType::fp8_e4m3fn &&
+         p.v_scale_kind != kScaleToken;
+}
+#endif
 
 template <int kR>
 void launch_fast(const Params& p, unsigned grid, hipStream_t s) {
@@ -762,23 +1244,68 @@ void launch_fast(const Params& p, unsigned grid, hipStream_t s) {
   }
 }
 
-void launch_attention(const Params& p, int64_t slots, hipStream_t s, const char* what) {
+#if defined(PAV_HIP_NVIDIA)
+template <int kD, int kNT>
+void launch_mma_shape(const Params& p, unsigned grid, hipStream_t s) {
+  constexpr int bytes = mma::smem_bytes<kD, kNT>();
+  // The dynamic shared-memory limit is raised once per device.
+  static std::atomic<uint64_t> raised{0};
+  int dev = 0;
+  check(cudaGetDevice(&dev), "cudaGetDevice");
+  const uint64_t bit = uint64_t(1) << (dev & 63);
+  if (!(raised.load() & bit)) {
+    check(cudaFuncSetAttribute(mma::attend_mma_kernel<kD, kNT>, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes),
+          "matrix-unit attention: shared-memory limit");
+    raised.fetch_or(bit);
+  }
+  mma::attend_mma_kernel<kD, kNT><<<grid, kThreads, bytes, s>>>(p);
+}
+
+template <int kNT>
+void launch_mma_rows(const Params& p, unsigned grid, hipStream_t s) {
+  switch (p.head_dim) {
+    case 64: launch_mma_shape<64, kNT>(p, grid, s); break;
+    case 128: launch_mma_shape<128, kNT>(p, grid, s); break;
+    default: launch_mma_shape<256, kNT>(p, grid, s); break;
+  }
+}
+#endif
+
+// Launches the attention and names the body that ran.
+AttentionBody launch_attention(const Params& p, int64_t slots, hipStream_t s, const char* what) {
   const unsigned grid = unsigned(slots);
+  AttentionBody body;
+#if defined(PAV_HIP_NVIDIA)
+  if (mma_attention_applies(p)) {
+    // 8, 16 or 32 query rows per pass over the KV.
+    if (p.rows <= 8)
+      launch_mma_rows<1>(p, grid, s);
+    else if (p.rows <= 16)
+      launch_mma_rows<2>(p, grid, s);
+    else
+      launch_mma_rows<4>(p, grid, s);
+    check_launch(what);
+    return AttentionBody::matrix;
+  }
+#endif
   if (fast_attention_applies(p)) {
     if (p.rows <= 8)
       launch_fast<8>(p, grid, s);
     else
       launch_fast<16>(p, grid, s);
+    body = AttentionBody::fast_scalar;
   } else {
     attend_kernel<<<grid, kThreads, 0, s>>>(p);
+    body = AttentionBody::general;
   }
   check_launch(what);
+  return body;
 }
 
 void launch_reduce(const Params& p, hipStream_t s) {
   const unsigned grid = unsigned(int64_t(p.num_seqs) * p.hkv);
   if (grid == 0) return;
-  if (cpu::reduce_uses_bounded(p.ceiling)) {
+  if (reduce_uses_bounded(p.ceiling)) {
     const bool aligned = reinterpret_cast<uintptr_t>(p.partial) % 16 == 0;
     if (p.head_dim == 128 && p.partial_kind != PartialKind::f32 && aligned)
       reduce_kernel<true, 8><<<grid, kThreads, 0, s>>>(p);
@@ -786,16 +1313,22 @@ void launch_reduce(const Params& p, hipStream_t s) {
       reduce_kernel<true, 1><<<grid, kThreads, 0, s>>>(p);
   } else {
     if (p.ceiling > kMaxReduceCeiling) bad("partition ceiling above " + std::to_string(kMaxReduceCeiling));
-    reduce_kernel<false, 1><<<grid, kThreads, 0, s>>>(p);
+    // 16-bit partials: 8 dims per thread, so each row's walks over the
+    // partitions (m, l and the merge weights) are shared by 8 outputs.
+    const bool aligned = reinterpret_cast<uintptr_t>(p.partial) % 16 == 0;
+    if (p.head_dim % 8 == 0 && p.partial_kind != PartialKind::f32 && aligned)
+      reduce_kernel<false, 8><<<grid, kThreads, 0, s>>>(p);
+    else
+      reduce_kernel<false, 1><<<grid, kThreads, 0, s>>>(p);
   }
   check_launch("reduce");
 }
 
 }  // namespace
 
-void uniform_decode(const DecodeCall& call, const Scratch& scratch, StreamHandle stream) {
+LaunchRecord uniform_decode(const DecodeCall& call, const Scratch& scratch, StreamHandle stream) {
   Params p = params_of(call, Scratch{});
-  const int splits = cpu::uniform_splits(call);
+  const int splits = uniform_splits(call);
   if (splits < 1 || splits > kMaxUniformPartitions) bad("uniform split count " + std::to_string(splits));
   p.planned = false;
   p.splits = splits;
@@ -809,12 +1342,16 @@ void uniform_decode(const DecodeCall& call, const Scratch& scratch, StreamHandle
     p.l = scratch.l.as<float>();
   }
   const hipStream_t s = static_cast<hipStream_t>(stream);
-  if (slots == 0) return;
-  launch_attention(p, slots, s, "uniform attention");
+  LaunchRecord rec;
+  rec.attention_blocks = slots;
+  if (slots == 0) return rec;
+  rec.body = launch_attention(p, slots, s, "uniform attention");
   if (!p.direct) launch_reduce(p, s);
+  rec.reduce = !p.direct && p.num_seqs > 0;
+  return rec;
 }
 
-void planned_decode(const DecodeCall& call, const PlanView& plan, const Scratch& scratch,
+LaunchRecord planned_decode(const DecodeCall& call, const PlanView& plan, const Scratch& scratch,
                     uint32_t* dev_status, StreamHandle stream) {
   Params p = params_of(call, scratch);
   if (plan.num_seqs != p.num_seqs) bad("plan rows differ from num_seqs");
@@ -833,8 +1370,21 @@ void planned_decode(const DecodeCall& call, const PlanView& plan, const Scratch&
   const hipStream_t s = static_cast<hipStream_t>(stream);
   check_kernel<<<1, kCheckThreads, 0, s>>>(p, dev_status);
   check_launch("plan freshness check");
-  launch_attention(p, int64_t(p.hkv) * plan.capacity, s, "planned attention");
+  LaunchRecord rec;
+  rec.attention_blocks = int64_t(p.hkv) * plan.capacity;
+  rec.body = launch_attention(p, rec.attention_blocks, s, "planned attention");
   launch_reduce(p, s);
+  rec.reduce = p.num_seqs > 0;
+  return rec;
+}
+
+const char* to_string(AttentionBody b) {
+  switch (b) {
+    case AttentionBody::matrix: return "matrix";
+    case AttentionBody::fast_scalar: return "fast-scalar";
+    case AttentionBody::general: return "general";
+  }
+  return "?";
 }
 
 DecodeResult status_from_words(const uint32_t w[kStatusWords]) {

@@ -112,15 +112,47 @@ Graph end_capture(StreamHandle stream);
 void refresh_plan(const int32_t* dev_lens, int64_t num_seqs, int64_t max_partitions,
                   int64_t capacity, int32_t* dev_work, int32_t* dev_reduce, StreamHandle stream);
 
+// The balanced policy's refresh (kernels/planner_balanced.hpp), one launch, in
+// place: exactly what WorkPlan::refresh writes for a balanced plan of these
+// parameters. capacity >= num_seqs as balanced_capacity() gives; task_budget =
+// balanced_task_budget(workgroup_budget, Hkv) >= 1; split_cost >= 0;
+// min_chunk >= 1.
+void refresh_balanced_plan(const int32_t* dev_lens, int64_t num_seqs, int64_t max_partitions, int64_t capacity,
+                           int64_t task_budget, int64_t split_cost, int64_t min_chunk, int32_t* dev_work,
+                           int32_t* dev_reduce, StreamHandle stream);
+
+// The refresh of a plan of resolved params (resolve()), whichever its policy;
+// capacity must be plan_capacity_of(resolved).
+void refresh_plan(const int32_t* dev_lens, const PlanParams& resolved, int64_t capacity, int32_t* dev_work,
+                  int32_t* dev_reduce, StreamHandle stream);
+
 // ---- decode ----------------------------------------------------------------------------
 // All tensors of `call` and `scratch` are device memory. Numerics are the CPU
 // backend's (kernels/cpu/decode_cpu.hpp): per-row fp8 Q, 256-token tiles with
 // an online max, P quantized per tile, normalized partials in the partial dtype.
 // Supported here: head_dim a multiple of 16 in 64..1024; rows (q_len * G) any.
 
-// Uniform split: splits = cpu::uniform_splits(call); with one split the output
+// Which attention body a decode launched (chosen per call from the arch the
+// backend was built for and the call's shapes and dtypes):
+//   matrix       tensor-core products (NVIDIA: fp8 e4m3fn compute and cache,
+//                head_dim 64/128/256, per-tensor or no V scale, aligned caches);
+//   fast_scalar  fp32 FMA products, K/V straight to registers (fp8 compute,
+//                head_dim 64/128/256, aligned caches);
+//   general      any other call (every head_dim, bf16 compute, any alignment).
+// All three compute the same numerics (see uniform_decode).
+enum class AttentionBody : uint8_t { matrix, fast_scalar, general };
+const char* to_string(AttentionBody b);
+
+// What a decode call enqueued: the launch record.
+struct LaunchRecord {
+  AttentionBody body = AttentionBody::general;
+  int64_t attention_blocks = 0;  // one per (partition, KV head)
+  bool reduce = false;           // a reduce was launched (not for a one-split uniform call)
+};
+
+// Uniform split: splits = uniform_splits(call) (kernels/split_rules.hpp); with one split the output
 // is written directly and scratch is not touched.
-void uniform_decode(const DecodeCall& call, const Scratch& scratch, StreamHandle stream);
+LaunchRecord uniform_decode(const DecodeCall& call, const Scratch& scratch, StreamHandle stream);
 
 // Status words a planned decode writes (device memory, kStatusWords uint32):
 //   [0] stale flag (a DecodeStatus value), [1] stale tasks, [2] stale rows,
@@ -136,8 +168,8 @@ inline constexpr int kStatusWords = 4;
 // is NaN; whether a sequence is stale is judged over its own task range, which
 // for a plan that passes check_plan_structure() is the CPU backend's rule.
 // dev_status: kStatusWords uint32 of device memory, rewritten by every call.
-void planned_decode(const DecodeCall& call, const PlanView& plan, const Scratch& scratch,
-                    uint32_t* dev_status, StreamHandle stream);
+LaunchRecord planned_decode(const DecodeCall& call, const PlanView& plan, const Scratch& scratch,
+                            uint32_t* dev_status, StreamHandle stream);
 
 // Reads the status words back (waits for the stream) as a DecodeResult.
 DecodeResult read_status(const uint32_t* dev_status, StreamHandle stream);

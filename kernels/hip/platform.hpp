@@ -18,6 +18,9 @@
 
 // HIP 5.2 has no *_sync shuffles; every lane of the wavefront takes part.
 #define PAV_SHFL_XOR(v, mask) __shfl_xor((v), (mask))
+#define PAV_SHFL_UP(v, delta) __shfl_up((v), (delta))
+// Lanes whose predicate holds, as a bit mask (bit i = lane i).
+#define PAV_BALLOT(pred) static_cast<unsigned long long>(__ballot(pred))
 // Orders shared-memory accesses among the lanes of one wavefront.
 #define PAV_SYNC_WARP() __builtin_amdgcn_wave_barrier()
 
@@ -32,6 +35,8 @@ inline hipError_t pav_graph_instantiate(hipGraphExec_t* exec, hipGraph_t graph) 
 #define PAV_WARP_SIZE 32
 
 #define PAV_SHFL_XOR(v, mask) __shfl_xor_sync(0xffffffffu, (v), (mask))
+#define PAV_SHFL_UP(v, delta) __shfl_up_sync(0xffffffffu, (v), (delta))
+#define PAV_BALLOT(pred) static_cast<unsigned long long>(__ballot_sync(0xffffffffu, (pred)))
 // Orders shared-memory accesses among the lanes of one warp (independent
 // thread scheduling: a shuffle is not a memory barrier).
 #define PAV_SYNC_WARP() __syncwarp()

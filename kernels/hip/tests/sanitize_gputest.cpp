@@ -1,13 +1,13 @@
 // Small cases for compute-sanitizer (memcheck, racecheck): every kernel runs
 // at least once with out-of-context bytes, MTP rows, several row chunks,
-// both reduce variants and the vectorized one. ci/gpu.sh runs GpuSanitize.*
+// both reduce variants and the vectorized one, and every attention body. ci/gpu.sh runs GpuSanitize.*
 // under the sanitizers; the full suites run without them.
 #include <gtest/gtest.h>
 
 #include <vector>
 
 #include "kernels/hip/gpu_backend.hpp"
-#include "kernels/hip/gpu_test_support.hpp"
+#include "kernels/hip/tests/gpu_test_support.hpp"
 #include "properties/gen.hpp"
 
 namespace pav::kernels::gpu::testing {
@@ -55,6 +55,22 @@ TEST(GpuSanitize, PlannedGeneralReduceSmall) {
   s.opt.partial = DType::f32;
   const Outcome o = run_case(s, props::Path::planned);
   EXPECT_TRUE(o.ok) << o.message;
+}
+
+// The matrix-unit body (per-tensor scales): one, two and four n tiles, two
+// row passes, D 64 (warps sharing an m tile) and 128, both V layouts, tails.
+TEST(GpuSanitize, MatrixBodySmall) {
+  uint64_t seed = 9101;
+  for (int group : {3, 5, 17})
+    for (int head_dim : {64, 128}) {
+      props::CaseSpec s = small_spec(seed++);
+      s.scales = props::ScaleKind::per_tensor;
+      s.group = group;
+      s.head_dim = head_dim;
+      s.v_layout = group == 5 ? VLayout::trans : VLayout::plain;
+      const Outcome o = run_case(s, group == 17 ? props::Path::uniform : props::Path::planned);
+      EXPECT_TRUE(o.ok) << o.message;
+    }
 }
 
 }  // namespace

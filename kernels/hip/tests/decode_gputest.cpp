@@ -11,9 +11,8 @@
 #include <vector>
 
 #include "kernels/codecs.hpp"
-#include "kernels/cpu/decode_cpu.hpp"
 #include "kernels/hip/gpu_backend.hpp"
-#include "kernels/hip/gpu_test_support.hpp"
+#include "kernels/hip/tests/gpu_test_support.hpp"
 #include "properties/gen.hpp"
 
 namespace pav::kernels::gpu::testing {
@@ -108,6 +107,79 @@ TEST(GpuDecode, BoundaryLengthsAcrossShapes) {
     s.q_len = 2;
     run_both(s);
   }
+}
+
+// The attention body a uniform decode of the spec launches (its launch record).
+AttentionBody body_of(const CaseSpec& s) {
+  props::HostCase hc = props::build_case(s);
+  DeviceCase dc(hc);
+  const DecodeCall c = dc.call();
+  DeviceScratch ds(c, uniform_layout(hc.call()).slots);
+  const LaunchRecord r = uniform_decode(c, ds.view, nullptr);
+  synchronize(nullptr);
+  return r.body;
+}
+
+// The matrix-unit body over its shapes: head_dim 64/128/256; 1, 8, 15, 16, 32
+// (one pass of four n tiles: G 8 x q_len 4) and 64 (two passes) query rows;
+// both V layouts; pages of 16/64/128 tokens; tails of every length class
+// around 16-token chunks, 64-token stages and 256-token tiles; per-tensor and
+// no scales; all partial dtypes. The launch record must name the body.
+TEST(GpuDecode, MatrixBodyAcrossShapes) {
+  struct Shape {
+    int head_dim, group, q_len, block_size, hkv;
+    VLayout v;
+    ScaleKind scales;
+    DType partial;
+  };
+  const Shape shapes[] = {
+      {128, 8, 1, 16, 2, VLayout::plain, ScaleKind::per_tensor, DType::bf16},
+      {128, 8, 4, 16, 1, VLayout::plain, ScaleKind::per_tensor, DType::bf16},
+      {128, 16, 1, 64, 1, VLayout::trans, ScaleKind::none, DType::f32},
+      {128, 16, 4, 128, 1, VLayout::plain, ScaleKind::per_tensor, DType::f16},
+      {64, 6, 2, 16, 2, VLayout::trans, ScaleKind::per_tensor, DType::f32},
+      {64, 1, 1, 64, 1, VLayout::plain, ScaleKind::none, DType::bf16},
+      {256, 5, 3, 16, 1, VLayout::plain, ScaleKind::per_tensor, DType::bf16},
+      {256, 3, 1, 128, 2, VLayout::trans, ScaleKind::per_tensor, DType::f32},
+  };
+  const std::vector<int32_t> lens = {0, 1, 2, 15, 16, 17, 63, 64, 65, 255, 256, 257, 511, 513, 2305, 4099};
+  uint64_t seed = 7701;
+  for (const Shape& sh : shapes) {
+    CaseSpec s = base_spec(lens, seed++);
+    s.head_dim = sh.head_dim;
+    s.group = sh.group;
+    s.q_len = sh.q_len;
+    s.block_size = sh.block_size;
+    s.hkv = sh.hkv;
+    s.v_layout = sh.v;
+    s.scales = sh.scales;
+    s.opt.partial = sh.partial;
+    EXPECT_EQ(body_of(s), AttentionBody::matrix) << describe(s);
+    run_both(s);
+  }
+}
+
+// Which body runs: the matrix body where it applies, the scalar bodies for
+// the calls it does not take (per-token V scale, the fnuz flavour, other
+// head_dims, bf16 compute).
+TEST(GpuDecode, BodySelection) {
+  CaseSpec s = base_spec({300, 5}, 7801);
+  s.group = 4;
+  EXPECT_EQ(body_of(s), AttentionBody::matrix);
+  CaseSpec tok = s;
+  tok.scales = ScaleKind::per_token;
+  EXPECT_EQ(body_of(tok), AttentionBody::fast_scalar);
+  CaseSpec fnuz = s;
+  fnuz.opt.arch = Arch::gfx942;
+  fnuz.cache_dtype = DType::fp8_e4m3fnuz;
+  fnuz.opt.compute = DType::fp8_e4m3fnuz;
+  EXPECT_EQ(body_of(fnuz), AttentionBody::fast_scalar);
+  CaseSpec d96 = s;
+  d96.head_dim = 96;
+  EXPECT_EQ(body_of(d96), AttentionBody::general);
+  CaseSpec bf = s;
+  bf.opt.compute = DType::bf16;
+  EXPECT_EQ(body_of(bf), AttentionBody::general);
 }
 
 TEST(GpuDecode, LargeHeadDims) {

@@ -1,4 +1,4 @@
-#include "kernels/hip/gpu_test_support.hpp"
+#include "kernels/hip/tests/gpu_test_support.hpp"
 
 #include <tbb/parallel_for.h>
 
@@ -11,6 +11,7 @@
 
 #include "kernels/codecs.hpp"
 #include "kernels/cpu/decode_cpu.hpp"
+#include "kernels/split_rules.hpp"
 #include "reference/compare.hpp"
 #include "reference/decode.hpp"
 
@@ -127,8 +128,7 @@ void HostScratch::download(const DeviceScratch& d, StreamHandle s) {
 }
 
 DevicePlan::DevicePlan(const PlanParams& p) : params(resolve(p)) {
-  capacity = plan_capacity(params.num_seqs, params.kv_heads, params.max_partitions,
-                           params.workgroup_budget);
+  capacity = plan_capacity_of(params);  // either policy
   work = DeviceBuffer(size_t(capacity * 4 * 4));
   reduce = DeviceBuffer(size_t(params.num_seqs * 2 * 4));
   // Garbage before the first refresh, so a refresh that skips a slot shows.
@@ -143,8 +143,7 @@ PlanView DevicePlan::view() {
 }
 
 void DevicePlan::refresh(const int32_t* dev_lens, StreamHandle s) {
-  refresh_plan(dev_lens, params.num_seqs, params.max_partitions, capacity, work.as<int32_t>(),
-               reduce.as<int32_t>(), s);
+  refresh_plan(dev_lens, params, capacity, work.as<int32_t>(), reduce.as<int32_t>(), s);
 }
 
 void DevicePlan::download(std::vector<int32_t>& w, std::vector<int32_t>& r, StreamHandle s) const {
@@ -157,7 +156,7 @@ void DevicePlan::download(std::vector<int32_t>& w, std::vector<int32_t>& r, Stre
 // ---- layouts -----------------------------------------------------------------------
 Layout uniform_layout(const DecodeCall& c) {
   const CallDims d = dims_of(c);
-  const int64_t splits = cpu::uniform_splits(c);
+  const int64_t splits = uniform_splits(c);
   Layout L;
   L.direct = splits == 1;
   L.slots = d.num_seqs * d.hkv * splits;

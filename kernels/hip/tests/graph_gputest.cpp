@@ -6,7 +6,7 @@
 #include <vector>
 
 #include "kernels/hip/gpu_backend.hpp"
-#include "kernels/hip/gpu_test_support.hpp"
+#include "kernels/hip/tests/gpu_test_support.hpp"
 #include "properties/gen.hpp"
 
 namespace pav::kernels::gpu::testing {
@@ -15,7 +15,7 @@ namespace {
 using props::CaseSpec;
 using props::Path;
 
-CaseSpec graph_spec(uint64_t seed) {
+CaseSpec graph_spec(uint64_t seed, props::ScaleKind scales = props::ScaleKind::per_token) {
   CaseSpec s;
   // Built at the longest lengths any replay uses, so every block exists.
   s.lens = {2307, 700, 513, 4099, 1};
@@ -23,7 +23,7 @@ CaseSpec graph_spec(uint64_t seed) {
   s.hkv = 2;
   s.q_len = 2;
   s.seed = seed;
-  s.scales = props::ScaleKind::per_token;
+  s.scales = scales;  // per-token: the scalar fast body; per-tensor: the matrix body
   s.sentinels = props::boundary_sentinels(s.lens);
   return s;
 }
@@ -32,8 +32,9 @@ CaseSpec graph_spec(uint64_t seed) {
 // uniform decode once, then replays it over new lengths: shorter, zero,
 // longer. Before each replay the output, scratch and status are poisoned and
 // the cache bytes past the new lengths set to NaN.
-void replay_over_lengths(Path path) {
-  const CaseSpec spec = graph_spec(path == Path::planned ? 8101 : 8102);
+void replay_over_lengths(Path path, props::ScaleKind scales = props::ScaleKind::per_token) {
+  const uint64_t seed = (path == Path::planned ? 8101 : 8102) + (scales == props::ScaleKind::per_token ? 0 : 10);
+  const CaseSpec spec = graph_spec(seed, scales);
   std::printf("case: %s\n", describe(spec).c_str());
   props::HostCase base = props::build_case(spec);
   DeviceCase dc(base);
@@ -89,6 +90,8 @@ void replay_over_lengths(Path path) {
 
 TEST(GpuGraph, PlannedReplayAfterLengthsChange) { replay_over_lengths(Path::planned); }
 TEST(GpuGraph, UniformReplayAfterLengthsChange) { replay_over_lengths(Path::uniform); }
+TEST(GpuGraph, PlannedReplayMatrixBody) { replay_over_lengths(Path::planned, props::ScaleKind::per_tensor); }
+TEST(GpuGraph, UniformReplayMatrixBody) { replay_over_lengths(Path::uniform, props::ScaleKind::per_tensor); }
 
 // Two streams, equal shapes, separate cases, plans, scratch and status: both
 // in flight at once, several rounds, each checked on its own.
