@@ -8,10 +8,13 @@
 //
 //   adapter_bench [--calls N] [--tokens T] [--batch B] [--hkv H] [--group G]
 //                 [--head-dim D] [--kernel SPEC]... [--json-out FILE]
+//                 [--pav PATH] [--python PY] [--null-kernel PATH] [--null-worker PATH]
 //
 // Without --kernel it times the built-in set: lib (in process), lib with
 // --isolate (pav's own worker in a child process), exec with a NumPy worker
-// that only answers, and exec with one that also maps every input file.
+// that only answers, and exec with one that also maps every input file. The
+// last four options point it at those pieces when it runs outside the build
+// tree (a build carried to another machine).
 #include <fmt/core.h>
 
 #include <CLI/CLI.hpp>
@@ -85,13 +88,14 @@ adapters::DecodeRequest request_of(props::HostCase& c, bool with_lse, std::vecto
 
 // Times `calls` decode calls of case a alone (repeat), then `calls` calls
 // alternating a and b (fresh).
-Timing time_adapter(const Entry& e, props::HostCase& a, props::HostCase& b, int calls) {
+Timing time_adapter(const Entry& e, const std::string& pav_binary, props::HostCase& a, props::HostCase& b,
+                    int calls) {
   Timing t;
   t.label = e.label;
   t.spec = e.spec;
   adapters::OpenOptions opt;
   opt.isolate = e.isolate;
-  opt.self_exe = PAV_BINARY;  // --isolate runs `pav kernel-worker`
+  opt.self_exe = pav_binary;  // --isolate runs `pav kernel-worker`
   const auto t0 = Clock::now();
   std::unique_ptr<adapters::KernelUnderTest> k = adapters::open_kernel(e.spec, opt);
   t.open_ms = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
@@ -138,13 +142,19 @@ int main(int argc, char** argv) {
   app.add_option("--head-dim", head_dim, "head dim")->check(CLI::IsMember({64, 128, 256}));
   app.add_option("--kernel", kernels_given, "time this --kernel text instead of the built-in set (repeatable)");
   app.add_option("--json-out", json_out, "also write the figures as JSON to this file");
+  std::string pav_binary = PAV_BINARY, python = PAV_PYTHON, null_kernel = PAV_NULL_KERNEL,
+              null_worker = PAV_NULL_WORKER;
+  app.add_option("--pav", pav_binary, "the pav binary --isolate runs as the library's worker")->capture_default_str();
+  app.add_option("--python", python, "the Python (with NumPy) the built-in exec entries run")->capture_default_str();
+  app.add_option("--null-kernel", null_kernel, "the built-in lib entries' plugin")->capture_default_str();
+  app.add_option("--null-worker", null_worker, "the built-in exec entries' worker script")->capture_default_str();
   CLI11_PARSE(app, argc, argv);
 
   std::vector<Entry> entries;
   for (const auto& s : kernels_given) entries.push_back({s, s, false});
   if (entries.empty()) {
-    const std::string lib = std::string("lib:") + PAV_NULL_KERNEL;
-    const std::string worker = std::string("exec:") + PAV_PYTHON + " " + PAV_NULL_WORKER;
+    const std::string lib = "lib:" + null_kernel;
+    const std::string worker = "exec:" + python + " " + null_worker;
     entries = {{"lib", lib, false},
                {"lib --isolate", lib, true},
                {"exec (answer only)", worker, false},
@@ -176,7 +186,7 @@ int main(int argc, char** argv) {
   for (const Entry& e : entries) {
     Timing t;
     try {
-      t = time_adapter(e, a, b, calls);
+      t = time_adapter(e, pav_binary, a, b, calls);
     } catch (const std::exception& ex) {
       fmt::print("{:<22} cannot open: {}\n", e.label, ex.what());
       status = 1;
