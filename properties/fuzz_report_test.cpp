@@ -165,6 +165,10 @@ TEST(MergeReports, RefusesAMissingShardNamingIt) {
   EXPECT_NE(why.find("shard 2/4 is missing"), std::string::npos) << why;
   f.erase(f.begin());
   EXPECT_NE(refusal(f).find("shards 0/4, 2/4 are missing"), std::string::npos) << refusal(f);
+  // The last shard, too.
+  f = shards(4, 5);
+  f.pop_back();
+  EXPECT_NE(refusal(f).find("shard 3/4 is missing"), std::string::npos) << refusal(f);
   // All present merges.
   EXPECT_EQ(refusal(shards(4, 5)), "");
 }
