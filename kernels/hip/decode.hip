@@ -671,19 +671,32 @@ constexpr int tile_bytes() { return kTileTokens * kD; }
 template <int kD, int kNT>
 constexpr int ring_slots() { return kNT >= 4 ? 2 : 3; }
 
-// Chunk c of tile `tile`: the byte offsets of its first token in the K and V
-// caches (the page looked up once), or -1 past the context.
-template <int kD>
-__device__ void fill_chunk(const Params& p, int h, const int32_t* table, int64_t len, int64_t tile, int c,
-                           int64_t* kofs, int64_t* vofs) {
+// Chunk c of tile `tile`: its page (block-table entry) and offset in it, or
+// not `in` the context.
+struct ChunkPage {
+  int64_t blk;
+  uint32_t off;
+  bool in;
+};
+__device__ inline ChunkPage chunk_page(const Params& p, const int32_t* table, int64_t len, int64_t tile, int c) {
   const int64_t t = tile * kTileTokens + 16 * c;
+  ChunkPage cp{0, 0, t < len};
+  if (cp.in) {
+    uint32_t col;
+    page_of(p, uint32_t(t), col, cp.off);
+    cp.blk = table[col];
+  }
+  return cp;
+}
+// The byte offsets of the chunk's first token in the K and V caches into the
+// chunk table, -1 past the context.
+template <int kD>
+__device__ void write_chunk(const Params& p, int h, const ChunkPage& cp, int c, int64_t* kofs, int64_t* vofs) {
   int64_t ko = -1, vo = -1;
-  if (t < len) {
-    uint32_t col, off;
-    page_of(p, uint32_t(t), col, off);
-    const int64_t page = (int64_t(table[col]) * p.hkv + h) * int64_t(kD) * p.block_size;
-    ko = page + int64_t(off) * 16;
-    vo = page + (p.v_trans ? int64_t(off) * kD : int64_t(off));
+  if (cp.in) {
+    const int64_t page = (cp.blk * p.hkv + h) * int64_t(kD) * p.block_size;
+    ko = page + int64_t(cp.off) * 16;
+    vo = page + (p.v_trans ? int64_t(cp.off) * kD : int64_t(cp.off));
   }
   kofs[c] = ko;
   vofs[c] = vo;
@@ -786,8 +799,8 @@ __global__ void __launch_bounds__(kThreads, kD <= 128 ? 2 : 1) attend_mma_kernel
     const int nr = min(kR, p.rows - r0);
     __syncthreads();  // the previous pass is done with shared memory
     if (tid < 2 * kChunks && tid / kChunks < ntl)
-      fill_chunk<kD>(p, h, table, len, tile0 + tid / kChunks, tid % kChunks, chunk_k[tid / kChunks],
-                     chunk_v[tid / kChunks]);
+      write_chunk<kD>(p, h, chunk_page(p, table, len, tile0 + tid / kChunks, tid % kChunks), tid % kChunks,
+                      chunk_k[tid / kChunks], chunk_v[tid / kChunks]);
     // Q: padding rows of the last n tile stay zero.
     for (int i = tid; i < kR * kD / 8; i += kThreads) qfrag[i] = make_uint4(0, 0, 0, 0);
     __syncthreads();
@@ -812,12 +825,12 @@ __global__ void __launch_bounds__(kThreads, kD <= 128 ? 2 : 1) attend_mma_kernel
     for (int lt = 0; lt < ntl; ++lt) {
       const int64_t t0 = (tile0 + lt) * kTileTokens;
       const int n = int(min64(kTileTokens, len - t0));
-      // The chunk table two tiles ahead: its ring entry was last read for
-      // tile lt - 1, whose copies were all issued before the previous tile's
-      // barriers.
-      if (tid < kChunks && lt + 2 < ntl)
-        fill_chunk<kD>(p, h, table, len, tile0 + lt + 2, tid, chunk_k[(lt + 2) % kChunkRing],
-                       chunk_v[(lt + 2) % kChunkRing]);
+      // The chunk table two tiles ahead: the block-table entries are loaded
+      // here and written after this tile's V barrier (the load's latency hides
+      // behind the scores); their first reader issues copies after this
+      // tile's last barrier. The ring entry was last read for tile lt - 1.
+      const bool ahead = tid < kChunks && lt + 2 < ntl;
+      const ChunkPage ahead_page = ahead ? chunk_page(p, table, len, tile0 + lt + 2, tid) : ChunkPage{0, 0, false};
       if (token_kscale && tid < n) {
         uint32_t col, off;
         page_of(p, uint32_t(t0 + tid), col, off);
@@ -960,6 +973,7 @@ __global__ void __launch_bounds__(kThreads, kD <= 128 ? 2 : 1) attend_mma_kernel
         }
       cp_async_wait<kSlots - 1>();  // this tile's V (later tiles may still fly)
       __syncthreads();
+      if (ahead) write_chunk<kD>(p, h, ahead_page, tid, chunk_k[(lt + 2) % kChunkRing], chunk_v[(lt + 2) % kChunkRing]);
       // The running max and sum, written once per row (warp 0 holds every row
       // in its lanes g == 0); every lane has read row_m above.
       if (warp == 0 && g == 0) {
@@ -1382,6 +1396,11 @@ void launch_mma_shape(const Params& p, unsigned grid, hipStream_t s) {
   if (!(raised.load() & bit)) {
     check(cudaFuncSetAttribute(mma::attend_mma_kernel<kD, kNT>, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes),
           "matrix-unit attention: shared-memory limit");
+    // All of the unified L1/shared storage as shared memory: two blocks of a
+    // three-tile ring need nearly all of it.
+    check(cudaFuncSetAttribute(mma::attend_mma_kernel<kD, kNT>, cudaFuncAttributePreferredSharedMemoryCarveout,
+                               int(cudaSharedmemCarveoutMaxShared)),
+          "matrix-unit attention: shared-memory carveout");
     raised.fetch_or(bit);
   }
   mma::attend_mma_kernel<kD, kNT><<<grid, kThreads, bytes, s>>>(p);
