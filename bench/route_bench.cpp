@@ -1,7 +1,7 @@
 // route() cost per call (Google Benchmark): with the planned kernel off (the
 // goal is under 50 ns: one flag test and a counter), and on (under 200 ns:
 // plan_matches over the batch's lengths plus the gate's clause walk). Figures
-// go to README, "Routing, plan lifecycle and plan freshness".
+// go to docs/lifecycle.md, "Figures".
 #include <benchmark/benchmark.h>
 
 #include <vector>

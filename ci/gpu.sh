@@ -86,8 +86,8 @@ if [[ -n "$build_mutants" ]]; then
     mkdir -p "$out/$name"
     if ninja -C "$bld" gpu_test >"$out/$name/build.log" 2>&1; then
       # Debug info stripped: the binaries travel to the GPU machine.
-      objcopy --strip-debug "$bld/kernels/hip/gpu_test" "$out/$name/gpu_test" 2>/dev/null ||
-        cp "$bld/kernels/hip/gpu_test" "$out/$name/gpu_test"
+      objcopy --strip-debug "$bld/kernels/hip/tests/gpu_test" "$out/$name/gpu_test" 2>/dev/null ||
+        cp "$bld/kernels/hip/tests/gpu_test" "$out/$name/gpu_test"
       gtest_filter_of "$(header "$patch" pav-tests)" >"$out/$name/filter"
       header "$patch" pav-mutant >"$out/$name/what"
       echo "built   $name"
@@ -122,7 +122,7 @@ if [[ -n $recorded && $recorded != "$build" && ! -e $recorded ]]; then
 fi
 # Shared libraries carried beside a prebuilt tree (TBB).
 [[ -d $build/devlib ]] && export LD_LIBRARY_PATH=$build/devlib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
-gpu_test=$build/kernels/hip/gpu_test
+gpu_test=$build/kernels/hip/tests/gpu_test
 [[ -x $gpu_test ]] || { echo "ci/gpu.sh: $gpu_test was not built"; exit 1; }
 
 # ---- devices -------------------------------------------------------------------------

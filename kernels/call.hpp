@@ -1,5 +1,6 @@
 #pragma once
-// The views of one paged-attention decode call (REFERENCE section 2) and the
+// The views of one paged-attention decode call (docs/numerics.md, "Tensors and
+// layouts") and the
 // geometry derived from them. Views do not own memory.
 #include <cmath>
 #include <cstdint>
@@ -77,7 +78,7 @@ inline CallDims dims_of(const DecodeCall& c) {
   return d;
 }
 
-// Element offsets into the caches (REFERENCE section 2).
+// Element offsets into the caches (docs/numerics.md, "Tensors and layouts").
 inline int64_t k_offset(int64_t blk, int64_t h, int64_t d, int64_t off, int64_t hkv, int64_t hd,
                         int64_t bs) {
   return ((blk * hkv + h) * (hd / 16) + d / 16) * bs * 16 + off * 16 + d % 16;

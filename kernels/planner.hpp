@@ -1,5 +1,5 @@
 #pragma once
-// The work planner (REFERENCE section 6, "proportional" policy) and the uniform
+// The work planner ("proportional" policy, docs/numerics.md) and the uniform
 // split count (section 5). The arithmetic below is PAV_HD: the GPU refresh
 // kernel and the host planner share it, so their plans agree bit for bit.
 #include <cstdint>
@@ -7,11 +7,11 @@
 #include <vector>
 
 #include "kernels/call.hpp"
+#include "kernels/limits.hpp"
 #include "kernels/platform_hd.hpp"
 
 namespace pav::kernels {
 
-inline constexpr int kMaxPlanBatch = 4096;       // largest num_seqs a plan supports
 inline constexpr int kMaxUniformPartitions = 256;
 inline constexpr int kDenseSplitCap = 32;
 
@@ -89,7 +89,7 @@ PAV_HD inline void plan_fill(const int32_t* lens, int64_t num_seqs, int64_t max_
       work_info, reduce_info);
 }
 
-// Uniform split count (REFERENCE section 5).
+// Uniform split count (docs/numerics.md, "The uniform split").
 PAV_HD inline int dense_decode_splits(int64_t batch, int64_t kv_heads, int64_t cu) {
   const int64_t bh = max64(batch * kv_heads, 1);
   const int64_t base = min64(ceil_div64(2 * cu, bh), 8);
@@ -100,7 +100,7 @@ PAV_HD inline int dense_decode_splits(int64_t batch, int64_t kv_heads, int64_t c
   return int(min64(kDenseSplitCap, max64(base, boost)));
 }
 
-// proportional: REFERENCE section 6, exactly. balanced: cost-aware counts
+// proportional: docs/numerics.md, "The proportional policy", exactly. balanced: cost-aware counts
 // (kernels/planner_balanced.hpp), same layout and invariants.
 enum class PlanPolicy : uint8_t { proportional, balanced };
 
@@ -116,12 +116,13 @@ struct PlanParams {
 };
 
 // Params with defaults resolved; throws std::invalid_argument naming the field
-// when a value is out of range (num_seqs 1..4096, kv_heads >= 1, cu >= 1,
-// max_partitions 1..cu, budget >= 1).
+// when a value is out of range (num_seqs 1..kMaxPlanBatch, kv_heads
+// 1..kMaxKvHeads, cu 1..kMaxCu, max_partitions 1..cu, budget
+// 1..kMaxWorkgroupBudget, split cost and min chunk 0..kMaxPlanTiles).
 PlanParams resolve(PlanParams p);
 
 // Slots a plan of resolved params holds: plan_capacity() for proportional
-// (REFERENCE section 6), balanced_capacity() for balanced.
+// (docs/numerics.md), balanced_capacity() for balanced.
 int64_t plan_capacity_of(const PlanParams& resolved);
 
 // A non-owning view of a plan's buffers (host or device memory).

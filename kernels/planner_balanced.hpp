@@ -1,6 +1,6 @@
 #pragma once
 // The "balanced" planner policy: cost-aware split counts over the same plan
-// layout as "proportional" (REFERENCE section 6). Same work_info /
+// layout as "proportional" (docs/numerics.md). Same work_info /
 // reduce_info format, same tile boundaries within a request (plan_task); the
 // partition counts differ, and the capacity holds one wave plus one task per
 // request (balanced_capacity).

@@ -2,7 +2,7 @@
 
 #include <string>
 
-#include "kernels/cpu/decode_cpu.hpp"
+#include "kernels/split_rules.hpp"
 
 namespace pav::kernels {
 namespace {
@@ -439,8 +439,6 @@ void validate_uniform(const DecodeCall& call, const Scratch& scratch) {
   if (f) throw RejectError(f, KernelKind::uniform);
 }
 
-int64_t uniform_split_count(const DecodeCall& call) { return cpu::uniform_splits(call); }
-
 ScratchGeometry scratch_geometry(const DecodeCall& call, const PlanView* plan) {
   ScratchGeometry g;
   const int64_t hkv = call.k_cache.shape[1];
@@ -454,7 +452,7 @@ ScratchGeometry scratch_geometry(const DecodeCall& call, const PlanView* plan) {
     g.partial_shape = {hkv, plan->capacity, g.rows, g.head_dim};
     g.slots = hkv * plan->capacity;
   } else {
-    const int64_t splits = uniform_split_count(call);
+    const int64_t splits = uniform_splits(call);
     g.needed = splits > 1;
     g.rank = 3;
     g.slots = call.context_lens.shape[0] * hkv * splits;

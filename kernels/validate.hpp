@@ -1,5 +1,5 @@
 #pragma once
-// The decode kernels' hard rejects (REFERENCE section 7). One clause walk serves
+// The decode kernels' hard rejects (docs/numerics.md, docs/gate.md). One clause walk serves
 // the kernel's own validation (validate_planned / validate_uniform, which throw)
 // and the routing gate (kernels/dispatch/gate.hpp, which only reads the first
 // finding), so every rule and every constant the two share has one source.
@@ -172,9 +172,5 @@ struct ScratchGeometry {
   int64_t rows = 0, head_dim = 0;
 };
 ScratchGeometry scratch_geometry(const DecodeCall& call, const PlanView* plan);
-
-// Split count of a run without a plan: opt.uniform_partitions, or
-// dense_decode_splits() when that is 0.
-int64_t uniform_split_count(const DecodeCall& call);
 
 }  // namespace pav::kernels

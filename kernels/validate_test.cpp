@@ -110,7 +110,7 @@ TEST(Validate, MessageNamesClauseFieldAndValue) {
 }
 
 // head_dim 256 over a cache whose num_hgroups encodes 128: the kernel rejects it,
-// so no caller may treat it as accepted (REFERENCE 9.12).
+// so no caller may treat it as accepted (defect 12, docs/numerics.md).
 TEST(Validate, HeadDimMustAgreeWithCacheGroups) {
   TinySpec spec;
   spec.head_dim = 256;

@@ -1,6 +1,8 @@
 // The drift sweep: its file format, cells, data, the control hook, and the quick
 // sweep end to end (no growth in the kernel; the positive control flips).
 #include "properties/drift_run.hpp"
+#include "properties/drift_run_plot.hpp"
+#include "properties/drift_run_report.hpp"
 
 #include <fmt/core.h>
 #include <gtest/gtest.h>
@@ -12,7 +14,6 @@
 #include <fstream>
 
 #include "kernels/codecs.hpp"
-#include "kernels/cpu/decode_cpu.hpp"
 #include "properties/runner.hpp"
 
 namespace pav::props {
@@ -288,7 +289,7 @@ TEST(DriftReport, ProgressLineIsOneLineUpdatedInPlace) {
 }
 
 // The quick sweep end to end, on the CPU backend: the kernel shows no growth,
-// no arm mismatches the REFERENCE 10 standard, the positive control flips in
+// no arm mismatches the comparison standard, the positive control flips in
 // every cell, and the report writers produce their files.
 TEST(DriftQuickSweep, NoGrowthAndTheControlFlips) {
   const DriftSweep s = load_drift_sweep(fixture("drift-quick.json"));

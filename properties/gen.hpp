@@ -9,7 +9,7 @@
 
 namespace pav::props {
 
-// The boundary lengths of REFERENCE section 10.
+// The boundary lengths of docs/numerics.md, "Verification practice".
 const std::vector<int32_t>& boundary_lengths();
 
 // One raw context length for the planner: boundaries, short, heavy-tailed

@@ -1,6 +1,6 @@
 #pragma once
 // Runs a HostCase through a kernel path via the real launch entries, and checks
-// it against the reference with the REFERENCE section 10 standard.
+// it against the reference with the comparison standard (docs/numerics.md).
 #include <optional>
 #include <string>
 

@@ -3,7 +3,7 @@
 // lengths, then one mutation a serving engine can make to those lengths or to
 // what the call is paired with. The cache holds real tokens up to the longest
 // length a scenario reaches, and every token a mutation adds is a sentinel
-// (REFERENCE section 10): attending over a stale range is a gross error.
+// (docs/numerics.md, "Verification practice"): attending over a stale range is a gross error.
 #include <rapidcheck.h>
 
 #include <cstdint>

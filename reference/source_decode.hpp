@@ -10,7 +10,7 @@
 // chunk size whatever the context (the drift sweep regenerates them from a
 // counter-based generator).
 //
-// Semantics (REFERENCE sections 2-4): row p of a sequence with q_len positions
+// Semantics (docs/numerics.md): row p of a sequence with q_len positions
 // sees tokens t < len - q_len + 1 + p; s_t = softmax_scale * q . k_t; the output
 // is sum_t w_t v_t with w_t = exp(s_t - M)/L, exactly 0 in rows that see no
 // token. Everything is accumulated in double; segments of one (sequence, KV

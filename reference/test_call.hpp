@@ -1,7 +1,7 @@
 #pragma once
 // Hand-built decode calls for the reference tests: owned buffers, random
 // in-context values, and NaN in every cache byte, scale and output element
-// outside the context. Test-only; written against REFERENCE section 2.
+// outside the context. Test-only; written against docs/numerics.md, "Tensors and layouts".
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -47,7 +47,7 @@ struct OwnedCall {
   OwnedCall(OwnedCall&&) = default;      // moved vectors keep their buffers
 
   int64_t hq() const { return spec.hkv * spec.group; }
-  // Element offsets, written out from REFERENCE section 2.
+  // Element offsets, written out from docs/numerics.md.
   int64_t k_at(int64_t blk, int64_t h, int64_t d, int64_t off) const {
     const int64_t D = spec.head_dim, bs = spec.block_size;
     return ((blk * spec.hkv + h) * (D / 16) + d / 16) * bs * 16 + off * 16 + d % 16;
@@ -63,7 +63,6 @@ struct OwnedCall {
     const uint16_t h = q[(qrow * hq() + head) * spec.head_dim + d];
     return spec.q_dtype == kernels::DType::bf16 ? kernels::bf16_to_f32(h) : kernels::f16_to_f32(h);
   }
-  kernels::TensorView out_view() const { return call.out; }
 };
 
 inline uint8_t fp8_nan(kernels::DType flavour) {

@@ -1,4 +1,4 @@
-// One pin per defect of REFERENCE section 9 (the upstream review's 13). Each
+// One pin per defect of docs/numerics.md, "The defects pav pins" (the upstream review's 13). Each
 // suite DefectNN_* goes red when ci/mutants/defect-NN-*.patch re-injects the
 // defect. (Defect 9 counts allocations, so it lives in alloc_hook_test.cpp.)
 #include <gtest/gtest.h>
@@ -11,10 +11,10 @@
 #include <type_traits>
 
 #include "kernels/codecs.hpp"
-#include "kernels/cpu/decode_cpu.hpp"
 #include "kernels/dispatch/device_visibility.hpp"
 #include "kernels/dispatch/route.hpp"
 #include "kernels/launch.hpp"
+#include "kernels/split_rules.hpp"
 #include "properties/gate_gen.hpp"
 #include "properties/gen.hpp"
 #include "properties/host_case.hpp"
@@ -265,7 +265,7 @@ TEST(Defect06_DriftAtRealCeiling, PlannerReachesCeiling256AtBatchOneAndMatchesRe
   ASSERT_NE(md.plan(), nullptr);
   EXPECT_EQ(md.plan()->max_partitions, 256);
   EXPECT_EQ(md.plan()->reduce_info[1], 256) << "batch 1 must run at the ceiling";
-  EXPECT_FALSE(cpu::reduce_uses_bounded(md.plan()->max_partitions));
+  EXPECT_FALSE(reduce_uses_bounded(md.plan()->max_partitions));
   e.host.poison_output();
   const DecodeCall call = e.host.call();
   const DecodeOutcome o = decode(e.router, call, Site::dense, &md);
@@ -277,10 +277,10 @@ TEST(Defect06_DriftAtRealCeiling, PlannerReachesCeiling256AtBatchOneAndMatchesRe
 
 // ---- 7. Ceiling <= 64 selects the bounded reduce; reads past count are zero --
 TEST(Defect07_BoundedReduceAtSmallCeiling, CeilingAtMost64SelectsBoundedReduce) {
-  EXPECT_TRUE(cpu::reduce_uses_bounded(1));
-  EXPECT_TRUE(cpu::reduce_uses_bounded(64));
-  EXPECT_FALSE(cpu::reduce_uses_bounded(65));
-  EXPECT_FALSE(cpu::reduce_uses_bounded(256));
+  EXPECT_TRUE(reduce_uses_bounded(1));
+  EXPECT_TRUE(reduce_uses_bounded(64));
+  EXPECT_FALSE(reduce_uses_bounded(65));
+  EXPECT_FALSE(reduce_uses_bounded(256));
   // Setting the ceiling is allowed and reaches the plan (a ceiling test must not
   // pin "left at the default").
   PlanCacheConfig cfg = cache_config(small_spec({300}));
@@ -295,7 +295,7 @@ TEST(Defect07_BoundedReduceAtSmallCeiling, CeilingAtMost64SelectsBoundedReduce) 
   const ForwardMetadata md = b.build_for_graph_capture(bs);
   EXPECT_EQ(md.plan()->max_partitions, 64);
   EXPECT_EQ(md.plan()->reduce_info[1], 64);
-  EXPECT_TRUE(cpu::reduce_uses_bounded(md.plan()->max_partitions));
+  EXPECT_TRUE(reduce_uses_bounded(md.plan()->max_partitions));
 }
 
 TEST(Defect07_BoundedReduceAtSmallCeiling, SlotsPastCountNeverReachTheOutput) {
@@ -309,7 +309,7 @@ TEST(Defect07_BoundedReduceAtSmallCeiling, SlotsPastCountNeverReachTheOutput) {
   plan.refresh(host.lens.data());
   ASSERT_EQ(plan.reduce_info()[1], 3);
   ASSERT_EQ(plan.capacity(), 8);
-  ASSERT_TRUE(cpu::reduce_uses_bounded(p.max_partitions));
+  ASSERT_TRUE(reduce_uses_bounded(p.max_partitions));
   const PlanView view = plan.view();
   struct Poison {
     float m, l, partial;

@@ -1,5 +1,5 @@
 #pragma once
-// The paired growth test of the drift sweep (README, "Drift"): does an error
+// The paired growth test of the drift sweep (docs/drift.md): does an error
 // measure grow from the lowest to the highest split ceiling, beyond its spread
 // over fresh data seeds?
 //

@@ -1,4 +1,4 @@
-// pav_gpu_bench: the GPU decode paths on trace-like batches (README, "Performance").
+// pav_gpu_bench: the GPU decode paths on trace-like batches (docs/performance.md).
 // For each configuration: the uniform split, the planned split under both
 // planner policies (and larger workgroup budgets), each timed with device
 // events around the host-API call, L2 flushed before every iteration, median
@@ -534,7 +534,7 @@ int run(int argc, char** argv) {
   for (const auto& v : variant_names) variants.push_back(parse_variant(v));
   if (variants.empty() || variants.front().name != "uniform")
     variants.insert(variants.begin(), parse_variant("uniform"));  // ratios need it, first
-  if (st.iters < 20) fmt::print(stderr, "note: --iters {} is below the 20 the figures in the README's Performance section use\n", st.iters);
+  if (st.iters < 20) fmt::print(stderr, "note: --iters {} is below the 20 the figures in docs/performance.md use\n", st.iters);
 
   if (!gpu::available()) {
     fmt::print(stderr, "pav_gpu_bench: no usable GPU\n");

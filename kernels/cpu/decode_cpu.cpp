@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "kernels/codecs.hpp"
+#include "kernels/split_rules.hpp"
 
 namespace pav::kernels::cpu {
 namespace {
@@ -306,13 +307,6 @@ void fill_nan_out(const Ctx& x, int64_t seq) {
 }
 
 }  // namespace
-
-bool reduce_uses_bounded(int64_t ceiling) { return ceiling <= kBoundedReduceCeiling; }
-
-int uniform_splits(const DecodeCall& call) {
-  if (call.opt.uniform_partitions > 0) return call.opt.uniform_partitions;
-  return dense_decode_splits(call.context_lens.shape[0], call.k_cache.shape[1], call.opt.cu);
-}
 
 void uniform_decode(const DecodeCall& call, const Scratch& scratch) {
   const Ctx x(call);

@@ -1,5 +1,5 @@
 #pragma once
-// Physical device index of a logical device, for NUMA binding (REFERENCE
+// Physical device index of a logical device, for NUMA binding (docs/lifecycle.md,
 // section 8). ROCR_VISIBLE_DEVICES filters and renumbers the device table
 // first; HIP_VISIBLE_DEVICES (or, when that is unset, CUDA_VISIBLE_DEVICES)
 // then indexes into the result. Reading only the HIP variable puts every rank on

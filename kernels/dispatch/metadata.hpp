@@ -1,5 +1,5 @@
 #pragma once
-// Per-forward attention metadata and its builder (REFERENCE section 8). The
+// Per-forward attention metadata and its builder (docs/lifecycle.md). The
 // plan and its scratch belong to the metadata of one forward (shared with the
 // cache that keeps them alive for captured graphs), never to a process-wide
 // table, so two micro-batches never share them. Every builder variant ends in

@@ -1,5 +1,5 @@
 #pragma once
-// Persistent work plans and their scratch (REFERENCE section 8). A plan is
+// Persistent work plans and their scratch (docs/lifecycle.md). A plan is
 // minted only while graphs are captured, one per (num_seqs, Hkv, device) and
 // micro-batch slot, and is never replaced or freed while the cache lives: a
 // captured graph may hold its pointers. Refresh rewrites it in place.

@@ -1,5 +1,5 @@
 #pragma once
-// Routing of decode calls (REFERENCE section 8): two opt-ins in series, the
+// Routing of decode calls (docs/lifecycle.md): two opt-ins in series, the
 // gate, and the fallback to the uniform kernel; then decode(), the dispatcher
 // that runs whichever kernel the route names.
 //

@@ -11,8 +11,8 @@
 #include <cuda_fp8.h>
 #endif
 
-#include "kernels/cpu/decode_cpu.hpp"
 #include "kernels/hip/gpu_backend.hpp"
+#include "kernels/split_rules.hpp"
 
 namespace pav::kernels::gpu {
 namespace {
@@ -1074,7 +1074,7 @@ __global__ void __launch_bounds__(kThreads, kD <= 128 ? 2 : 1) attend_mma_kernel
 #endif  // PAV_HIP_NVIDIA
 
 // ---- reduce -----------------------------------------------------------------------------
-// The partials of one (sequence, KV head) merged per row:
+// The partials of one (sequence, KV head) merged per row (docs/numerics.md, "The reduce"):
 // M = max m_p (0 if all are -inf), w_p = l_p exp(m_p - M) for l_p > 0,
 // L = sum w_p in partition order, out = sum (w_p / L) O_p in partition order,
 // or 0 when L == 0.
@@ -1450,7 +1450,7 @@ AttentionBody launch_attention(const Params& p, int64_t slots, hipStream_t s, co
 void launch_reduce(const Params& p, hipStream_t s) {
   const unsigned grid = unsigned(int64_t(p.num_seqs) * p.hkv);
   if (grid == 0) return;
-  if (cpu::reduce_uses_bounded(p.ceiling)) {
+  if (reduce_uses_bounded(p.ceiling)) {
     const bool aligned = reinterpret_cast<uintptr_t>(p.partial) % 16 == 0;
     if (p.head_dim == 128 && p.partial_kind != PartialKind::f32 && aligned)
       reduce_kernel<true, 8><<<grid, kThreads, 0, s>>>(p);
@@ -1473,7 +1473,7 @@ void launch_reduce(const Params& p, hipStream_t s) {
 
 LaunchRecord uniform_decode(const DecodeCall& call, const Scratch& scratch, StreamHandle stream) {
   Params p = params_of(call, Scratch{});
-  const int splits = cpu::uniform_splits(call);
+  const int splits = uniform_splits(call);
   if (splits < 1 || splits > kMaxUniformPartitions) bad("uniform split count " + std::to_string(splits));
   p.planned = false;
   p.splits = splits;

@@ -150,7 +150,7 @@ struct LaunchRecord {
   bool reduce = false;           // a reduce was launched (not for a one-split uniform call)
 };
 
-// Uniform split: splits = cpu::uniform_splits(call); with one split the output
+// Uniform split: splits = uniform_splits(call) (kernels/split_rules.hpp); with one split the output
 // is written directly and scratch is not touched.
 LaunchRecord uniform_decode(const DecodeCall& call, const Scratch& scratch, StreamHandle stream);
 

@@ -11,9 +11,8 @@
 #include <vector>
 
 #include "kernels/codecs.hpp"
-#include "kernels/cpu/decode_cpu.hpp"
 #include "kernels/hip/gpu_backend.hpp"
-#include "kernels/hip/gpu_test_support.hpp"
+#include "kernels/hip/tests/gpu_test_support.hpp"
 #include "properties/gen.hpp"
 
 namespace pav::kernels::gpu::testing {

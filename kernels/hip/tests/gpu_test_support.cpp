@@ -1,4 +1,4 @@
-#include "kernels/hip/gpu_test_support.hpp"
+#include "kernels/hip/tests/gpu_test_support.hpp"
 
 #include <tbb/parallel_for.h>
 
@@ -11,6 +11,7 @@
 
 #include "kernels/codecs.hpp"
 #include "kernels/cpu/decode_cpu.hpp"
+#include "kernels/split_rules.hpp"
 #include "reference/compare.hpp"
 #include "reference/decode.hpp"
 
@@ -155,7 +156,7 @@ void DevicePlan::download(std::vector<int32_t>& w, std::vector<int32_t>& r, Stre
 // ---- layouts -----------------------------------------------------------------------
 Layout uniform_layout(const DecodeCall& c) {
   const CallDims d = dims_of(c);
-  const int64_t splits = cpu::uniform_splits(c);
+  const int64_t splits = uniform_splits(c);
   Layout L;
   L.direct = splits == 1;
   L.slots = d.num_seqs * d.hkv * splits;

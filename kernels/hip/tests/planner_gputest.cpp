@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "kernels/hip/gpu_backend.hpp"
-#include "kernels/hip/gpu_test_support.hpp"
+#include "kernels/hip/tests/gpu_test_support.hpp"
 #include "kernels/planner.hpp"
 #include "properties/gen.hpp"
 

@@ -7,7 +7,7 @@
 #include <cstring>
 
 #include "kernels/hip/gpu_backend.hpp"
-#include "kernels/hip/gpu_test_support.hpp"
+#include "kernels/hip/tests/gpu_test_support.hpp"
 
 int main(int argc, char** argv) {
   // Test discovery lists tests at build time, where there may be no device.
