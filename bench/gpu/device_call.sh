@@ -59,15 +59,6 @@ if has m; then
   stamp "mutants: $(grep -c caught "$OUT/mutants.log") of $(ls -d mut/*/ | wc -l) caught"
 fi
 
-if has b; then
-  # The bench gets what is left of BUDGET seconds (default 570) for the whole script.
-  left=$((${BUDGET:-570} - ($(date +%s) - t0) - 40))
-  [[ $left -gt 170 ]] && left=170; [[ $left -lt 30 ]] && left=30
-  timeout $((left + 40)) ./pav_gpu_bench --json "$OUT/bench.json" --max-seconds $left >"$OUT/bench.log" 2>&1
-  stamp "bench rc=$?"
-  grep -E "^\| (peer|trace|equal)[^|]*\| (uniform|balanced) \||^\| refresh" "$OUT/bench.log" | cut -c1-150
-fi
-
 if has n; then
   timeout 150 "$ncu" --clock-control none -k regex:attend_mma --launch-skip 3 -c 1 \
     --section SpeedOfLight --section Occupancy --section LaunchStats --section MemoryWorkloadAnalysis \
@@ -76,6 +67,15 @@ if has n; then
     ./pav_gpu_bench --only equal32-h8g8 --variants balanced --iters 1 --warmup 0 --bandwidth-gb 0.5 >"$OUT/ncu.log" 2>&1
   stamp "ncu rc=$?"
   grep -E "DRAM Throughput|L2 Cache Throughput|  Duration|Issue Slots Busy|Executed Instructions  |Registers Per|Achieved Occ|L2: T Tag|lts__t_requests_srcunit_tex_op_read.sum |lts__t_sectors_srcunit_tex.sum  |ldgsts_cache_bypass.sum  |L2 Hit Rate  " "$OUT/ncu.log" | head -20
+fi
+
+if has b; then
+  # The bench gets what is left of BUDGET seconds (default 570) for the whole script.
+  left=$((${BUDGET:-570} - ($(date +%s) - t0) - 40))
+  [[ $left -gt 170 ]] && left=170; [[ $left -lt 30 ]] && left=30
+  timeout $((left + 40)) ./pav_gpu_bench --json "$OUT/bench.json" --max-seconds $left >"$OUT/bench.log" 2>&1
+  stamp "bench rc=$?"
+  grep -E "^\| (peer|trace|equal)[^|]*\| (uniform|balanced) \||^\| refresh" "$OUT/bench.log" | cut -c1-150
 fi
 
 if has s; then
