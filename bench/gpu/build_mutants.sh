@@ -4,8 +4,10 @@
 # command, swap it into a copy of its static library, and relink gpu_test with the
 # build's own link command. Needs a built nvidia preset (gpu_test linked).
 #
-#   bench/gpu/build_mutants.sh OUTDIR [PATTERN] [-j N]
+#   bench/gpu/build_mutants.sh OUTDIR [PATTERN] [-j N] [--rev COMMIT]
 #
+# --rev: take the source and the patches from that commit rather than the working
+# tree (the build's other objects must match it: only the patched file is rebuilt).
 # Writes OUTDIR/NAME.tar.xz (NAME/gpu_test stripped, NAME/filter: the gtest filter of
 # pav-tests, NAME/what: pav-mutant) for bench/gpu/device_call.sh step m, or
 # `ci/gpu.sh --run-mutants` once unpacked. Exit 1 when a patch does not apply or
@@ -13,11 +15,12 @@
 set -uo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 build=${PAV_NVIDIA_BUILD:-$root/build/nvidia}
-out=""; pattern=""; jobs=1
+out=""; pattern=""; jobs=1; rev=""
 while [[ $# -gt 0 ]]; do
   case $1 in
     -j) jobs=$2; shift 2 ;;
-    -h|--help) sed -n '2,12p' "$0"; exit 0 ;;
+    --rev) rev=$2; shift 2 ;;
+    -h|--help) sed -n '2,15p' "$0"; exit 0 ;;
     *) if [[ -z $out ]]; then out=$1; else pattern=$1; fi; shift ;;
   esac
 done
@@ -40,7 +43,7 @@ one() {
   file=$(grep -m1 '^+++ b/' "$patch" | sed 's|^+++ b/||')
   if [[ $(grep -c '^+++ b/' "$patch") != 1 ]]; then echo "BROKEN  $name (touches more than one file)"; return 1; fi
   mkdir -p "$dir/tree/$(dirname "$file")"
-  cp "$root/$file" "$dir/tree/$file"
+  if [[ -n $rev ]]; then git -C "$root" show "$rev:$file" >"$dir/tree/$file"; else cp "$root/$file" "$dir/tree/$file"; fi
   if ! (cd "$dir/tree" && sed '1,/^---$/d' "$patch" | patch -p1 -s --forward); then
     echo "BROKEN  $name (patch does not apply)"; return 1
   fi
@@ -74,9 +77,14 @@ EOF
   echo "built   $name"
 }
 
+patches=$root/ci/mutants
+if [[ -n $rev ]]; then
+  patches=$work/patches-$rev; rm -rf "$patches"; mkdir -p "$patches"
+  git -C "$root" archive "$rev" ci/mutants | tar x -C "$patches" --strip-components=2
+fi
 status=0
 pids=()
-for patch in "$root"/ci/mutants/gpu-*"$pattern"*.patch; do
+for patch in "$patches"/gpu-*"$pattern"*.patch; do
   [[ -e $patch && $(header "$patch" pav-preset) == nvidia ]] || continue
   one "$patch" &
   pids+=($!)

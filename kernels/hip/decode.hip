@@ -702,40 +702,44 @@ __device__ void write_chunk(const Params& p, int h, const ChunkPage& cp, int c, 
   vofs[c] = vo;
 }
 
-// Enqueues the K codes of the tile at t0 into a slot: piece i of the 16-token
-// chunk c of group grp; tokens past the context are zero-filled, never read.
-// Consecutive threads take consecutive tokens of one group of one chunk.
+// Enqueues the K codes of a tile holding n tokens of the context into a slot:
+// piece i of the 16-token chunk c of group grp; tokens past the context are
+// zero-filled, never read. Consecutive threads take consecutive tokens of one
+// group of one chunk. A thread's token in its chunk and its group are the same
+// in every iteration (the block is a multiple of one chunk's 16 x groups
+// pieces), so only the chunk's page offset changes from one copy to the next.
 template <int kD>
-__device__ void issue_k(const Params& p, const int64_t* kofs, int64_t len, int64_t t0, uint8_t* slot) {
+__device__ void issue_k(const Params& p, const int64_t* kofs, int n, uint8_t* slot) {
   constexpr int kNG = kD / 16;
-  const int64_t gstride = int64_t(p.block_size) * 16;
+  constexpr int kStep = kThreads / (16 * kNG);  // chunks per round of the block
+  static_assert(kStep >= 1 && kThreads % (16 * kNG) == 0, "a round of the block covers whole chunks");
+  const int i = threadIdx.x & 15, grp = (threadIdx.x >> 4) % kNG, c0 = (threadIdx.x >> 4) / kNG;
+  const int64_t src0 = int64_t(grp) * p.block_size * 16 + i * 16;
+  uint8_t* const dst0 = slot + k_offset<kD>(16 * c0 + i, grp);
   // Not unrolled: an unrolled copy loop keeps every iteration's addresses in
   // registers across the whole tile loop.
 #pragma unroll 1
-  for (int it = 0; it < kTileTokens * kNG / kThreads; ++it) {
-    const int x = threadIdx.x + it * kThreads;
-    const int i = x & 15, grp = (x >> 4) % kNG, c = (x >> 4) / kNG;
-    const int tok = 16 * c + i;
-    const bool in = t0 + tok < len;
-    const uint8_t* src = in ? p.k + kofs[c] + grp * gstride + i * 16 : p.k;
-    cp_async16(slot + k_offset<kD>(tok, grp), src, in ? 16u : 0u);
+  for (int c = c0; c < kChunks; c += kStep) {
+    const bool in = 16 * c + i < n;
+    cp_async16(dst0 + (c - c0) * (2 * kNG * 128), in ? p.k + kofs[c] + src0 : p.k, in ? 16u : 0u);
   }
 }
 
-// Enqueues the V codes of the tile at t0: dim d of chunk c (16 tokens, 16
-// contiguous bytes in either layout); the bytes of tokens past the context are
-// zero-filled. Consecutive threads take consecutive dims of one chunk.
+// Enqueues the V codes of a tile holding n tokens of the context: dim d of
+// chunk c (16 tokens, 16 contiguous bytes in either layout); the bytes of
+// tokens past the context are zero-filled. Consecutive threads take
+// consecutive dims of one chunk; a thread's dim is the same in every iteration.
 template <int kD>
-__device__ void issue_v(const Params& p, const int64_t* vofs, int64_t len, int64_t t0, uint8_t* slot) {
-  const int64_t dstride = p.v_trans ? 16 : p.block_size;
+__device__ void issue_v(const Params& p, const int64_t* vofs, int n, uint8_t* slot) {
+  constexpr int kStep = kThreads / kD;  // chunks per round of the block
+  static_assert(kStep >= 1 && kThreads % kD == 0, "a round of the block covers whole chunks");
+  const int d = threadIdx.x % kD, c0 = threadIdx.x / kD;
+  const int64_t src0 = int64_t(d) * (p.v_trans ? 16 : p.block_size);
 #pragma unroll 1
-  for (int it = 0; it < kChunks * kD / kThreads; ++it) {
-    const int x = threadIdx.x + it * kThreads;
-    const int d = x % kD, c = x / kD;
-    const int64_t rest = len - (t0 + 16 * c);
+  for (int c = c0; c < kChunks; c += kStep) {
+    const int rest = n - 16 * c;
     const uint32_t bytes = rest <= 0 ? 0u : rest >= 16 ? 16u : uint32_t(rest);
-    const uint8_t* src = bytes ? p.v + vofs[c] + d * dstride : p.v;
-    cp_async16(slot + v_offset<kD>(c, d), src, bytes);
+    cp_async16(slot + v_offset<kD>(c, d), bytes ? p.v + vofs[c] + src0 : p.v, bytes);
   }
 }
 
@@ -786,11 +790,11 @@ __global__ void __launch_bounds__(kThreads, kD <= 128 ? 2 : 1) attend_mma_kernel
   auto issue_item = [&](int j) {
     const int lt = j >> 1;
     if (lt < ntl) {
-      const int64_t t0 = (tile0 + lt) * kTileTokens;
+      const int n = int(min64(kTileTokens, len - (tile0 + lt) * kTileTokens));
       uint8_t* dst = ring + (j % kSlots) * tile_bytes<kD>();
       const int e = lt % kChunkRing;
-      if (j & 1) issue_v<kD>(p, chunk_v[e], len, t0, dst);
-      else issue_k<kD>(p, chunk_k[e], len, t0, dst);
+      if (j & 1) issue_v<kD>(p, chunk_v[e], n, dst);
+      else issue_k<kD>(p, chunk_k[e], n, dst);
     }
     cp_async_commit();  // empty past the last tile: the wait counts stay uniform
   };
