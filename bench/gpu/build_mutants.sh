@@ -86,6 +86,7 @@ status=0
 pids=()
 for patch in "$patches"/gpu-*"$pattern"*.patch; do
   [[ -e $patch && $(header "$patch" pav-preset) == nvidia ]] || continue
+  [[ -e $out/$(basename "$patch" .patch).tar.xz ]] && continue  # built already
   one "$patch" &
   pids+=($!)
   if [[ ${#pids[@]} -ge $jobs ]]; then wait "${pids[0]}" || status=1; pids=("${pids[@]:1}"); fi
