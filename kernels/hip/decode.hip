@@ -714,14 +714,16 @@ __device__ void issue_k(const Params& p, const int64_t* kofs, int n, uint8_t* sl
   constexpr int kStep = kThreads / (16 * kNG);  // chunks per round of the block
   static_assert(kStep >= 1 && kThreads % (16 * kNG) == 0, "a round of the block covers whole chunks");
   const int i = threadIdx.x & 15, grp = (threadIdx.x >> 4) % kNG, c0 = (threadIdx.x >> 4) / kNG;
-  const int64_t src0 = int64_t(grp) * p.block_size * 16 + i * 16;
-  uint8_t* const dst0 = slot + k_offset<kD>(16 * c0 + i, grp);
+  const uint8_t* const src0 = p.k + int64_t(grp) * p.block_size * 16 + i * 16;
+  uint8_t* dst = slot + k_offset<kD>(16 * c0 + i, grp);
   // Not unrolled: an unrolled copy loop keeps every iteration's addresses in
-  // registers across the whole tile loop.
+  // registers across the whole tile loop. No branch: a copy past the context
+  // reads nothing from its (valid) address.
 #pragma unroll 1
-  for (int c = c0; c < kChunks; c += kStep) {
+  for (int c = c0; c < kChunks; c += kStep, dst += kStep * 2 * kNG * 128) {
     const bool in = 16 * c + i < n;
-    cp_async16(dst0 + (c - c0) * (2 * kNG * 128), in ? p.k + kofs[c] + src0 : p.k, in ? 16u : 0u);
+    const int64_t ofs = kofs[c];
+    cp_async16(dst, src0 + (in ? ofs : 0), in ? 16u : 0u);
   }
 }
 
@@ -734,12 +736,13 @@ __device__ void issue_v(const Params& p, const int64_t* vofs, int n, uint8_t* sl
   constexpr int kStep = kThreads / kD;  // chunks per round of the block
   static_assert(kStep >= 1 && kThreads % kD == 0, "a round of the block covers whole chunks");
   const int d = threadIdx.x % kD, c0 = threadIdx.x / kD;
-  const int64_t src0 = int64_t(d) * (p.v_trans ? 16 : p.block_size);
+  const uint8_t* const src0 = p.v + int64_t(d) * (p.v_trans ? 16 : p.block_size);
 #pragma unroll 1
   for (int c = c0; c < kChunks; c += kStep) {
     const int rest = n - 16 * c;
     const uint32_t bytes = rest <= 0 ? 0u : rest >= 16 ? 16u : uint32_t(rest);
-    cp_async16(slot + v_offset<kD>(c, d), bytes ? p.v + vofs[c] + src0 : p.v, bytes);
+    const int64_t ofs = vofs[c];
+    cp_async16(slot + v_offset<kD>(c, d), src0 + (bytes ? ofs : 0), bytes);
   }
 }
 
