@@ -605,6 +605,10 @@ __device__ inline void cp_async16(void* dst, const void* src, uint32_t bytes) {
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(smem_addr(dst)), "l"(src), "r"(bytes)
                : "memory");
 }
+// Copies 16 bytes (all of them in the context).
+__device__ inline void cp_async16_all(uint32_t dst, const void* src) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(dst), "l"(src) : "memory");
+}
 __device__ inline void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
 // Waits until at most kPending committed groups are still in flight.
 template <int kPending>
@@ -716,6 +720,12 @@ __device__ void issue_k(const Params& p, const int64_t* kofs, int n, uint8_t* sl
   const int i = threadIdx.x & 15, grp = (threadIdx.x >> 4) % kNG, c0 = (threadIdx.x >> 4) / kNG;
   const uint8_t* const src0 = p.k + int64_t(grp) * p.block_size * 16 + i * 16;
   uint8_t* dst = slot + k_offset<kD>(16 * c0 + i, grp);
+  if (n == kTileTokens) {  // a whole tile: no bounds
+    uint32_t sdst = smem_addr(dst);
+#pragma unroll 2
+    for (int c = c0; c < kChunks; c += kStep, sdst += kStep * 2 * kNG * 128) cp_async16_all(sdst, src0 + kofs[c]);
+    return;
+  }
   // Not unrolled: an unrolled copy loop keeps every iteration's addresses in
   // registers across the whole tile loop. No branch: a copy past the context
   // reads nothing from its (valid) address.
@@ -737,6 +747,12 @@ __device__ void issue_v(const Params& p, const int64_t* vofs, int n, uint8_t* sl
   static_assert(kStep >= 1 && kThreads % kD == 0, "a round of the block covers whole chunks");
   const int d = threadIdx.x % kD, c0 = threadIdx.x / kD;
   const uint8_t* const src0 = p.v + int64_t(d) * (p.v_trans ? 16 : p.block_size);
+  if (n == kTileTokens) {  // a whole tile: no bounds
+    const uint32_t sslot = smem_addr(slot);
+#pragma unroll 2
+    for (int c = c0; c < kChunks; c += kStep) cp_async16_all(sslot + v_offset<kD>(c, d), src0 + vofs[c]);
+    return;
+  }
 #pragma unroll 1
   for (int c = c0; c < kChunks; c += kStep) {
     const int rest = n - 16 * c;
