@@ -15,6 +15,8 @@
 #   n  Nsight Compute on the matrix attention of equal32-h8g8 (balanced)
 #   s  SASS instruction counts of attend_mma_kernel<128, 1>
 #   r  Nsight Compute on the balanced refresh at Hkv 1, batch 256
+#   x  Nsight Compute on the attention of trace16-h8g8-q4 (32 rows per pass) and
+#      trace32-h1g16-q1 (G 16), and the bench of the reduce at budget 8 x SMs
 # Exit 1 when the suite, a sanitizer or a mutant fails.
 cd "$(dirname "$0")" || exit 3
 W=$PWD
@@ -92,6 +94,22 @@ if has r; then
     >"$OUT/ncu-refresh.log" 2>&1
   stamp "ncu refresh rc=$?"
   grep -E "  Duration|Executed Instructions  |Warp Cycles Per Issued|Issue Slots Busy" "$OUT/ncu-refresh.log" | head
+fi
+if has x; then
+  for cfg in trace16-h8g8-q4 trace32-h1g16-q1; do
+    timeout 100 "$ncu" --clock-control none -k regex:attend_mma --launch-skip 3 -c 1 \
+      --section SpeedOfLight --section Occupancy --section LaunchStats --section WarpStateStats \
+      --section SchedulerStats --section InstructionStats --section MemoryWorkloadAnalysis \
+      ./pav_gpu_bench --only $cfg --variants balanced --iters 1 --warmup 0 --bandwidth-gb 0.5 \
+      >"$OUT/ncu-$cfg.log" 2>&1
+    stamp "ncu $cfg rc=$?"
+    grep -E "DRAM Throughput|  Duration|Issue Slots Busy|Executed Instructions  |Registers Per|Eligible Warps|Grid Size|Waves Per SM" \
+      "$OUT/ncu-$cfg.log" | head -10
+  done
+  timeout 120 ./pav_gpu_bench --only trace32-h1g16 --variants uniform,proportional@8,balanced@8 \
+    --json "$OUT/bench-reduce.json" >"$OUT/bench-reduce.log" 2>&1
+  stamp "reduce bench rc=$?"
+  grep -E "^\| trace32" "$OUT/bench-reduce.log" | cut -c1-150
 fi
 stamp "done (fail=$fail)"
 exit $fail
