@@ -84,6 +84,9 @@ if has s; then
   cuobjdump -sass ./gpu_test 2>/dev/null | awk '/Function : /{f = /attend_mma_kernelILi128ELi1E/} f' >"$OUT/sass.txt"
   echo "SASS of attend_mma_kernel<128, 1>:"
   grep -oE "(LDGSTS|LDG|STG|LDS|STS|HMMA|BAR|MUFU|F2FP)[.A-Z0-9_]*" "$OUT/sass.txt" | sort | uniq -c | sort -rn | head -12
+  cuobjdump -res-usage ./gpu_test 2>/dev/null | grep -A1 "attend_mma_kernel" | grep -oE "(_Z[A-Za-z0-9_]*attend_mma_kernelILi[0-9]+ELi[0-9]+E|REG:[0-9]+|STACK:[0-9]+|SHARED:[0-9]+|LOCAL:[0-9]+)" |
+    paste -sd' ' | sed 's/ _Z/\n_Z/g' >"$OUT/resources.txt"
+  cat "$OUT/resources.txt"
 fi
 
 if has r; then
