@@ -107,5 +107,36 @@ class Generator(unittest.TestCase):
         self.assertTrue(sweep.glob_match("kernels/hip/host.cpp", "kernels/**.cpp"))
 
 
+class BuildAndCoverage(unittest.TestCase):
+    def test_parse_ninja_link_edges(self):
+        import tempfile
+        with tempfile.TemporaryDirectory() as d:
+            text = (
+                "cmake_ninja_workdir = " + d + "/\n"
+                "build k/libk.a: CXX_STATIC_LIBRARY_LINKER__k_Rel k/a.o k/b.o || dep\n"
+                "build k/k_test k/k_test[1]_tests.cmake | ${cmake_ninja_workdir}k/k_test[1]_tests.cmake: "
+                "CXX_EXECUTABLE_LINKER__k_test_Rel k/t.o $\n    k/u.o | k/libk.a /usr/lib/libgtest.a || k/libk.a\n"
+                "build k/CMakeFiles/x.o: CXX_COMPILER__k_Rel ../../k/x.cpp\n")
+            path = sweep.Path(d) / "build.ninja"
+            path.write_text(text)
+            exes, libs = sweep.parse_ninja(path)
+            self.assertEqual(list(exes), [d + "/k/k_test"])
+            objects, exe_libs = exes[d + "/k/k_test"]
+            self.assertEqual(objects, [d + "/k/t.o", d + "/k/u.o"])
+            self.assertEqual(exe_libs, [d + "/k/libk.a", "/usr/lib/libgtest.a"])
+            self.assertEqual(libs, {d + "/k/libk.a": [d + "/k/a.o", d + "/k/b.o"]})
+
+    def test_covering_tells_unknown_lines_from_unexecuted_ones(self):
+        cov = sweep.Coverage.__new__(sweep.Coverage)
+        cov.tests = ["A.a", "B.b", "C.c"]
+        cov.lines = {"k/x.cpp": {10, 11, 12, 20}}
+        cov.hits = {"k/x.cpp": {10: {0}, 12: {1, 2}}}
+        self.assertEqual(cov.covering("k/x.cpp", 10, 10), {"A.a"})
+        self.assertEqual(cov.covering("k/x.cpp", 10, 12), {"A.a", "B.b", "C.c"})
+        self.assertEqual(cov.covering("k/x.cpp", 20, 20), set())      # executable, never run
+        self.assertIsNone(cov.covering("k/x.cpp", 13, 19))            # gcov knows none of them
+        self.assertIsNone(cov.covering("k/other.cpp", 10, 10))
+
+
 if __name__ == "__main__":
     unittest.main()

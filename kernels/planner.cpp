@@ -7,21 +7,28 @@
 namespace pav::kernels {
 
 PlanParams resolve(PlanParams p) {
-  auto bad = [](const std::string& field, int64_t v, const char* rule) {
+  auto bad = [](const std::string& field, int64_t v, const std::string& rule) {
     throw std::invalid_argument(field + " = " + std::to_string(v) + ": " + rule);
   };
+  const std::string cu_range = "must be in 1.." + std::to_string(kMaxCu);
+  // Every product the planners form stays inside int64 because of these bounds
+  // (kernels/limits.hpp): none is checked again per request.
   if (p.num_seqs < 1 || p.num_seqs > kMaxPlanBatch) bad("num_seqs", p.num_seqs, "must be in 1..4096");
-  if (p.kv_heads < 1) bad("kv_heads", p.kv_heads, "must be >= 1");
-  if (p.cu < 1) bad("cu", p.cu, "must be >= 1");
+  if (p.kv_heads < 1 || p.kv_heads > kMaxKvHeads)
+    bad("kv_heads", p.kv_heads, "must be in 1.." + std::to_string(kMaxKvHeads));
+  if (p.cu < 1 || p.cu > kMaxCu) bad("cu", p.cu, cu_range);
   if (p.max_partitions == 0) p.max_partitions = p.cu;
   if (p.max_partitions < 1 || p.max_partitions > p.cu)
     bad("max_partitions", p.max_partitions, "must be in 1..cu");
   if (p.workgroup_budget == 0) p.workgroup_budget = 2 * p.cu;
-  if (p.workgroup_budget < 1) bad("workgroup_budget", p.workgroup_budget, "must be >= 1");
+  if (p.workgroup_budget < 1 || p.workgroup_budget > kMaxWorkgroupBudget)
+    bad("workgroup_budget", p.workgroup_budget, "must be in 1.." + std::to_string(kMaxWorkgroupBudget));
   if (p.split_cost_tiles == -1) p.split_cost_tiles = kBalancedSplitCostTiles;
-  if (p.split_cost_tiles < 0) bad("split_cost_tiles", p.split_cost_tiles, "must be >= 0");
+  if (p.split_cost_tiles < 0 || p.split_cost_tiles > kMaxPlanTiles)
+    bad("split_cost_tiles", p.split_cost_tiles, "must be in 0.." + std::to_string(kMaxPlanTiles));
   if (p.min_chunk_tiles == 0) p.min_chunk_tiles = kBalancedMinChunkTiles;
-  if (p.min_chunk_tiles < 1) bad("min_chunk_tiles", p.min_chunk_tiles, "must be >= 1");
+  if (p.min_chunk_tiles < 1 || p.min_chunk_tiles > kMaxPlanTiles)
+    bad("min_chunk_tiles", p.min_chunk_tiles, "must be in 1.." + std::to_string(kMaxPlanTiles));
   return p;
 }
 

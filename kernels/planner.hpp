@@ -7,11 +7,11 @@
 #include <vector>
 
 #include "kernels/call.hpp"
+#include "kernels/limits.hpp"
 #include "kernels/platform_hd.hpp"
 
 namespace pav::kernels {
 
-inline constexpr int kMaxPlanBatch = 4096;       // largest num_seqs a plan supports
 inline constexpr int kMaxUniformPartitions = 256;
 inline constexpr int kDenseSplitCap = 32;
 
@@ -116,8 +116,9 @@ struct PlanParams {
 };
 
 // Params with defaults resolved; throws std::invalid_argument naming the field
-// when a value is out of range (num_seqs 1..4096, kv_heads >= 1, cu >= 1,
-// max_partitions 1..cu, budget >= 1).
+// when a value is out of range (num_seqs 1..kMaxPlanBatch, kv_heads
+// 1..kMaxKvHeads, cu 1..kMaxCu, max_partitions 1..cu, budget
+// 1..kMaxWorkgroupBudget, split cost and min chunk 0..kMaxPlanTiles).
 PlanParams resolve(PlanParams p);
 
 // Slots a plan of resolved params holds: plan_capacity() for proportional

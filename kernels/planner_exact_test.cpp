@@ -13,6 +13,8 @@
 #include <climits>
 #include <vector>
 
+#include "kernels/dispatch/route.hpp"
+#include "kernels/dispatch/tiny_call.hpp"
 #include "kernels/planner.hpp"
 #include "kernels/planner_balanced.hpp"
 #include "kernels/planner_test_support.hpp"
@@ -238,5 +240,33 @@ RC_GTEST_PROP(PlannerExactProps, GrowingAnySingleRowMakesTheFreshPlanStale, ()) 
     if (grown > INT32_MAX) continue;
     live[size_t(b)] = int32_t(grown);
     RC_ASSERT_FALSE(plan_is_fresh(p.view(), live.data(), B));
+  }
+}
+
+// The router's freshness check (plan_matches) agrees: a plan refreshed from the
+// live lengths matches; any single row grown, whether it had tasks or none,
+// is refused; a row of length <= 0 shrinking further changes nothing.
+RC_GTEST_PROP(PlannerExactProps, RouterRefusesAPlanOnceAnySingleRowGrew, ()) {
+  pav::kernels::testing::TinySpec spec;
+  spec.lens = *rc::gen::container<std::vector<int32_t>>(
+      *rc::gen::inRange<size_t>(1, 9),
+      rc::gen::weightedOneOf<int32_t>({{2, rc::gen::just<int32_t>(0)},
+                                       {1, rc::gen::element<int32_t>(-1, -300)},
+                                       {3, rc::gen::inRange<int32_t>(1, 3000)}}));
+  spec.cu = *rc::gen::element(4, 8, 16);
+  spec.hkv = *rc::gen::element<int64_t>(1, 2);
+  pav::kernels::testing::TinyCall t(spec);
+  const PlanView plan = t.make_plan();
+  RC_ASSERT(pav::kernels::dispatch::plan_matches(plan, t.call));
+  const int32_t by = *rc::gen::element<int32_t>(1, 255, 256, 257);
+  for (size_t b = 0; b < t.lens.size(); ++b) {
+    const int32_t was = t.lens[b];
+    t.lens[b] = std::max<int32_t>(was, 0) + by;
+    RC_ASSERT_FALSE(pav::kernels::dispatch::plan_matches(plan, t.call));
+    if (was <= 0) {
+      t.lens[b] = was - 1;  // still empty: nothing to refresh
+      RC_ASSERT(pav::kernels::dispatch::plan_matches(plan, t.call));
+    }
+    t.lens[b] = was;
   }
 }

@@ -5,7 +5,9 @@
 
 #include <fstream>
 #include <limits>
-#include <sstream>
+
+#include "input/json_input.hpp"
+#include "kernels/limits.hpp"
 
 namespace pav::props {
 
@@ -14,73 +16,87 @@ using namespace pav::kernels;
 
 namespace {
 
-[[noreturn]] void fail(const std::string& field, const std::string& why) {
-  throw CaseError(field + ": " + why);
-}
+using input::Array;
+using input::Object;
 
-std::string type_name(const json& v) { return v.type_name(); }
+constexpr int32_t kI32Min = std::numeric_limits<int32_t>::min();
+constexpr int32_t kI32Max = std::numeric_limits<int32_t>::max();
+// Ranges of the shape fields. Memory is bounded separately, before any buffer
+// is sized (kMaxCaseHostBytes, checked by build_case).
+constexpr int kMaxQLen = 16;
+constexpr int kMaxGroup = 128;
+constexpr int kMaxHeadDim = 4096;
+constexpr int kMaxBlockSize = 4096;
+constexpr int64_t kMaxPadOrSpare = int64_t(1) << 20;
+constexpr int kMaxPartitionField = 1 << 20;  // partition_size, uniform_partitions: past the kernel's range on purpose
+constexpr double kMaxSoftmaxScale = 1e4;
 
-template <class T>
-T get_int(const json& j, const std::string& field, T lo, T hi, T dflt, bool required = false) {
-  if (!j.contains(field)) {
-    if (required) fail(field, "missing");
-    return dflt;
-  }
-  const json& v = j.at(field);
-  if (!v.is_number_integer()) fail(field, "expected an integer, got " + type_name(v) + " " + v.dump());
-  const int64_t x = v.get<int64_t>();
-  if (x < int64_t(lo) || x > int64_t(hi))
-    fail(field, "value " + std::to_string(x) + " outside " + std::to_string(lo) + ".." + std::to_string(hi));
-  return T(x);
-}
-
-bool get_bool(const json& j, const std::string& field, bool dflt) {
-  if (!j.contains(field)) return dflt;
-  if (!j.at(field).is_boolean()) fail(field, "expected true or false, got " + j.at(field).dump());
-  return j.at(field).get<bool>();
-}
-
-float get_float(const json& j, const std::string& field, float dflt) {
-  if (!j.contains(field)) return dflt;
-  if (!j.at(field).is_number()) fail(field, "expected a number, got " + j.at(field).dump());
-  return j.at(field).get<float>();
-}
-
-std::string get_string(const json& j, const std::string& field, const std::string& dflt) {
-  if (!j.contains(field)) return dflt;
-  if (!j.at(field).is_string()) fail(field, "expected a string, got " + j.at(field).dump());
-  return j.at(field).get<std::string>();
-}
-
-DType get_dtype(const json& j, const std::string& field, DType dflt, const std::string& prefix = "") {
-  if (!j.contains(field)) return dflt;
-  const std::string s = get_string(j, field, "");
-  DType d;
-  if (!parse_dtype(s, d)) fail(prefix + field, "unknown dtype '" + s + "' (f32, f16, bf16, fp8_e4m3fn, fp8_e4m3fnuz, i32, i64)");
+DType dtype_of(const std::string& name) {
+  DType d = DType::none;
+  parse_dtype(name, d);
   return d;
 }
 
-template <class T>
-std::vector<T> get_array(const json& j, const std::string& field, T lo, T hi) {
-  const json& v = j.at(field);
-  if (!v.is_array()) fail(field, "expected an array, got " + type_name(v));
-  std::vector<T> out;
-  out.reserve(v.size());
-  for (size_t i = 0; i < v.size(); ++i) {
-    const json& e = v[i];
-    const std::string at = field + "[" + std::to_string(i) + "]";
-    if constexpr (std::is_floating_point_v<T>) {
-      if (!e.is_number()) fail(at, "expected a number, got " + e.dump());
-      out.push_back(e.get<T>());
-    } else {
-      if (!e.is_number_integer()) fail(at, "expected an integer, got " + e.dump());
-      const int64_t x = e.get<int64_t>();
-      if (x < int64_t(lo) || x > int64_t(hi))
-        fail(at, "value " + std::to_string(x) + " outside " + std::to_string(int64_t(lo)) + ".." + std::to_string(int64_t(hi)));
-      out.push_back(T(x));
-    }
-  }
-  return out;
+// A multiple of 16 in 16..hi (the K cache packs 16 elements; blocks hold 16k tokens).
+int multiple_of_16(const Object& o, std::string_view key, int hi, int fallback) {
+  const int v = o.integer<int>(key, 16, hi, fallback);
+  if (v % 16) o.fail(key, "must be a multiple of 16, got " + std::to_string(v));
+  return v;
+}
+
+void read_options(const Object& o, CaseSpec& s) {
+  o.only({"arch", "compute", "partial", "softmax_scale", "cu", "partition_size", "uniform_partitions", "alibi",
+          "sinks", "sliding_window", "q_prequantized"});
+  parse_arch(o.choice("arch", {"gfx942", "gfx950", "sm90", "gfx90a"}, "sm90"), s.opt.arch);
+  const DType arch_flavour = arch_fp8(s.opt.arch) == DType::none ? DType::fp8_e4m3fn : arch_fp8(s.opt.arch);
+  // Any element type may be named: the kernels refuse the ones they do not
+  // take (the gate names the clause); the host scratch is never sized from one
+  // it cannot hold.
+  auto any_dtype = [&](std::string_view key, DType fallback) {
+    if (!o.has(key)) return fallback;
+    return dtype_of(o.choice(key, {"f32", "f16", "bf16", "fp8_e4m3fn", "fp8_e4m3fnuz", "i32", "i64"}));
+  };
+  s.opt.compute = any_dtype("compute", arch_flavour);
+  s.opt.partial = any_dtype("partial", DType::bf16);
+  s.opt.softmax_scale = float(o.number("softmax_scale", 0.0, kMaxSoftmaxScale, 0.0));
+  s.opt.cu = o.integer<int>("cu", 1, int(kMaxCu), 132);
+  s.opt.partition_size = o.integer<int>("partition_size", 1, kMaxPartitionField, kTileTokens);
+  s.opt.uniform_partitions = o.integer<int>("uniform_partitions", 0, kMaxPartitionField, 0);
+  s.opt.alibi = o.boolean("alibi", false);
+  s.opt.sinks = o.boolean("sinks", false);
+  s.opt.sliding_window = o.integer<int>("sliding_window", 0, kI32Max, 0);
+  s.opt.q_prequantized = o.boolean("q_prequantized", false);
+}
+
+void read_tensors(const Object& t, CaseSpec& s) {
+  t.only({"block_tables", "q_bits", "k_codes", "v_codes", "k_scale", "v_scale"});
+  // Lengths against the shapes are checked by build_case, which knows them.
+  constexpr size_t kAny = std::numeric_limits<size_t>::max();
+  if (t.has("block_tables")) s.block_tables = t.array("block_tables", 1, kAny).integers<int32_t>(0, kI32Max);
+  if (t.has("q_bits")) s.q_bits = t.array("q_bits", 1, kAny).integers<uint16_t>(0, 0xffff);
+  if (t.has("k_codes")) s.k_codes = t.array("k_codes", 1, kAny).integers<uint8_t>(0, 0xff);
+  if (t.has("v_codes")) s.v_codes = t.array("v_codes", 1, kAny).integers<uint8_t>(0, 0xff);
+  // Scales are fp32: a value past float's range would become inf.
+  const double fmax = std::numeric_limits<float>::max();
+  auto scales = [&](std::string_view key) {
+    std::vector<float> out;
+    for (double x : t.array(key, 1, kAny).numbers(-fmax, fmax)) out.push_back(float(x));
+    return out;
+  };
+  if (t.has("k_scale")) s.k_scale_values = scales("k_scale");
+  if (t.has("v_scale")) s.v_scale_values = scales("v_scale");
+}
+
+// The meta fields pav itself reads back (the fuzz properties' own); the rest
+// of meta is free text for people.
+void read_meta(const Object& m, const CaseSpec& s) {
+  const size_t batch = s.lens.size();
+  if (m.has("property")) m.string("property");
+  if (m.has("prior_lens")) m.array("prior_lens", batch, batch).integers<int32_t>(kI32Min, kI32Max);
+  if (m.has("with_plan")) m.boolean("with_plan");
+  if (m.has("violate")) m.string("violate");
+  if (m.has("variant")) m.integer<int>("variant", 0, kI32Max);
+  if (m.has("seq")) m.integer<int64_t>("seq", 0, int64_t(batch) - 1);
 }
 
 const char* scale_name(ScaleKind k) {
@@ -89,101 +105,54 @@ const char* scale_name(ScaleKind k) {
 
 }  // namespace
 
-CaseSpec case_from_json(const json& j) {
-  if (!j.is_object()) fail("(top level)", "expected a JSON object");
-  static const char* kKnown[] = {"format", "name", "lens", "q_len", "hkv", "group", "head_dim", "block_size",
-                                 "v_layout", "q_dtype", "cache_dtype", "scales", "options", "path",
-                                 "max_partitions", "workgroup_budget", "q_row_pad", "spare_blocks", "seed",
-                                 "sentinels", "tensors", "meta"};
-  for (auto it = j.begin(); it != j.end(); ++it) {
-    bool ok = false;
-    for (const char* k : kKnown) ok |= it.key() == k;
-    if (!ok) fail(it.key(), "unknown field");
-  }
-  const std::string fmt = get_string(j, "format", kCaseFormat);
-  if (fmt != kCaseFormat) fail("format", "expected '" + std::string(kCaseFormat) + "', got '" + fmt + "'");
+CaseSpec case_from_json(const json& j, const std::string& source) {
+  const Object o(j, source);
+  o.only({"format", "name", "lens", "q_len", "hkv", "group", "head_dim", "block_size", "v_layout", "q_dtype",
+          "cache_dtype", "scales", "options", "path", "max_partitions", "workgroup_budget", "q_row_pad",
+          "spare_blocks", "seed", "generator", "sentinels", "tensors", "meta"});
+  o.choice("format", {kCaseFormat}, kCaseFormat);
+  if (o.has("name")) o.string("name");
   CaseSpec s;
-  if (!j.contains("lens")) fail("lens", "missing");
-  s.lens = get_array<int32_t>(j, "lens", std::numeric_limits<int32_t>::min(), std::numeric_limits<int32_t>::max());
-  if (s.lens.empty() || s.lens.size() > size_t(kMaxPlanBatch)) fail("lens", "needs 1..4096 entries, got " + std::to_string(s.lens.size()));
-  s.q_len = get_int<int>(j, "q_len", 1, 16, 1);
-  s.hkv = get_int<int>(j, "hkv", 1, 128, 1);
-  s.group = get_int<int>(j, "group", 1, 128, 1);
-  s.head_dim = get_int<int>(j, "head_dim", 16, 4096, 128);
-  s.block_size = get_int<int>(j, "block_size", 16, 4096, 16);
-  const std::string vl = get_string(j, "v_layout", "plain");
-  if (vl == "plain") s.v_layout = VLayout::plain;
-  else if (vl == "trans") s.v_layout = VLayout::trans;
-  else fail("v_layout", "expected 'plain' or 'trans', got '" + vl + "'");
-  s.q_dtype = get_dtype(j, "q_dtype", DType::bf16);
-  s.cache_dtype = get_dtype(j, "cache_dtype", DType::fp8_e4m3fn);
-  const std::string sc = get_string(j, "scales", "per_tensor");
-  if (sc == "none") s.scales = ScaleKind::none;
-  else if (sc == "per_tensor") s.scales = ScaleKind::per_tensor;
-  else if (sc == "per_token") s.scales = ScaleKind::per_token;
-  else fail("scales", "expected 'none', 'per_tensor' or 'per_token', got '" + sc + "'");
-  if (j.contains("options")) {
-    const json& o = j.at("options");
-    if (!o.is_object()) fail("options", "expected an object");
-    try {
-      const std::string arch = get_string(o, "arch", "sm90");
-      if (!parse_arch(arch, s.opt.arch)) fail("arch", "unknown arch '" + arch + "' (gfx942, gfx950, sm90, gfx90a)");
-      s.opt.compute = get_dtype(o, "compute", arch_fp8(s.opt.arch) == DType::none ? DType::fp8_e4m3fn : arch_fp8(s.opt.arch));
-      s.opt.partial = get_dtype(o, "partial", DType::bf16);
-      s.opt.softmax_scale = get_float(o, "softmax_scale", 0.0f);
-      s.opt.cu = get_int<int>(o, "cu", 1, 4096, 132);
-      s.opt.partition_size = get_int<int>(o, "partition_size", 1, 1 << 20, kTileTokens);
-      s.opt.uniform_partitions = get_int<int>(o, "uniform_partitions", 0, 1 << 20, 0);
-      s.opt.alibi = get_bool(o, "alibi", false);
-      s.opt.sinks = get_bool(o, "sinks", false);
-      s.opt.sliding_window = get_int<int>(o, "sliding_window", 0, std::numeric_limits<int>::max(), 0);
-      s.opt.q_prequantized = get_bool(o, "q_prequantized", false);
-    } catch (const CaseError& e) {
-      throw CaseError(std::string("options.") + e.what());
-    }
-  } else {
-    s.opt.compute = DType::fp8_e4m3fn;
-  }
-  const std::string path = get_string(j, "path", "planned");
-  if (path == "planned") s.path = Path::planned;
-  else if (path == "uniform") s.path = Path::uniform;
-  else fail("path", "expected 'planned' or 'uniform', got '" + path + "'");
-  s.max_partitions = get_int<int64_t>(j, "max_partitions", 0, 1 << 20, 0);
-  s.workgroup_budget = get_int<int64_t>(j, "workgroup_budget", 0, 1 << 24, 0);
-  s.q_row_pad = get_int<int64_t>(j, "q_row_pad", 0, 1 << 20, 0);
-  s.spare_blocks = get_int<int64_t>(j, "spare_blocks", 1, 1 << 20, 1);
-  if (j.contains("seed")) {
-    const json& v = j.at("seed");
-    if (!v.is_number_unsigned() && !v.is_number_integer()) fail("seed", "expected a non-negative integer, got " + v.dump());
-    s.seed = v.get<uint64_t>();
-  }
-  if (j.contains("sentinels")) {
-    const json& v = j.at("sentinels");
-    if (!v.is_array()) fail("sentinels", "expected an array of [seq, token]");
-    for (size_t i = 0; i < v.size(); ++i) {
-      const json& e = v[i];
-      if (!e.is_array() || e.size() != 2 || !e[0].is_number_integer() || !e[1].is_number_integer())
-        fail("sentinels[" + std::to_string(i) + "]", "expected [seq, token], got " + e.dump());
-      s.sentinels.push_back({e[0].get<int64_t>(), e[1].get<int64_t>()});
+  s.lens = o.array("lens", 1, size_t(kMaxPlanBatch)).integers<int32_t>(kI32Min, kI32Max);
+  s.q_len = o.integer<int>("q_len", 1, kMaxQLen, 1);
+  s.hkv = o.integer<int>("hkv", 1, int(kMaxKvHeads), 1);
+  s.group = o.integer<int>("group", 1, kMaxGroup, 1);
+  s.head_dim = multiple_of_16(o, "head_dim", kMaxHeadDim, 128);
+  s.block_size = multiple_of_16(o, "block_size", kMaxBlockSize, 16);
+  s.v_layout = o.choice("v_layout", {"plain", "trans"}, "plain") == "trans" ? VLayout::trans : VLayout::plain;
+  // The host buffers hold 16-bit queries and 8-bit cache codes.
+  s.q_dtype = dtype_of(o.choice("q_dtype", {"bf16", "f16"}, "bf16"));
+  s.cache_dtype = dtype_of(o.choice("cache_dtype", {"fp8_e4m3fn", "fp8_e4m3fnuz"}, "fp8_e4m3fn"));
+  const std::string sc = o.choice("scales", {"none", "per_tensor", "per_token"}, "per_tensor");
+  s.scales = sc == "none" ? ScaleKind::none : sc == "per_tensor" ? ScaleKind::per_tensor : ScaleKind::per_token;
+  if (o.has("options")) read_options(o.object("options"), s);
+  else s.opt.compute = DType::fp8_e4m3fn;
+  s.path = o.choice("path", {"planned", "uniform"}, "planned") == "planned" ? Path::planned : Path::uniform;
+  // 0 = the default (cu, 2 * cu); a ceiling above cu is the call's to have
+  // refused (the plan_ceiling clause), not the reader's.
+  s.max_partitions = o.integer<int64_t>("max_partitions", 0, kMaxCu, 0);
+  s.workgroup_budget = o.integer<int64_t>("workgroup_budget", 0, kMaxWorkgroupBudget, 0);
+  s.q_row_pad = o.integer<int64_t>("q_row_pad", 0, kMaxPadOrSpare, 0);
+  s.spare_blocks = o.integer<int64_t>("spare_blocks", 1, kMaxPadOrSpare, 1);
+  s.seed = o.integer<uint64_t>("seed", 0, std::numeric_limits<uint64_t>::max(), 1);
+  // A file without the field predates generator 2 and meant the legacy stream.
+  s.generator = o.integer<int>("generator", rng::kLegacyGenerator, rng::kGeneratorVersion, rng::kLegacyGenerator);
+  if (o.has("sentinels")) {
+    const Array a = o.array("sentinels", 0, size_t(kMaxPlanBatch));
+    for (size_t i = 0; i < a.size(); ++i) {
+      const Array e = a.array(i, 2, 2);
+      // A token past its sequence's length plants nothing (shrinking cuts lengths).
+      s.sentinels.push_back({e.integer<int64_t>(0, 0, int64_t(s.lens.size()) - 1), e.integer<int64_t>(1, 0, kI32Max)});
     }
   }
-  if (j.contains("tensors")) {
-    const json& t = j.at("tensors");
-    if (!t.is_object()) fail("tensors", "expected an object");
-    try {
-      for (auto it = t.begin(); it != t.end(); ++it) {
-        const std::string& k = it.key();
-        if (k == "block_tables") s.block_tables = get_array<int32_t>(t, k, 0, std::numeric_limits<int32_t>::max());
-        else if (k == "q_bits") s.q_bits = get_array<uint16_t>(t, k, 0, 0xffff);
-        else if (k == "k_codes") s.k_codes = get_array<uint8_t>(t, k, 0, 255);
-        else if (k == "v_codes") s.v_codes = get_array<uint8_t>(t, k, 0, 255);
-        else if (k == "k_scale") s.k_scale_values = get_array<float>(t, k, 0, 0);
-        else if (k == "v_scale") s.v_scale_values = get_array<float>(t, k, 0, 0);
-        else fail(k, "unknown tensor (block_tables, q_bits, k_codes, v_codes, k_scale, v_scale)");
-      }
-    } catch (const CaseError& e) {
-      throw CaseError(std::string("tensors.") + e.what());
-    }
+  if (o.has("tensors")) read_tensors(o.object("tensors"), s);
+  if (o.has("meta")) read_meta(o.object("meta"), s);
+  // Inline tensors against the shapes, scales against their kind. Memory is
+  // the caller's to check: a planner case names lengths no buffer is built for.
+  try {
+    check_case_spec(s, /*check_memory=*/false);
+  } catch (const std::invalid_argument& e) {
+    throw CaseError(source + ": " + e.what());
   }
   return s;
 }
@@ -220,6 +189,7 @@ json case_to_json(const CaseSpec& s, const json& meta) {
   j["q_row_pad"] = s.q_row_pad;
   j["spare_blocks"] = s.spare_blocks;
   j["seed"] = s.seed;
+  j["generator"] = s.generator;
   json sent = json::array();
   for (const auto& x : s.sentinels) sent.push_back({x.seq, x.token});
   j["sentinels"] = sent;
@@ -236,21 +206,10 @@ json case_to_json(const CaseSpec& s, const json& meta) {
 }
 
 CaseSpec load_case_spec(const std::string& path, json* meta_out) {
-  std::ifstream in(path);
-  if (!in) throw CaseError(path + ": cannot open");
-  json j;
-  try {
-    j = json::parse(in);
-  } catch (const json::parse_error& e) {
-    throw CaseError(path + ": not valid JSON: " + e.what());
-  }
-  try {
-    CaseSpec s = case_from_json(j);
-    if (meta_out) *meta_out = j.value("meta", json::object());
-    return s;
-  } catch (const CaseError& e) {
-    throw CaseError(path + ": " + e.what());
-  }
+  const json j = input::read_json_file(path);
+  CaseSpec s = case_from_json(j, path);
+  if (meta_out) *meta_out = j.contains("meta") ? j["meta"] : json::object();
+  return s;
 }
 
 void save_case(const std::string& path, const CaseSpec& spec, const json& meta) {
@@ -264,6 +223,8 @@ HostCase load_case(const std::string& path) {
   CaseSpec s = load_case_spec(path);
   try {
     return build_case(s);
+  } catch (const CaseError&) {
+    throw;
   } catch (const std::invalid_argument& e) {
     throw CaseError(path + ": " + e.what());
   }

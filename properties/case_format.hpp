@@ -6,18 +6,20 @@
 
 #include <nlohmann/json.hpp>
 
+#include "input/json_input.hpp"
 #include "properties/host_case.hpp"
 
 namespace pav::props {
 
 inline constexpr const char* kCaseFormat = "pav-case/1";
 
-// Thrown for a malformed case; what() names the field ("options.arch: ...").
-struct CaseError : std::runtime_error {
-  using std::runtime_error::runtime_error;
-};
+// Thrown for a malformed case; what() names the file and the field
+// ("a.json: options.arch: ..."). The shared input error: the CLI exits 2.
+using CaseError = input::InputError;
 
-CaseSpec case_from_json(const nlohmann::json& j);
+// Every field is checked for type and range before anything is computed from
+// it (see docs/limits.md); source names the input in messages.
+CaseSpec case_from_json(const nlohmann::json& j, const std::string& source = "case");
 nlohmann::json case_to_json(const CaseSpec& spec, const nlohmann::json& meta = nlohmann::json::object());
 
 // Reads a case file; CaseError names the file and the field at fault.

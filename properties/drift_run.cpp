@@ -11,6 +11,7 @@
 
 #include "kernels/codecs.hpp"
 #include "properties/runner.hpp"
+#include "properties/runner_kernel.hpp"
 #include "reference/compare.hpp"
 
 namespace pav::props {
@@ -164,14 +165,47 @@ GrowthRow growth_row(const std::string& label, const ArmResult& low, const ArmRe
   return row;
 }
 
+// A planned arm through a kernel under test.
+void run_kernel_arm(adapters::KernelUnderTest& k, HostCase& c, ArmResult& ar, const reference::ReferenceResult& kref,
+                    const reference::ReferenceResult& eref) {
+  const adapters::KernelDescription& d = k.description();
+  c.spec.path = Path::planned;
+  c.spec.max_partitions = ar.arm.ceiling;
+  KernelCall kc;
+  prepare_kernel_call(kc, c, d);
+  if (const std::string why = adapters::contract_violation(kc.request, d); !why.empty())
+    throw std::invalid_argument("a call of this sweep is outside the kernel's description: " + why);
+  const CheckedRun run = run_checked(k, kc.request);
+  if (!run.ok()) {
+    ++ar.status_failures;
+    if (ar.first_error.empty()) ar.first_error = outcome_text(run.decoded ? run.decode : run.check);
+  }
+  // A plan kernel's split counts are its plan's; a self-splitting one does not say.
+  ar.splits = kc.plan ? split_counts(planned_counts(*kc.plan)) : SplitCounts{};
+  ar.kernel_ref.push_back(error_figures(kc.request.call.out, kref));
+  ar.end_to_end.push_back(error_figures(kc.request.call.out, eref));
+}
+
 }  // namespace
+
+DriftSweep kernel_sweep(DriftSweep s, const adapters::KernelDescription& d) {
+  if (d.split == adapters::Split::self && !d.split_ceiling)
+    throw std::invalid_argument("the kernel takes no split ceiling, which pav drift sweeps");
+  if (d.max_split_ceiling > 0 && s.ceilings.back() > d.max_split_ceiling)
+    throw std::invalid_argument(fmt::format("the sweep's highest ceiling {} passes the kernel's max_split_ceiling {}",
+                                            s.ceilings.back(), d.max_split_ceiling));
+  s.partials = {d.profile.numerics().partial};
+  s.uniform_baseline = false;
+  s.control_epsilon = 0;
+  return s;
+}
 
 DriftReport run_drift(const DriftSweep& s, const std::vector<DriftCell>& cells, const DriftRunOptions& o) {
   using Clock = std::chrono::steady_clock;
   const auto t_start = Clock::now();
   DriftReport rep;
   rep.sweep = s;
-  rep.backend = o.backend == kernels::Backend::gpu ? "gpu" : "cpu";
+  rep.backend = o.kernel ? adapters::identity(*o.kernel) : o.backend == kernels::Backend::gpu ? "gpu" : "cpu";
   const std::vector<DriftArm> arms = drift_arms(s);
   // Work units: tokens x (two references + the arms that launch a kernel).
   int64_t launches_per_seed = 2;
@@ -194,7 +228,7 @@ DriftReport run_drift(const DriftSweep& s, const std::vector<DriftCell>& cells, 
     const auto t_cell = Clock::now();
     CellResult cr;
     cr.cell = cell;
-    for (const auto& a : arms) cr.arms.push_back({a, {}, {}, {}, 0});
+    for (const auto& a : arms) cr.arms.push_back({a, {}, {}, {}, 0, {}});
     const double units = double(std::max<int64_t>(cell.tokens, 1));
     for (int r = 0; r < s.seeds; ++r) {
       const uint64_t data_seed = s.seed + uint64_t(r);
@@ -208,7 +242,9 @@ DriftReport run_drift(const DriftSweep& s, const std::vector<DriftCell>& cells, 
       t0 = Clock::now();
       reference::ReferenceOptions ro;
       ro.precision = s.reference_precision;
-      const reference::ReferenceResult kref = reference::decode(data.c.call(), ro);
+      const reference::ReferenceResult kref = o.kernel ? reference_for(data.c.call(), o.kernel->description().profile,
+                                                                       s.reference_precision)
+                                                       : reference::decode(data.c.call(), ro);
       cr.seconds_kernel_ref += since(t0);
       prog.done += units;
       step(where + ": end-to-end reference", 0);
@@ -228,6 +264,10 @@ DriftReport run_drift(const DriftSweep& s, const std::vector<DriftCell>& cells, 
         data.c.spec.opt.partial = a.partial;
         data.c.spec.path = a.kind == ArmKind::uniform ? Path::uniform : Path::planned;
         data.c.spec.max_partitions = a.kind == ArmKind::uniform ? 0 : a.ceiling;
+        if (o.kernel) {
+          run_kernel_arm(*o.kernel, data.c, ar, kref, eref);
+          continue;
+        }
         RunResult run = run_case(data.c, o.backend);
         if (run.status.status != kernels::DecodeStatus::ok) ++ar.status_failures;
         if (a.kind == ArmKind::uniform) ar.splits = split_counts(uniform_counts(cell.lens, run.splits));
@@ -309,7 +349,13 @@ DriftReport run_drift(const DriftSweep& s, const std::vector<DriftCell>& cells, 
     }
     if (cr.mismatches) why.push_back(fmt::format("{} mismatches at the comparison standard", cr.mismatches));
     if (cr.nonfinite) why.push_back(fmt::format("{} non-finite outputs", cr.nonfinite));
-    if (cr.status_failures) why.push_back(fmt::format("{} runs reported a stale plan", cr.status_failures));
+    if (cr.status_failures) {
+      std::string first;
+      for (const auto& ar : cr.arms)
+        if (first.empty() && !ar.first_error.empty()) first = ar.arm.name + ": " + ar.first_error;
+      why.push_back(first.empty() ? fmt::format("{} runs reported a stale plan", cr.status_failures)
+                                  : fmt::format("{} runs did not succeed; first {}", cr.status_failures, first));
+    }
     if (why.empty()) {
       cr.verdict = "no growth";
       if (cr.control) cr.verdict += cr.control->splits_differ ? "; control flipped" : "; control n/a (identical splits)";

@@ -18,6 +18,9 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
+#include "adapters/kernel.hpp"
 #include "kernels/launch.hpp"
 #include "properties/drift_run_data.hpp"
 #include "properties/drift_run_progress.hpp"
@@ -64,6 +67,7 @@ struct ArmResult {
   std::vector<ErrorFigures> kernel_ref;  // per data seed
   std::vector<ErrorFigures> end_to_end;  // per data seed
   int64_t status_failures = 0;           // runs whose DecodeResult was not ok
+  std::string first_error;               // a kernel under test: the first run that did not succeed
 };
 
 enum class DriftReference : uint8_t { kernel, end_to_end };
@@ -108,8 +112,19 @@ struct DriftReport {
 
 struct DriftRunOptions {
   kernels::Backend backend = kernels::Backend::cpu;
+  // A kernel under test instead of pav's kernels: each planned arm runs it with
+  // the arm's ceiling (its plan's for split = plan kernels, its split ceiling
+  // otherwise), the kernel reference follows its profile, and there are no
+  // uniform or control arms (the caller leaves them out of the sweep: see
+  // kernel_sweep()).
+  adapters::KernelUnderTest* kernel = nullptr;
   std::function<void(const DriftProgress&)> progress;  // called before each step
 };
+
+// The sweep a kernel under test runs: its own partial dtype, no uniform
+// baseline, no positive control. Throws std::invalid_argument when the kernel
+// takes no split ceiling or a ceiling passes its limit.
+DriftSweep kernel_sweep(DriftSweep s, const adapters::KernelDescription& d);
 
 // Runs the given cells (from drift_cells, possibly filtered). Throws
 // kernels::RejectError if a call is rejected (a sweep outside the kernels'

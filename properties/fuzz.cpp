@@ -65,10 +65,14 @@ std::string describe_spec(const CaseSpec& s) {
                      std::string(to_string(s.opt.partial)), s.opt.cu);
 }
 
-// Shorter lengths to try in place of len, most aggressive first.
+// Shorter lengths to try in place of len, most aggressive first: the tile
+// boundaries, and len minus len/2, len/4, ..., 1, so a failure that starts at
+// some length is walked down to it in about log2(len) accepted steps.
 std::vector<int32_t> shorter_lengths(int32_t len) {
   if (len <= 0) return len < 0 ? std::vector<int32_t>{0} : std::vector<int32_t>{};
-  std::vector<int32_t> v = {0, 1, 2, 3, 255, 256, 257, 511, 512, 513, len / 2, len - 1};
+  std::vector<int32_t> v = {0, 1, 2, 3, 255, 256, 257, 511, 512, 513};
+  for (int32_t cut = len / 2; cut >= 1; cut /= 2) v.push_back(len - cut);
+  v.push_back(len - 1);
   std::sort(v.begin(), v.end());
   v.erase(std::unique(v.begin(), v.end()), v.end());
   v.erase(std::remove_if(v.begin(), v.end(), [&](int32_t x) { return x >= len; }), v.end());
@@ -128,6 +132,16 @@ std::vector<std::pair<CaseSpec, int64_t>> simpler_specs(const CaseSpec& s, int64
     });
   return out;
 }
+
+}  // namespace
+
+std::vector<CaseSpec> simpler_decode_specs(const CaseSpec& s) {
+  std::vector<CaseSpec> out;
+  for (auto& [c, seq] : simpler_specs(s, -1)) out.push_back(std::move(c));
+  return out;
+}
+
+namespace {
 
 // ---- planner ---------------------------------------------------------------------
 
@@ -412,8 +426,12 @@ GateSpec gate_from_case(const CaseSpec& s, const json& meta) {
   g.with_plan = meta.value("with_plan", true);
   const std::string c = meta.value("violate", std::string("none"));
   if (c == "none") g.violate = Clause::none;
-  else if (!parse_clause(c, g.violate)) throw std::invalid_argument("meta.violate: unknown clause '" + c + "'");
+  else if (!parse_clause(c, g.violate)) throw std::invalid_argument("meta.violate: unknown clause '" + input::excerpt(c) + "'");
   g.variant = meta.value("variant", 0);
+  if (g.violate != Clause::none && (g.variant < 0 || g.variant >= violation_variants(g.violate)))
+    throw std::invalid_argument("meta.variant: " + std::to_string(g.variant) + " is not a variant of clause " +
+                                c + " (0.." + std::to_string(violation_variants(g.violate) - 1) + ")");
+  check_case_spec(s);  // the base call is built: refuse one past the memory limit first
   return g;
 }
 
@@ -442,13 +460,12 @@ std::vector<Property> build_properties() {
       gen_decode_case(fuzz_decode_limits()),
       check_decode,
       [](const CaseSpec& s, json&) { return s; },
-      [](const CaseSpec& s, const json&) { return s; },
-      describe_spec,
-      [](const CaseSpec& s) {
-        std::vector<CaseSpec> out;
-        for (auto& [c, seq] : simpler_specs(s, -1)) out.push_back(std::move(c));
-        return out;
+      [](const CaseSpec& s, const json&) {
+        check_case_spec(s);
+        return s;
       },
+      describe_spec,
+      simpler_decode_specs,
   }));
   v.push_back(make_property<GateSpec>({
       "gate-mirror",
@@ -472,6 +489,7 @@ std::vector<Property> build_properties() {
         return b.spec;
       },
       [](const CaseSpec& s, const json& meta) {
+        check_case_spec(s);
         BatchCase b;
         b.spec = s;
         b.seq = meta.value("seq", int64_t(0));
@@ -496,6 +514,11 @@ double thread_cpu_seconds() {
 }
 
 std::string shard_text(const FuzzOptions& o) { return fmt::format("{}/{}", o.shard_index, o.shard_count); }
+
+// " --kernel 'SPEC'" for the commands a report suggests, when a kernel is under test.
+std::string kernel_words(const FuzzOptions& o) {
+  return o.ctx.kernel ? " " + adapters::kernel_option_text(*o.ctx.kernel) : std::string();
+}
 
 }  // namespace
 
@@ -522,6 +545,7 @@ std::string save_found(const std::string& dir, const Found& f, const FuzzOptions
   meta["shard"] = shard_text(opt);
   meta["base_seed"] = opt.seed;
   meta["backend"] = opt.ctx.backend == Backend::gpu ? "gpu" : "cpu";
+  if (opt.ctx.kernel) meta["kernel"] = adapters::identity_json(*opt.ctx.kernel);
   meta["message"] = f.message;
   meta["first_message"] = f.first_message;
   meta["shrink"] = {{"steps", f.shrink_steps},
@@ -529,7 +553,7 @@ std::string save_found(const std::string& dir, const Found& f, const FuzzOptions
                     {"tries", f.shrink_tries},
                     {"hit_limit", f.shrink_hit_limit}};
   meta["reproduced"] = f.reproduced;
-  meta["reproduce"] = fmt::format("pav fuzz --property {} --seed {} --cases 1", f.property, f.seed);
+  meta["reproduce"] = fmt::format("pav fuzz --property {} --seed {} --cases 1{}", f.property, f.seed, kernel_words(opt));
   meta["description"] = f.description;
   return save_counterexample(dir, f.property, f.seed, f.spec, meta);
 }
@@ -538,6 +562,15 @@ Verdict replay_case(const CaseSpec& spec, const json& meta, const CheckContext& 
   if (meta.is_object() && meta.contains("property") && !meta.at("property").is_string())
     throw CaseError(std::string("meta.property: expected a string, got ") + meta.at("property").type_name());
   const std::string named = meta.is_object() ? meta.value("property", std::string()) : std::string();
+  if (ctx.kernel) {
+    // A kernel's case replays through that kernel's property of the same name.
+    const std::vector<Property> props = kernel_properties(ctx.kernel->description());
+    const Property* p = &props.front();
+    for (const Property& q : props)
+      if (q.name == named) p = &q;
+    if (property_out) *property_out = p->name;
+    return p->replay(spec, meta, ctx);
+  }
   const Property* p = find_property(named);
   if (!p) p = find_property("decode");
   if (property_out) *property_out = p->name;
@@ -567,8 +600,9 @@ FuzzReport run_fuzz(const FuzzOptions& opt, const std::vector<const Property*>& 
 
   FuzzReport report;
   const double seconds_each = opt.minutes > 0 ? opt.minutes * 60 / double(props.size()) : 0;
-  const char* backend = opt.ctx.backend == Backend::gpu ? "gpu" : "cpu";
-  fmt::print(out, "{}: base seed {}, shard {}, {} job(s), backend {}, budget {}{}{}\n", opt.label, opt.seed,
+  const std::string backend = opt.ctx.kernel ? "kernel " + adapters::identity(*opt.ctx.kernel)
+                                             : std::string("backend ") + (opt.ctx.backend == Backend::gpu ? "gpu" : "cpu");
+  fmt::print(out, "{}: base seed {}, shard {}, {} job(s), {}, budget {}{}{}\n", opt.label, opt.seed,
              shard_text(opt), opt.jobs, backend, opt.cases > 0 ? fmt::format("{} cases per property", opt.cases) : "",
              opt.cases > 0 && opt.minutes > 0 ? " or " : "",
              opt.minutes > 0 ? fmt::format("{:g} min ({:.0f} s per property)", opt.minutes, seconds_each) : "");
@@ -710,9 +744,9 @@ FuzzReport run_fuzz(const FuzzOptions& opt, const std::vector<const Property*>& 
       }
       run.failure = std::move(found);
     }
-    fmt::print(out, "  reproduce: pav fuzz --property {} --seed {} --cases 1\n", prop->name, hit->seed);
+    fmt::print(out, "  reproduce: pav fuzz --property {} --seed {} --cases 1{}\n", prop->name, hit->seed, kernel_words(opt));
     if (!run.saved_path.empty())
-      fmt::print(out, "  replay:    pav fuzz --replay {}{}\n", run.saved_path,
+      fmt::print(out, "  replay:    pav fuzz --replay {}{}{}\n", run.saved_path, kernel_words(opt),
                  prop->name == "decode" ? fmt::format("   (or pav replay {})", run.saved_path) : "");
     std::fflush(out);
     report.runs.push_back(std::move(run));

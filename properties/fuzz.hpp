@@ -28,6 +28,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "adapters/kernel.hpp"
 #include "kernels/launch.hpp"
 #include "properties/case_format.hpp"
 #include "properties/counterexample.hpp"
@@ -53,6 +54,9 @@ struct Verdict {
 
 struct CheckContext {
   kernels::Backend backend = kernels::Backend::cpu;
+  // A kernel under test (--kernel): the kernel properties run against it; the
+  // built-in ones ignore it.
+  adapters::KernelUnderTest* kernel = nullptr;
 };
 
 struct ShrinkLimits {
@@ -267,6 +271,17 @@ Property make_property(PropertyParts<T> parts) {
 const std::vector<Property>& properties();
 // nullptr when no property has that name.
 const Property* find_property(const std::string& name);
+
+// The properties of a kernel under test (CheckContext::kernel), generated
+// within its description: "decode" (cases it claims, against the reference
+// under its profile) and, when it has a check entry, "reject" (calls at and past
+// the edges of its claim and the hard-reject classes: refused by its check,
+// never reaching decode, and correct where accepted).
+std::vector<Property> kernel_properties(const adapters::KernelDescription& d);
+
+// Simpler decode calls than s, for shrinking (fewer sequences, shorter
+// lengths, smaller shapes); the caller keeps those that still fit its domain.
+std::vector<CaseSpec> simpler_decode_specs(const CaseSpec& s);
 
 // ---- runs ----------------------------------------------------------------------
 

@@ -312,6 +312,15 @@ TEST(FuzzReplay, CaseFilesReplayThroughThePropertyTheyName) {
       EXPECT_NE(std::string(e.what()).find(path), std::string::npos) << e.what();
       EXPECT_NE(std::string(e.what()).find("no_such_clause"), std::string::npos) << e.what();
     }
+    save_case(path, g.base, {{"property", "gate-mirror"}, {"violate", "block_size"}, {"variant", 99}});
+    try {
+      replay_case_file(path, {});
+      ADD_FAILURE() << "variant 99 of block_size replayed";
+    } catch (const CaseError& e) {
+      EXPECT_NE(std::string(e.what()).find(path + ": cannot rebuild the gate-mirror case: meta.variant"),
+                std::string::npos)
+          << e.what();
+    }
   }
   // No property in meta (pav replay's files, other suites' saved cases): decode.
   {

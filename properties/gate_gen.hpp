@@ -46,7 +46,7 @@ class GateCase {
   HostCase host;
 
  private:
-  friend GateCase materialize(const GateSpec& spec);
+  friend GateCase materialize(const GateSpec& spec, bool fill_values);
   friend struct GateCaseEditor;
   std::optional<kernels::WorkPlan> work_plan_;
   kernels::PlanView plan_view_;
@@ -56,8 +56,13 @@ class GateCase {
 };
 
 // Builds the case; throws std::invalid_argument when the spec's base is not a
-// buildable case or the variant is out of range.
-GateCase materialize(const GateSpec& spec);
+// buildable case or the variant is out of range. A call breaking a clause gets
+// Q and cache values only with fill_values (a kernel under test may accept it).
+GateCase materialize(const GateSpec& spec, bool fill_values = false);
+
+// Makes spec.base satisfy what spec.violate's variant needs to be the only
+// clause broken (a second sequence, scales to break, ...), as the generators do.
+void adjust_for_violation(GateSpec& spec);
 
 // Near-boundary values each clause's generator draws from; 0 when a clause has
 // no generator (a test requires every clause to have one).

@@ -8,6 +8,8 @@
 #include <stdexcept>
 
 #include "kernels/codecs.hpp"
+#include "kernels/validate.hpp"
+#include "properties/counter_rng.hpp"
 
 namespace pav::props {
 
@@ -20,8 +22,58 @@ constexpr uint32_t kF32Nan = 0x7fc00000u;
 float nanf_() { float f; std::memcpy(&f, &kF32Nan, 4); return f; }
 
 void bad(const std::string& field, const std::string& why) {
-  throw std::invalid_argument("case field '" + field + "': " + why);
+  throw std::invalid_argument(field + ": " + why);
 }
+
+std::vector<int64_t> blocks_per_sequence(const CaseSpec& s) {
+  std::vector<int64_t> n(s.lens.size());
+  for (size_t b = 0; b < n.size(); ++b) n[b] = s.lens[b] > 0 ? (int64_t(s.lens[b]) + s.block_size - 1) / s.block_size : 0;
+  return n;
+}
+
+// The random inputs of a case. Generator 2 (rng::kGeneratorVersion) draws each
+// value from its coordinates: the same bytes on every platform, and a
+// sequence's data does not depend on the other sequences. Generator 1 replays
+// case files saved before it: one std::mt19937_64 stream through the standard
+// library's distributions, consumed in build_case's loop order (its bytes are
+// only reproducible with the standard library that saved the file).
+class Draws {
+ public:
+  enum Tag : uint64_t { blocks = 1, q = 2, tensor_scales = 3, token_scales = 4, k = 5, v = 6 };
+
+  explicit Draws(const CaseSpec& s) : counter_(s.generator != rng::kLegacyGenerator), seed_(s.seed), mt_(s.seed) {}
+
+  void permute(std::vector<int32_t>& ids) {
+    if (counter_) rng::shuffle(ids, rng::key(seed_, blocks));
+    else std::shuffle(ids.begin(), ids.end(), mt_);
+  }
+  // A row of values: the key of (tag, a, b, c) under generator 2.
+  uint64_t row(Tag tag, int64_t a, int64_t b = 0, int64_t c = 0) const {
+    return counter_ ? rng::key(seed_, tag, uint64_t(a), uint64_t(b), uint64_t(c)) : 0;
+  }
+  float normal(uint64_t row, int64_t i) { return counter_ ? rng::normal(row, uint64_t(i)) : normal_(mt_); }
+  // n values of the K row and of the V row of one (sequence, token, head).
+  // The legacy stream drew them interleaved (K then V, element by element).
+  void kv_normals(uint64_t krow, uint64_t vrow, int64_t n, float* k, float* v) {
+    if (counter_) {
+      for (int64_t i = 0; i < n; ++i) k[i] = rng::normal(krow, uint64_t(i));
+      for (int64_t i = 0; i < n; ++i) v[i] = rng::normal(vrow, uint64_t(i));
+      return;
+    }
+    for (int64_t i = 0; i < n; ++i) {
+      k[i] = normal_(mt_);
+      v[i] = normal_(mt_);
+    }
+  }
+  float uniform(uint64_t row, int64_t i) { return counter_ ? rng::uniform(row, uint64_t(i)) : unif_(mt_); }
+
+ private:
+  bool counter_;
+  uint64_t seed_;
+  std::mt19937_64 mt_;
+  std::normal_distribution<float> normal_{0.0f, 1.0f};
+  std::uniform_real_distribution<float> unif_{0.0f, 1.0f};
+};
 
 }  // namespace
 
@@ -39,55 +91,148 @@ bool row_has_visible_token(const CaseSpec& s, int64_t seq, int64_t pos) {
   return int64_t(s.lens[seq]) - s.q_len + 1 + pos > 0;
 }
 
-HostCase build_case(const CaseSpec& spec, bool fill_values) {
-  HostCase c;
-  c.spec = spec;
+namespace {
+
+// Host bytes the case's buffers and its path's scratch will take, each term
+// computed in 128 bits so no shape overflows; the largest term names the field
+// to blame.
+struct HostBytes {
+  __int128 total = 0, largest = 0;
+  const char* field = "lens";
+  void add(__int128 bytes, const char* f) {
+    total += bytes;
+    if (bytes > largest) {
+      largest = bytes;
+      field = f;
+    }
+  }
+};
+
+__int128 scratch_bytes(const CaseSpec& s, int64_t rows) {
+  const __int128 H = s.hkv, D = s.head_dim, B = int64_t(s.lens.size());
+  const __int128 per_slot = rows * (D * dtype_size(DType::f32) + 2 * int64_t(sizeof(float)));
+  if (s.path == Path::planned) {
+    try {
+      return H * plan_capacity_of(resolve(plan_params(s))) * per_slot;
+    } catch (const std::invalid_argument&) {
+      return 0;  // no plan: the call is refused before any scratch is sized
+    }
+  }
+  // Split counts past the kernel's range are refused before scratch is sized.
+  const int64_t splits = s.opt.uniform_partitions > 0
+                             ? std::min<int64_t>(s.opt.uniform_partitions, kMaxUniformPartitions)
+                             : dense_decode_splits(int64_t(B), s.hkv, s.opt.cu);
+  return B * H * splits * per_slot;
+}
+
+}  // namespace
+
+CaseBlocks check_case_spec(const CaseSpec& spec, bool check_memory) {
+  CaseBlocks c;
   const int64_t B = int64_t(spec.lens.size());
-  if (B < 1) bad("lens", "needs at least one sequence");
+  if (B < 1 || B > kMaxPlanBatch) bad("lens", "needs 1.." + std::to_string(kMaxPlanBatch) + " sequences, got " + std::to_string(B));
   if (spec.q_len < 1) bad("q_len", "must be >= 1, got " + std::to_string(spec.q_len));
-  if (spec.hkv < 1) bad("hkv", "must be >= 1, got " + std::to_string(spec.hkv));
+  if (spec.hkv < 1 || spec.hkv > kMaxKvHeads) bad("hkv", "must be in 1.." + std::to_string(kMaxKvHeads) + ", got " + std::to_string(spec.hkv));
   if (spec.group < 1) bad("group", "must be >= 1, got " + std::to_string(spec.group));
   if (spec.head_dim < 16 || spec.head_dim % 16) bad("head_dim", "must be a positive multiple of 16, got " + std::to_string(spec.head_dim));
   if (spec.block_size < 16 || spec.block_size % 16) bad("block_size", "must be a positive multiple of 16, got " + std::to_string(spec.block_size));
   if (!is_fp8(spec.cache_dtype)) bad("cache_dtype", "must be an fp8 dtype");
   if (spec.q_dtype != DType::bf16 && spec.q_dtype != DType::f16) bad("q_dtype", "must be bf16 or f16");
   if (spec.spare_blocks < 1) bad("spare_blocks", "must be >= 1 (unused table entries point at a poisoned block)");
+  if (spec.q_row_pad < 0) bad("q_row_pad", "must be >= 0, got " + std::to_string(spec.q_row_pad));
+  if (spec.generator != rng::kGeneratorVersion && spec.generator != rng::kLegacyGenerator)
+    bad("generator", "must be " + std::to_string(rng::kLegacyGenerator) + " or " +
+                         std::to_string(rng::kGeneratorVersion) + ", got " + std::to_string(spec.generator));
+  const int64_t D = spec.head_dim, H = spec.hkv, G = spec.group, Hq = H * G, bs = spec.block_size;
+
+  const std::vector<int64_t> nblk = blocks_per_sequence(spec);
+  const int64_t needed = std::accumulate(nblk.begin(), nblk.end(), int64_t(0));
+  c.used = needed;
+  c.max_blocks = std::max<int64_t>(1, *std::max_element(nblk.begin(), nblk.end()));
+
+  // Block counts, and every inline tensor's length against them, before any
+  // buffer is sized.
+  const int64_t per_block = H * D * bs;  // cache codes per block
+  if (spec.block_tables) {
+    const int64_t n = int64_t(spec.block_tables->size());
+    if (n == 0 || n % B != 0) bad("tensors.block_tables", std::to_string(n) + " entries is not a whole number of rows for " + std::to_string(B) + " sequences");
+    c.max_blocks = n / B;
+    int32_t mx = 0;
+    for (int32_t id : *spec.block_tables) {
+      if (id < 0) bad("tensors.block_tables", "block id " + std::to_string(id) + " is negative");
+      mx = std::max(mx, id);
+    }
+    c.num_blocks = int64_t(mx) + 1;
+    if (spec.k_codes) {  // inline caches fix the block count
+      if (int64_t(spec.k_codes->size()) % per_block != 0) bad("tensors.k_codes", std::to_string(spec.k_codes->size()) + " codes is not a whole number of blocks of " + std::to_string(per_block));
+      if (int64_t(spec.k_codes->size()) / per_block < c.num_blocks) bad("tensors.block_tables", "refers past the inline k_codes");
+      c.num_blocks = int64_t(spec.k_codes->size()) / per_block;
+    }
+    for (int64_t b = 0; b < B; ++b)
+      if (nblk[b] > c.max_blocks) bad("tensors.block_tables", "sequence " + std::to_string(b) + " needs " + std::to_string(nblk[b]) + " blocks, its row has " + std::to_string(c.max_blocks));
+  } else {
+    c.num_blocks = needed + spec.spare_blocks;
+  }
+  const int64_t qrows = B * spec.q_len, qstride = Hq * D + spec.q_row_pad;
+  HostBytes bytes;
+  bytes.add(__int128(qrows) * qstride * 2, spec.q_row_pad > Hq * D ? "q_row_pad" : "q_len");
+  bytes.add(__int128(qrows) * Hq * D * 2, "group");
+  const char* blocks_field = spec.block_tables ? "tensors.block_tables" : needed >= spec.spare_blocks ? "lens" : "spare_blocks";
+  bytes.add(__int128(c.num_blocks) * per_block * 2, blocks_field);
+  if (spec.scales == ScaleKind::per_token) bytes.add(__int128(c.num_blocks) * H * bs * 2 * int64_t(sizeof(float)), blocks_field);
+  bytes.add(__int128(B) * c.max_blocks * int64_t(sizeof(int32_t)), blocks_field);
+  bytes.add(scratch_bytes(spec, int64_t(spec.q_len) * G), spec.path == Path::planned ? "workgroup_budget" : "options.uniform_partitions");
+  if (check_memory && bytes.total > kMaxCaseHostBytes)
+    bad(bytes.field, "the case needs " + std::to_string(int64_t(std::min<__int128>(bytes.total, INT64_MAX))) +
+                         " bytes of host memory (q, caches, tables, scratch), more than the limit of " +
+                         std::to_string(kMaxCaseHostBytes));
+  const int64_t cache_elems = c.num_blocks * per_block;
+  if (spec.q_bits && int64_t(spec.q_bits->size()) != qrows * Hq * D)
+    bad("tensors.q_bits", "needs " + std::to_string(qrows * Hq * D) + " values, got " + std::to_string(spec.q_bits->size()));
+  if (spec.k_codes && int64_t(spec.k_codes->size()) != cache_elems)
+    bad("tensors.k_codes", "needs " + std::to_string(cache_elems) + " codes, got " + std::to_string(spec.k_codes->size()));
+  if (spec.v_codes && int64_t(spec.v_codes->size()) != cache_elems)
+    bad("tensors.v_codes", "needs " + std::to_string(cache_elems) + " codes, got " + std::to_string(spec.v_codes->size()));
+  // Scales: both or neither, as many as the scale kind holds; leftover
+  // generated values must never stand in for missing ones.
+  if (bool(spec.k_scale_values) != bool(spec.v_scale_values))
+    bad(spec.k_scale_values ? "tensors.v_scale" : "tensors.k_scale", "missing: k_scale and v_scale come together");
+  if (spec.k_scale_values) {
+    const int64_t want = spec.scales == ScaleKind::per_tensor ? 1 : spec.scales == ScaleKind::per_token ? c.num_blocks * H * bs : 0;
+    if (want == 0) bad("tensors.k_scale", "given, but scales is 'none'");
+    for (const auto* v : {&*spec.k_scale_values, &*spec.v_scale_values})
+      if (int64_t(v->size()) != want)
+        bad(v == &*spec.k_scale_values ? "tensors.k_scale" : "tensors.v_scale",
+            "needs " + std::to_string(want) + " values for " + (spec.scales == ScaleKind::per_tensor ? "per_tensor" : "per_token") + " scales, got " + std::to_string(v->size()));
+  }
+
+  return c;
+}
+
+HostCase build_case(const CaseSpec& spec, bool fill_values) {
+  const CaseBlocks blocks = check_case_spec(spec, true);
+  HostCase c;
+  c.spec = spec;
+  c.num_blocks = blocks.num_blocks;
+  c.max_blocks = blocks.max_blocks;
+  const int64_t B = int64_t(spec.lens.size());
   const int64_t D = spec.head_dim, H = spec.hkv, G = spec.group, Hq = H * G, bs = spec.block_size;
   const DType fl = spec.cache_dtype;
+  const std::vector<int64_t> nblk = blocks_per_sequence(spec);
+  const int64_t needed = blocks.used;
+  const int64_t qrows = B * spec.q_len, qstride = Hq * D + spec.q_row_pad;
+  const int64_t cache_elems = c.num_blocks * H * D * bs;
 
-  std::vector<int64_t> nblk(B);
-  int64_t needed = 0;
-  for (int64_t b = 0; b < B; ++b) {
-    nblk[b] = spec.lens[b] > 0 ? (int64_t(spec.lens[b]) + bs - 1) / bs : 0;
-    needed += nblk[b];
-  }
-  c.max_blocks = std::max<int64_t>(1, *std::max_element(nblk.begin(), nblk.end()));
-  std::mt19937_64 rng(spec.seed);
-  std::normal_distribution<float> normal(0.0f, 1.0f);
-  std::uniform_real_distribution<float> unif(0.0f, 1.0f);
+  Draws draw(spec);
 
   // Block tables: used entries take shuffled ids; the rest point at a spare
   // (poisoned) block, which a kernel must never read.
   if (spec.block_tables) {
     c.block_tables = *spec.block_tables;
-    if (int64_t(c.block_tables.size()) % B != 0) bad("block_tables", "size is not a multiple of num_seqs");
-    c.max_blocks = int64_t(c.block_tables.size()) / B;
-    int32_t mx = 0;
-    for (int32_t id : c.block_tables) mx = std::max(mx, id);
-    c.num_blocks = mx + 1;
-    if (spec.k_codes) {  // inline caches fix the block count
-      const int64_t per_block = H * D * bs;
-      if (int64_t(spec.k_codes->size()) % per_block != 0) bad("k_codes", "size is not a whole number of blocks");
-      if (int64_t(spec.k_codes->size()) / per_block < c.num_blocks) bad("block_tables", "refers past the inline k_codes");
-      c.num_blocks = int64_t(spec.k_codes->size()) / per_block;
-    }
-    for (int64_t b = 0; b < B; ++b)
-      if (nblk[b] > c.max_blocks) bad("block_tables", "sequence " + std::to_string(b) + " needs " + std::to_string(nblk[b]) + " blocks");
   } else {
-    c.num_blocks = needed + spec.spare_blocks;
     std::vector<int32_t> ids(needed);
     std::iota(ids.begin(), ids.end(), 0);
-    std::shuffle(ids.begin(), ids.end(), rng);
+    draw.permute(ids);
     const int32_t spare = int32_t(needed);
     c.block_tables.assign(B * c.max_blocks, spare);
     int64_t k = 0;
@@ -97,58 +242,58 @@ HostCase build_case(const CaseSpec& spec, bool fill_values) {
   c.lens = spec.lens;
 
   // Q: N(0, 1) rows, strided by q_row_pad.
-  const int64_t qrows = B * spec.q_len, qstride = Hq * D + spec.q_row_pad;
   const uint16_t qnan = spec.q_dtype == DType::bf16 ? 0x7fc0 : 0x7e00;
   c.q.assign(qrows * qstride, qnan);
   for (int64_t r = 0; r < qrows && fill_values; ++r)
-    for (int64_t i = 0; i < Hq * D; ++i) {
-      const float v = normal(rng);
+    for (int64_t i = 0, row = draw.row(Draws::q, r); i < Hq * D; ++i) {
+      const float v = draw.normal(row, i);
       c.q[r * qstride + i] = spec.q_dtype == DType::bf16 ? f32_to_bf16(v) : f32_to_f16(v);
     }
   if (spec.q_bits) {
-    if (int64_t(spec.q_bits->size()) != qrows * Hq * D) bad("q", "needs " + std::to_string(qrows * Hq * D) + " values");
     for (int64_t r = 0; r < qrows; ++r)
       std::copy_n(spec.q_bits->begin() + r * Hq * D, Hq * D, c.q.begin() + r * qstride);
   }
   c.out.assign(qrows * Hq * D, qnan);
 
   // Caches, all poisoned first.
-  const int64_t cache_elems = c.num_blocks * H * D * bs;
   c.k.assign(cache_elems, fp8_nan(fl));
   c.v.assign(cache_elems, fp8_nan(fl));
   if (spec.scales == ScaleKind::per_tensor) {
-    c.k_scale = {0.03125f * (0.75f + 0.5f * unif(rng))};
-    c.v_scale = {0.03125f * (0.75f + 0.5f * unif(rng))};
+    const uint64_t row = draw.row(Draws::tensor_scales, 0);
+    c.k_scale = {0.03125f * (0.75f + 0.5f * draw.uniform(row, 0))};
+    c.v_scale = {0.03125f * (0.75f + 0.5f * draw.uniform(row, 1))};
   } else if (spec.scales == ScaleKind::per_token) {
     c.k_scale.assign(c.num_blocks * H * bs, nanf_());
     c.v_scale.assign(c.num_blocks * H * bs, nanf_());
   }
   // Codes ~ N(0, 1) * 32 so per-tensor scales near 1/32 give values near N(0, 1).
+  std::vector<float> kval(D), vval(D);
   for (int64_t b = 0; b < B && fill_values; ++b)
     for (int64_t t = 0; t < std::max<int32_t>(spec.lens[b], 0); ++t) {
       const int64_t blk = c.block_tables[b * c.max_blocks + t / bs], off = t % bs;
       for (int64_t h = 0; h < H; ++h) {
         float tk = 1.0f, tv = 1.0f;
         if (spec.scales == ScaleKind::per_token) {
-          tk = 0.5f + unif(rng);
-          tv = 0.5f + unif(rng);
+          const uint64_t row = draw.row(Draws::token_scales, b, t, h);
+          tk = 0.5f + draw.uniform(row, 0);
+          tv = 0.5f + draw.uniform(row, 1);
           c.k_scale[(blk * H + h) * bs + off] = 0.03125f * tk;
           c.v_scale[(blk * H + h) * bs + off] = 0.03125f * tv;
         }
-        for (int64_t d = 0; d < D; ++d) {
-          c.k[k_offset(blk, h, d, off, H, D, bs)] = f32_to_fp8(normal(rng) * 32.0f / tk, fl);
-          c.v[v_offset(spec.v_layout, blk, h, d, off, H, D, bs)] = f32_to_fp8(normal(rng) * 32.0f / tv, fl);
+        draw.kv_normals(draw.row(Draws::k, b, t, h), draw.row(Draws::v, b, t, h), D, kval.data(), vval.data());
+        uint8_t* kdst = &c.k[k_offset(blk, h, 0, off, H, D, bs)];  // 16 contiguous codes per group of d
+        for (int64_t d = 0; d < D; ++d) kdst[(d / 16) * bs * 16 + d % 16] = f32_to_fp8(kval[d] * 32.0f / tk, fl);
+        if (spec.v_layout == VLayout::plain) {
+          uint8_t* vdst = &c.v[v_offset(VLayout::plain, blk, h, 0, off, H, D, bs)];  // stride bs per d
+          for (int64_t d = 0; d < D; ++d) vdst[d * bs] = f32_to_fp8(vval[d] * 32.0f / tv, fl);
+        } else {
+          uint8_t* vdst = &c.v[v_offset(VLayout::trans, blk, h, 0, off, H, D, bs)];  // stride 16 per d
+          for (int64_t d = 0; d < D; ++d) vdst[d * 16] = f32_to_fp8(vval[d] * 32.0f / tv, fl);
         }
       }
     }
-  if (spec.k_codes) {
-    if (int64_t(spec.k_codes->size()) != cache_elems) bad("k_cache", "needs " + std::to_string(cache_elems) + " codes");
-    c.k = *spec.k_codes;
-  }
-  if (spec.v_codes) {
-    if (int64_t(spec.v_codes->size()) != cache_elems) bad("v_cache", "needs " + std::to_string(cache_elems) + " codes");
-    c.v = *spec.v_codes;
-  }
+  if (spec.k_codes) c.k = *spec.k_codes;
+  if (spec.v_codes) c.v = *spec.v_codes;
   if (spec.k_scale_values) c.k_scale = *spec.k_scale_values;
   if (spec.v_scale_values) c.v_scale = *spec.v_scale_values;
 
@@ -236,6 +381,16 @@ void HostCase::poison_output() {
 }
 
 HostScratch make_scratch(const DecodeCall& call, int64_t slots, int64_t heads) {
+  // The buffers below hold f32 or 16-bit partials only: any other dtype is the
+  // kernel's scratch_dtype reject, raised before a byte is sized from it.
+  if (!partial_dtype_ok(call.opt.partial)) {
+    Finding f;
+    f.clause = Clause::scratch_dtype;
+    f.field = "opt.partial";
+    f.kind = ValueKind::dtype;
+    f.value = int64_t(call.opt.partial);
+    throw RejectError(f, heads > 0 ? KernelKind::planned : KernelKind::uniform);
+  }
   const CallDims d = dims_of(call);
   HostScratch s;
   s.slots = slots;

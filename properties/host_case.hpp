@@ -10,6 +10,7 @@
 
 #include "kernels/call.hpp"
 #include "kernels/planner.hpp"
+#include "properties/counter_rng.hpp"
 
 namespace pav::props {
 
@@ -41,6 +42,10 @@ struct CaseSpec {
   int64_t q_row_pad = 0;              // extra elements between q rows (a strided q)
   int64_t spare_blocks = 1;           // blocks no table points to (poisoned)
   uint64_t seed = 1;                  // data seed: q, caches, scales, block order
+  // How the seed becomes data: 2 (counter-based, properties/counter_rng.hpp,
+  // the same bytes everywhere) or 1 (the legacy standard-library stream, for
+  // case files saved before generator 2 existed).
+  int generator = rng::kGeneratorVersion;
   std::vector<Sentinel> sentinels;
   // Inline tensors (small cases); when present they replace generated data.
   std::optional<std::vector<int32_t>> block_tables;  // [num_seqs * max_blocks]
@@ -61,9 +66,23 @@ struct HostCase {
   void poison_output();        // NaN into every output element
 };
 
-// Builds the buffers a spec describes; throws std::invalid_argument naming the
-// field when the spec is inconsistent. fill_values = false builds the shapes,
-// tables, lengths and scales only and leaves Q and the caches NaN-poisoned:
+// Checks a spec without allocating anything: shapes in range, every inline
+// tensor's length against the shapes, scales matching their kind (both or
+// neither), and (check_memory) that its buffers and the scratch of its path fit
+// in kMaxCaseHostBytes. Throws std::invalid_argument "FIELD: why". Returns the
+// block counts the buffers will have.
+struct CaseBlocks {
+  int64_t num_blocks = 0, max_blocks = 0;
+  int64_t used = 0;  // blocks the lengths need (generated tables)
+};
+CaseBlocks check_case_spec(const CaseSpec& spec, bool check_memory = true);
+
+// Builds the buffers a spec describes (after check_case_spec); throws std::invalid_argument naming the
+// field when the spec is inconsistent (an inline tensor whose length does not
+// match the shapes, scales that do not match their kind) or when its buffers
+// and scratch would need more than kMaxCaseHostBytes; all before allocating.
+// fill_values = false builds the shapes, tables, lengths and scales only and
+// leaves Q and the caches NaN-poisoned:
 // for calls that must be refused before any kernel reads them (gate-mirror
 // violations), where drawing values is most of the cost.
 HostCase build_case(const CaseSpec& spec, bool fill_values = true);
@@ -80,7 +99,9 @@ struct HostScratch {
   int64_t slots = 0;
 };
 // heads > 0 shapes it [heads, slots/heads, rows, D] (the planned layout),
-// else [slots, rows, D] (the uniform layout).
+// else [slots, rows, D] (the uniform layout). Throws kernels::RejectError
+// (scratch_dtype) before sizing anything when opt.partial is not f32, bf16 or
+// f16, the dtypes these buffers hold.
 HostScratch make_scratch(const kernels::DecodeCall& call, int64_t slots, int64_t heads = 0);
 
 // Counts of scratch slots past `first_unused_slot` that are no longer NaN.

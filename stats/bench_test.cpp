@@ -162,18 +162,18 @@ TEST(StatsBench, ThroughputFromDurationHasNoIntervalAndMixedSourcesNoDelta) {
 TEST(StatsInputs, BenchFileErrorsNameTheField) {
   EXPECT_EQ(error_of("{\"latency_ms\": [1, 2], \"completed\": 3, \"duration_s\": 1.5, \"x\": 0}"), "(no error)");
   EXPECT_EQ(error_of("{\"latency_ms\": [1], \"completed\": null, \"duration_s\": null}"), "(no error)");
-  EXPECT_EQ(error_of("{\"latency\": [1]}"), "b.json: missing field \"latency_ms\"");
-  EXPECT_EQ(error_of("{\"latency_ms\": 5}"), "b.json: latency_ms must be an array of numbers, got 5");
-  EXPECT_EQ(error_of("{\"latency_ms\": []}"), "b.json: latency_ms is empty");
-  EXPECT_EQ(error_of("{\"latency_ms\": [1, \"2\"]}"), "b.json: latency_ms[1] must be a positive finite number, got \"2\"");
-  EXPECT_EQ(error_of("{\"latency_ms\": [1, 2, -3]}"), "b.json: latency_ms[2] must be a positive finite number, got -3");
-  EXPECT_EQ(error_of("{\"latency_ms\": [0]}"), "b.json: latency_ms[0] must be a positive finite number, got 0");
-  EXPECT_EQ(error_of("{\"latency_ms\": [1], \"completed\": -1}"), "b.json: completed must be a non-negative integer, got -1");
-  EXPECT_EQ(error_of("{\"latency_ms\": [1], \"completed\": 2.5}"), "b.json: completed must be a non-negative integer, got 2.5");
-  EXPECT_EQ(error_of("{\"latency_ms\": [1], \"duration_s\": 0}"), "b.json: duration_s must be a positive finite number, got 0");
-  EXPECT_EQ(error_of("{\"latency_ms\": [1], \"duration_s\": \"5\"}"), "b.json: duration_s must be a positive finite number, got \"5\"");
-  EXPECT_EQ(error_of("[1]"), "b.json: expected a JSON object, got [1]");
-  EXPECT_EQ(error_of("{\"latency_ms\": [1,}").rfind("b.json: malformed JSON", 0), 0u);
+  EXPECT_EQ(error_of("{\"latency\": [1]}"), "b.json: latency_ms: missing (required)");
+  EXPECT_EQ(error_of("{\"latency_ms\": 5}"), "b.json: latency_ms: expected an array, got an integer 5");
+  EXPECT_EQ(error_of("{\"latency_ms\": []}"), "b.json: latency_ms: expected at least 1 entries, got 0");
+  EXPECT_EQ(error_of("{\"latency_ms\": [1, \"2\"]}"), "b.json: latency_ms[1]: expected a positive finite number, got a string \"2\"");
+  EXPECT_EQ(error_of("{\"latency_ms\": [1, 2, -3]}"), "b.json: latency_ms[2]: expected a positive finite number, got -3");
+  EXPECT_EQ(error_of("{\"latency_ms\": [0]}"), "b.json: latency_ms[0]: expected a positive finite number, got 0");
+  EXPECT_EQ(error_of("{\"latency_ms\": [1], \"completed\": -1}"), "b.json: completed: must be in 0..9223372036854775807, got -1");
+  EXPECT_EQ(error_of("{\"latency_ms\": [1], \"completed\": 2.5}"), "b.json: completed: expected an integer, got a number 2.5");
+  EXPECT_EQ(error_of("{\"latency_ms\": [1], \"duration_s\": 0}"), "b.json: duration_s: expected a positive finite number, got 0");
+  EXPECT_EQ(error_of("{\"latency_ms\": [1], \"duration_s\": \"5\"}"), "b.json: duration_s: expected a positive finite number, got a string \"5\"");
+  EXPECT_EQ(error_of("[1]"), "b.json: expected an object, got an array [1]");
+  EXPECT_EQ(error_of("{\"latency_ms\": [1,}").rfind("b.json: latency_ms[1]: malformed JSON", 0), 0u);
   EXPECT_EQ(error_of("").rfind("b.json: malformed JSON", 0), 0u);
 }
 

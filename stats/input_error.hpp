@@ -1,12 +1,10 @@
 #pragma once
-#include <stdexcept>
+#include "input/json_input.hpp"
 
 namespace pav::stats {
 
 // Bad user input; what() names the file and, where there is one, the line
-// ("a.jsonl:3: ...") or the field at fault. The CLI maps it to exit code 2.
-struct InputError : std::runtime_error {
-  using std::runtime_error::runtime_error;
-};
+// ("a.jsonl:3: ...") and the field at fault. The CLI maps it to exit code 2.
+using InputError = input::InputError;
 
 }  // namespace pav::stats

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <limits>
 #include <stdexcept>
 
 namespace pav::stats {
@@ -17,6 +18,9 @@ double chi2_1_upper_tail(double x) {
 
 McNemar mcnemar(std::int64_t b, std::int64_t c) {
   if (b < 0 || c < 0) throw std::invalid_argument("mcnemar: counts must be non-negative");
+  // n = b + c must be a count too: refused before the sum, never wrapped.
+  if (b > std::numeric_limits<std::int64_t>::max() - c)
+    throw std::invalid_argument("mcnemar: b + c overflows a 64-bit count");
   McNemar r;
   r.b = b;
   r.c = c;

@@ -32,7 +32,7 @@ struct McNemar {
   double chi2_p = 1.0;
 };
 
-// Throws std::invalid_argument when b or c is negative.
+// Throws std::invalid_argument when b or c is negative or b + c overflows int64.
 McNemar mcnemar(std::int64_t b, std::int64_t c);
 
 // P(X >= x) for X ~ chi-square with one degree of freedom, from the complement

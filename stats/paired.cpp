@@ -11,8 +11,8 @@ namespace pav::stats {
 void CorrectnessRun::add(CorrectnessItem item) {
   const auto [it, inserted] = index.emplace(item.id, items.size());
   if (!inserted) {
-    throw InputError(fmt::format("{}:{}: duplicate id \"{}\" (first on line {})", source, item.line,
-                                 item.id, items[it->second].line));
+    throw InputError(fmt::format("{}:{}: id: duplicate id \"{}\" (first on line {})", source, item.line,
+                                 input::excerpt(item.id), items[it->second].line));
   }
   items.push_back(std::move(item));
 }
@@ -29,14 +29,14 @@ double PairCounts::agree() const {
 void check_same_ids(const CorrectnessRun& first, const CorrectnessRun& other) {
   for (const auto& item : other.items) {
     if (!first.index.contains(item.id)) {
-      throw InputError(fmt::format("{}:{}: id \"{}\" is not in {} (every file must hold the same ids)",
-                                   other.source, item.line, item.id, first.source));
+      throw InputError(fmt::format("{}:{}: id: \"{}\" is not in {} (every file must hold the same ids)",
+                                   other.source, item.line, input::excerpt(item.id), first.source));
     }
   }
   for (const auto& item : first.items) {
     if (!other.index.contains(item.id)) {
-      throw InputError(fmt::format("{}:{}: id \"{}\" is missing from {} (every file must hold the same ids)",
-                                   first.source, item.line, item.id, other.source));
+      throw InputError(fmt::format("{}:{}: id: \"{}\" is missing from {} (every file must hold the same ids)",
+                                   first.source, item.line, input::excerpt(item.id), other.source));
     }
   }
 }

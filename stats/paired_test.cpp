@@ -131,14 +131,14 @@ TEST(StatsPaired, DifferingIdSetsNameFileLineAndId) {
     count_pairs(a, b);
     FAIL() << "no error";
   } catch (const InputError& e) {
-    EXPECT_STREQ(e.what(), "b.jsonl:3: id \"3\" is not in a.jsonl (every file must hold the same ids)");
+    EXPECT_STREQ(e.what(), "b.jsonl:3: id: \"3\" is not in a.jsonl (every file must hold the same ids)");
   }
   const auto c = parse("{\"id\":1,\"correct\":true}\n", "c.jsonl");
   try {
     count_pairs(a, c);
     FAIL() << "no error";
   } catch (const InputError& e) {
-    EXPECT_STREQ(e.what(), "a.jsonl:2: id \"2\" is missing from c.jsonl (every file must hold the same ids)");
+    EXPECT_STREQ(e.what(), "a.jsonl:2: id: \"2\" is missing from c.jsonl (every file must hold the same ids)");
   }
 }
 
@@ -155,19 +155,19 @@ TEST(StatsInputs, CorrectnessLinesSkipBlanksAndIgnoreOtherFields) {
 
 TEST(StatsInputs, CorrectnessErrorsNameLineAndId) {
   EXPECT_EQ(error_of("{\"id\":\"a\",\"correct\":true}\n{\"id\":\"b\",\"correct\":true}\n{\"id\":\"a\",\"correct\":false}\n"),
-            "t.jsonl:3: duplicate id \"a\" (first on line 1)");
+            "t.jsonl:3: id: duplicate id \"a\" (first on line 1)");
   EXPECT_EQ(error_of("{\"id\":7,\"correct\":true}\n{\"id\":\"7\",\"correct\":true}\n"),
-            "t.jsonl:2: duplicate id \"7\" (first on line 1)");
-  EXPECT_EQ(error_of("{\"id\":\"a\",\"correct\":1}\n"), "t.jsonl:1: \"correct\" must be true or false, got 1 (id \"a\")");
+            "t.jsonl:2: id: duplicate id \"7\" (first on line 1)");
+  EXPECT_EQ(error_of("{\"id\":\"a\",\"correct\":1}\n"), "t.jsonl:1: correct: expected true or false, got an integer 1");
   EXPECT_EQ(error_of("{\"id\":\"a\",\"correct\":\"yes\"}\n"),
-            "t.jsonl:1: \"correct\" must be true or false, got \"yes\" (id \"a\")");
-  EXPECT_EQ(error_of("\n{\"id\":\"a\"}\n"), "t.jsonl:2: missing field \"correct\" (id \"a\")");
-  EXPECT_EQ(error_of("{\"correct\":true}\n"), "t.jsonl:1: missing field \"id\"");
-  EXPECT_EQ(error_of("{\"id\":1.5,\"correct\":true}\n"), "t.jsonl:1: \"id\" must be a string or an integer, got 1.5");
-  EXPECT_EQ(error_of("[1,2]\n"), "t.jsonl:1: expected a JSON object, got [1,2]");
+            "t.jsonl:1: correct: expected true or false, got a string \"yes\"");
+  EXPECT_EQ(error_of("\n{\"id\":\"a\"}\n"), "t.jsonl:2: correct: missing (required)");
+  EXPECT_EQ(error_of("{\"correct\":true}\n"), "t.jsonl:1: id: missing (required)");
+  EXPECT_EQ(error_of("{\"id\":1.5,\"correct\":true}\n"), "t.jsonl:1: id: expected a string or an integer, got 1.5");
+  EXPECT_EQ(error_of("[1,2]\n"), "t.jsonl:1: expected an object, got an array [1,2]");
   EXPECT_EQ(error_of("\n   \n"), "t.jsonl: empty file: no items");
   EXPECT_EQ(error_of(""), "t.jsonl: empty file: no items");
-  EXPECT_EQ(error_of("{\"id\":\"a\",\"correct\":true}\n{\"id\": \"b\", \"correct\": tru}\n").rfind("t.jsonl:2: malformed JSON", 0),
+  EXPECT_EQ(error_of("{\"id\":\"a\",\"correct\":true}\n{\"id\": \"b\", \"correct\": tru}\n").rfind("t.jsonl:2: correct: malformed JSON", 0),
             0u);
 }
 

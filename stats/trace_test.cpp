@@ -121,19 +121,19 @@ TEST(StatsTrace, StepWithoutPositiveLengthsHasNoRatioOrHeadroom) {
 
 TEST(StatsInputs, TraceErrorsNameLineAndField) {
   EXPECT_EQ(error_of("{\"context_lens\": [1, 2]}\n\n{\"context_lens\": [3], \"t\": 1}\n"), "(no error)");
-  EXPECT_EQ(error_of("{\"context_lens\": [1]}\n{\"context_lens\": [1,]}\n").rfind("t.jsonl:2: malformed JSON", 0), 0u);
-  EXPECT_EQ(error_of("{\"lens\": [1]}\n"), "t.jsonl:1: missing field \"context_lens\"");
-  EXPECT_EQ(error_of("{\"context_lens\": 4}\n"), "t.jsonl:1: context_lens must be an array of integers, got 4");
-  EXPECT_EQ(error_of("\n{\"context_lens\": []}\n"), "t.jsonl:2: context_lens is empty");
-  EXPECT_EQ(error_of("{\"context_lens\": [1, 1.5]}\n"), "t.jsonl:1: context_lens[1] must be a 32-bit integer, got 1.5");
-  EXPECT_EQ(error_of("{\"context_lens\": [\"9\"]}\n"), "t.jsonl:1: context_lens[0] must be a 32-bit integer, got \"9\"");
+  EXPECT_EQ(error_of("{\"context_lens\": [1]}\n{\"context_lens\": [1,]}\n").rfind("t.jsonl:2: context_lens[1]: malformed JSON", 0), 0u);
+  EXPECT_EQ(error_of("{\"lens\": [1]}\n"), "t.jsonl:1: context_lens: missing (required)");
+  EXPECT_EQ(error_of("{\"context_lens\": 4}\n"), "t.jsonl:1: context_lens: expected an array, got an integer 4");
+  EXPECT_EQ(error_of("\n{\"context_lens\": []}\n"), "t.jsonl:2: context_lens: expected at least 1 entries, got 0");
+  EXPECT_EQ(error_of("{\"context_lens\": [1, 1.5]}\n"), "t.jsonl:1: context_lens[1]: expected an integer, got a number 1.5");
+  EXPECT_EQ(error_of("{\"context_lens\": [\"9\"]}\n"), "t.jsonl:1: context_lens[0]: expected an integer, got a string \"9\"");
   EXPECT_EQ(error_of("{\"context_lens\": [2147483648]}\n"),
-            "t.jsonl:1: context_lens[0] must be a 32-bit integer, got 2147483648");
+            "t.jsonl:1: context_lens[0]: must be in -2147483648..2147483647, got 2147483648");
   EXPECT_EQ(error_of("{\"context_lens\": [-2147483649]}\n"),
-            "t.jsonl:1: context_lens[0] must be a 32-bit integer, got -2147483649");
+            "t.jsonl:1: context_lens[0]: must be in -2147483648..2147483647, got -2147483649");
   EXPECT_EQ(error_of("{\"context_lens\": [2147483647, -2147483648]}\n"), "(no error)");
   EXPECT_EQ(error_of("  \n"), "t.jsonl: empty file: no steps");
-  EXPECT_EQ(error_of("7\n"), "t.jsonl:1: expected a JSON object, got 7");
+  EXPECT_EQ(error_of("7\n"), "t.jsonl:1: expected an object, got an integer 7");
 }
 
 }  // namespace

@@ -17,6 +17,7 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <map>
 #include <regex>
 #include <sstream>
 #include <thread>
@@ -238,6 +239,11 @@ TEST_F(PavCli, ExitCodeTableOverEveryCommand) {
       {"fuzz --property planner --cases 40 --seed 1 --quiet --save {dir}/ce", 0, "pav fuzz: PASS"},
       {"fuzz --list", 0, "gate-mirror"},
       {"fuzz --backend cpu --replay {dir}/case.json", 0, "PASS"},
+      // Both sides of each limit: the bound itself is accepted.
+      {"fuzz --property planner --cases 1 --minutes 10080 --quiet --save {dir}/ce", 0, "pav fuzz: PASS"},
+      {"fuzz --property planner --cases 1 --seed 18446744073709551615 --quiet --save {dir}/ce", 0, "pav fuzz: PASS"},
+      {"fuzz --property planner --cases 1 --seed 0 --shrink-minutes 0 --shrink-tries 0 --quiet --save {dir}/ce", 0,
+       "pav fuzz: PASS"},
       {"fuzz --minutes nan", 2, "--minutes"},
       {"fuzz --minutes inf", 2, "--minutes"},
       {"fuzz --minutes 0", 2, "--minutes"},
@@ -275,6 +281,7 @@ TEST_F(PavCli, ExitCodeTableOverEveryCommand) {
       {"drift --json={dir}/r.json", 2, "--json-out"},
       {"drift --list --cells nosuch", 2, "--cells: no cell 'nosuch'"},
       {"drift --list --cells 0,,1", 2, "--cells"},
+      {"drift --list --cells \"\"", 2, "--cells"},
       {"drift --seeds 1", 2, "--seeds"},
       {"drift --max-context 0", 2, "--max-context"},
       {"drift --sweep {dir}/missing.json", 2, "missing.json"},
@@ -283,6 +290,7 @@ TEST_F(PavCli, ExitCodeTableOverEveryCommand) {
       // plan
       {"plan --lengths 5,0,9000 --kv-heads 1 --cu 8", 0, "capacity 16"},
       {"plan --lengths {long-lengths} --kv-heads 1024 --cu 4096 --budget 1048576", 0, "capacity"},
+      {"plan --lengths 0 --kv-heads 1 --cu 1 --max-partitions 1 --budget 1", 0, "capacity 1"},
       {"plan --lengths 5 --kv-heads 9223372036854775808 --cu 8", 2, "--kv-heads"},
       {"plan --lengths 5 --kv-heads 0 --cu 8", 2, "--kv-heads"},
       {"plan --lengths 5 --kv-heads 1025 --cu 8", 2, "--kv-heads"},
@@ -306,6 +314,7 @@ TEST_F(PavCli, ExitCodeTableOverEveryCommand) {
       {"mcnemar --counts 9,1 --fail-if-worse 0.0107", 0, "pass"},
       {"mcnemar --counts 0,10 --fail-if-worse 0.5", 0, "pass"},
       {"mcnemar --counts 5,5 --fail-if-worse 0.5", 0, "pass"},
+      {"mcnemar --counts 10,0 --fail-if-worse 1 --confidence 0.999999", 1, "FAIL"},
       {"mcnemar --counts 1", 2, "--counts"},
       {"mcnemar --counts \"\"", 2, "--counts"},
       {"mcnemar --counts 9223372036854775807,1", 2, "--counts"},
@@ -407,6 +416,19 @@ TEST_F(PavCli, JsonOnStdoutForEveryCommand) {
   EXPECT_DOUBLE_EQ(mc["gate"]["p_b_worse"].get<double>(), 1.0 / 1024);
   const json bc = json::parse(run("bench-compare {dir}/bench-a.json {dir}/bench-b10.json --max-regression 5 --json").out);
   EXPECT_EQ(bc["gate"]["regressed"], true);
+  // The fixtures the other way round: p50 is 1.96% worse but its interval
+  // [-1.73%, +4.54%] holds no change, so it does not fail even at 0%; p90 (+35%,
+  // interval from +8%) does; throughput has no interval and fails on its estimate.
+  const json rev = json::parse(
+      run("bench-compare {fix}/stats/bench-b.json {fix}/stats/bench-a.json --max-regression 0 --json").out);
+  std::map<std::string, json> by_metric;
+  for (const auto& m : rev["gate"]["metrics"]) by_metric[m["metric"].get<std::string>()] = m;
+  EXPECT_GT(by_metric["p50_ms"]["regression"].get<double>(), 0.0);
+  EXPECT_EQ(by_metric["p50_ms"]["significant"], false);
+  EXPECT_EQ(by_metric["p50_ms"]["fails"], false);
+  EXPECT_EQ(by_metric["p90_ms"]["fails"], true);
+  EXPECT_EQ(by_metric["throughput_tok_s"]["interval"], false);
+  EXPECT_EQ(by_metric["throughput_tok_s"]["fails"], true);
 }
 
 // --json-out FILE writes the report --json prints, and the text still goes to stdout.
@@ -607,4 +629,56 @@ TEST_F(PavCli, DriftStopsCleanlyOnSigint) {
   EXPECT_NE(o.err.find("stopped by SIGINT"), std::string::npos) << o.err;
   EXPECT_FALSE(fs::exists(report)) << "no report of a sweep that did not end";
   for (const auto& f : files_in(dir_)) EXPECT_EQ(f.find(".tmp-"), std::string::npos) << "left behind: " << f;
+}
+
+// A hostile value is not echoed whole into the error message.
+TEST_F(PavCli, AHugeValueIsNotEchoedWhole) {
+  const std::string huge(100000, 'a');
+  for (const std::vector<std::string>& args :
+       {std::vector<std::string>{"verify", "--backend", huge}, {"fuzz", "--cases", "1", "--property", huge},
+        {"plan", "--lengths", huge, "--kv-heads", "1", "--cu", "8"}, {"mcnemar", "--counts", huge},
+        {"fuzz", "--seed", huge}, {huge}}) {
+    const Outcome o = launch({args});
+    EXPECT_EQ(o.code, 2) << args[0];
+    EXPECT_LT(o.err.size(), 3000u) << args[0] << ": " << o.err.size() << " bytes of error";
+    EXPECT_FALSE(o.err.empty());
+  }
+}
+
+// pav plan prints the planner's answer: each value worked out by hand.
+// lens 5, 0, 9000 (tiles 1, 0, 36), Hkv 2, cu 8: budget 16, per head 8;
+// proportional capacity min(3*8, max(3, 8)) = 8, remaining 6, total 37: counts
+// 1, 0, 1 + floor(37*6/37) - floor(1*6/37) = 7, request 2's tiles floor(p*36/7).
+// Balanced: capacity min(24, 3 + 8) = 11, task limit 8; target 7 (at 6 the long
+// request needs ceil(36/5) = 8 tasks, 9 in all), so ceil(36/6) = 6 tasks of 6 tiles.
+// --max-partitions 4 --budget 10: per head 5, capacity 5, remaining 3: counts 1, 0,
+// min(1 + 3, 4) = 4 of 9 tiles each.
+TEST_F(PavCli, PlanPrintsTheHandComputedPlans) {
+  const Outcome p = run("plan --lengths 5,0,9000 --kv-heads 2 --cu 8 --json");
+  ASSERT_EQ(p.code, 0) << p.err;
+  const json j = json::parse(p.out);
+  EXPECT_EQ(j["capacity"], 8);
+  EXPECT_EQ(j["max_partitions"], 8);
+  EXPECT_EQ(j["reduce_info"], json::parse("[[0,1],[1,0],[1,7]]"));
+  EXPECT_EQ(j["work_info"], json::parse("[[0,0,1,5],[2,0,5,9000],[2,5,10,9000],[2,10,15,9000],[2,15,20,9000],"
+                                        "[2,20,25,9000],[2,25,30,9000],[2,30,36,9000]]"));
+  const Outcome t = run("plan --lengths 5,0,9000 --kv-heads 2 --cu 8");
+  ASSERT_EQ(t.code, 0) << t.err;
+  EXPECT_NE(t.out.find("3 seqs, Hkv 2, cu 8, max_partitions 8, budget 16, capacity 8, active tasks 8"),
+            std::string::npos) << t.out;
+  EXPECT_TRUE(std::regex_search(t.out, std::regex(R"(\n +2 +9000 +36 +1 +7 +5 5 5 5 5 5 6\n)"))) << t.out;
+  EXPECT_TRUE(std::regex_search(t.out, std::regex(R"(\n +1 +0 +0 +1 +0 *\n)"))) << t.out;
+
+  const Outcome b = run("plan --lengths 5,0,9000 --kv-heads 2 --cu 8 --policy balanced --json");
+  ASSERT_EQ(b.code, 0) << b.err;
+  const json k = json::parse(b.out);
+  EXPECT_EQ(k["capacity"], 11);
+  EXPECT_EQ(k["reduce_info"], json::parse("[[0,1],[1,0],[1,6]]"));
+  EXPECT_EQ(k["work_info"], json::parse("[[0,0,1,5],[2,0,6,9000],[2,6,12,9000],[2,12,18,9000],[2,18,24,9000],"
+                                        "[2,24,30,9000],[2,30,36,9000],[0,0,0,0],[0,0,0,0],[0,0,0,0],[0,0,0,0]]"));
+
+  const Outcome c = run("plan --lengths 5,0,9000 --kv-heads 2 --cu 8 --max-partitions 4 --budget 10");
+  ASSERT_EQ(c.code, 0) << c.err;
+  EXPECT_NE(c.out.find("max_partitions 4, budget 10, capacity 5, active tasks 5"), std::string::npos) << c.out;
+  EXPECT_TRUE(std::regex_search(c.out, std::regex(R"(\n +2 +9000 +36 +1 +4 +9 9 9 9\n)"))) << c.out;
 }

@@ -17,6 +17,7 @@
 #include "properties/drift_run_plot.hpp"
 #include "properties/drift_run_report.hpp"
 #include "tools/backend_option.hpp"
+#include "tools/kernel_option.hpp"
 #include "tools/drift_progress.hpp"
 #include "tools/options.hpp"
 
@@ -63,14 +64,18 @@ int run(std::vector<std::string> args) {
   output.add_options(app);  // the full report (pav-drift-report/1)
   app.add_option("--markdown", md_out, "write the report tables as Markdown to FILE");
   app.add_option("--plot", plot_out, "write a PNG of error against ceiling (gnuplot; also OUT.gp and OUT.dat)");
-  app.add_option("--cells", cells, "run only these cells: names (120k/b8) or indices, comma-separated");
-  app.add_option("--max-context", max_context, "run only cells whose context is at most N tokens (0: all)")
-      ->check(cli::integer_in(1, cli::kMaxContext));
-  app.add_option("--seeds", seeds, "override the sweep's data seeds per cell (0: the sweep's)")
-      ->check(cli::integer_in(2, 10000));
+  auto* opt_cells = app.add_option("--cells", cells, "run only these cells: names (120k/b8) or indices, comma-separated");
+  app.add_option("--max-context", max_context, "run only cells whose context is at most N tokens")
+      ->check(cli::integer_in(1, cli::kMaxContext))
+      ->default_str("all");
+  app.add_option("--seeds", seeds, "override the sweep's data seeds per cell")
+      ->check(cli::integer_in(2, 10000))
+      ->default_str("the sweep's");
   app.add_flag("--list", list, "print the cells, their lengths and the split counts of every arm; run nothing");
   app.add_flag("--no-progress", no_progress, "no progress bar on stderr");
   app.add_flag("--quiet", quiet, "print only the verdict line");
+  cli::KernelOptions kernel_options;
+  cli::add_kernel_options(app, kernel_options);
   cli::refuse_json_with_value(args);
   if (int rc = cli::parse(app, args); rc >= 0) return rc;
   output.check_writable();
@@ -84,6 +89,17 @@ int run(std::vector<std::string> args) {
     throw cli::BadInput(e.what());
   }
   if (seeds > 0) sweep.seeds = seeds;
+  if (opt_cells->count() > 0 && cells.empty()) throw cli::BadInput("--cells: an empty value (give names or indices)");
+  // --kernel: the sweep runs that kernel at each ceiling (it must take one).
+  std::unique_ptr<adapters::KernelUnderTest> kernel;
+  if (!kernel_options.specs.empty()) {
+    kernel = cli::open_kernel(kernel_options.specs.front(), kernel_options);
+    try {
+      sweep = props::kernel_sweep(sweep, kernel->description());
+    } catch (const std::invalid_argument& e) {
+      throw cli::BadInput("--kernel " + kernel->spec() + ": " + e.what());
+    }
+  }
   const std::vector<props::DriftCell> chosen = select_cells(props::drift_cells(sweep), cells, max_context);
 
   if (list) {
@@ -123,18 +139,24 @@ int run(std::vector<std::string> args) {
     throw cli::CannotRun("--plot: gnuplot with a png terminal is needed and was not found on PATH");
   props::DriftRunOptions opt;
   opt.backend = backend;
+  opt.kernel = kernel.get();
   const bool text = output.text();
   opt.progress = cli::drift_progress(std::make_shared<ProgressReporter>(stderr, !no_progress && !quiet));
   cli::install_stop_handlers();
   if (!quiet && text)
-    fmt::print("pav drift: sweep {} ({} cells of {}), backend {}, {} seeds\n", sweep.name, chosen.size(),
-               props::drift_cells(sweep).size(), cli::backend_name(backend), sweep.seeds);
+    fmt::print("pav drift: sweep {} ({} cells of {}), {}, {} seeds\n", sweep.name, chosen.size(),
+               props::drift_cells(sweep).size(),
+               kernel ? "kernel " + adapters::identity(*kernel) : "backend " + std::string(cli::backend_name(backend)),
+               sweep.seeds);
   std::fflush(stdout);
   props::DriftReport rep;
   try {
     rep = props::run_drift(sweep, chosen, opt);
   } catch (const kernels::RejectError& e) {
     throw cli::BadInput(std::string("the kernel rejected a call of this sweep: ") + e.what());
+  } catch (const std::invalid_argument& e) {
+    if (!kernel) throw;
+    throw cli::BadInput("--kernel " + kernel->spec() + ": " + e.what());
   } catch (const cli::DriftStopped&) {
     fmt::print(stderr, "pav drift: stopped by {} before the sweep ended; no report written\n",
                cli::stop_signal_name());

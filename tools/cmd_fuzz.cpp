@@ -9,6 +9,7 @@
 #include "properties/fuzz.hpp"
 #include "tools/backend_option.hpp"
 #include "tools/fuzz_output.hpp"
+#include "tools/kernel_option.hpp"
 #include "tools/options.hpp"
 #include "tools/stop.hpp"
 
@@ -30,32 +31,34 @@ void parse_shard(const std::string& text, int& index, int& count) {
     throw cli::BadInput("--shard: expected I/N with 0 <= I < N, got '" + text.substr(0, 40) + "'");
 }
 
-int list_properties(const cli::ReportOutput& output) {
+int list_properties(const cli::ReportOutput& output, const std::vector<fz::Property>& available) {
   ojson j = cli::report_header("fuzz");
   j["properties"] = ojson::array();
-  for (const auto& p : fz::properties()) {
+  for (const auto& p : available) {
     if (output.text()) fmt::print("{:<18} {}\n", p.name, p.summary);
     j["properties"].push_back({{"name", p.name}, {"summary", p.summary}, {"host_only", p.host_only}});
   }
   return output.finish(j, cli::kExitOk, "fuzz");
 }
 
-int replay_files(const std::vector<std::string>& files, kernels::Backend backend, const cli::ReportOutput& output) {
+int replay_files(const std::vector<std::string>& files, const fz::CheckContext& ctx, const cli::ReportOutput& output) {
+  const kernels::Backend backend = ctx.backend;
+  const std::string runner = ctx.kernel ? adapters::identity(*ctx.kernel) : cli::backend_name(backend) + std::string(" backend");
   int failures = 0;
   ojson j = cli::report_header("fuzz");
   j["backend"] = cli::backend_name(backend);
+  if (ctx.kernel) j["kernel"] = adapters::identity_json(*ctx.kernel);
   j["replays"] = ojson::array();
   for (const auto& file : files) {
     std::string property;
     fz::Verdict v;
     try {
-      v = fz::replay_case_file(file, {backend}, &property);
+      v = fz::replay_case_file(file, ctx, &property);
     } catch (const props::CaseError& e) {
       throw cli::BadInput(e.what());
     }
     if (output.text())
-      fmt::print("{}: {} ({} backend): {}\n", file, property, cli::backend_name(backend),
-                 v.passed ? "PASS" : "FAIL: " + v.message);
+      fmt::print("{}: {} ({}): {}\n", file, property, runner, v.passed ? "PASS" : "FAIL: " + v.message);
     j["replays"].push_back({{"case", file}, {"property", property}, {"passed", v.passed}, {"verdict", v.message}});
     if (!v.passed) ++failures;
   }
@@ -85,7 +88,9 @@ int run(std::vector<std::string> args) {
       app.add_option("--minutes", minutes,
                      "time budget for all selected properties together (the default when --cases is not given)")
           ->check(cli::finite_in(0, cli::kMaxMinutes, true));
-  auto* opt_cases = app.add_option("--cases", cases, "cases per property")->check(cli::integer_in(1, int64_t(1) << 40));
+  auto* opt_cases = app.add_option("--cases", cases, "cases per property")
+                        ->check(cli::integer_in(1, int64_t(1) << 40))
+                        ->default_str("no case budget");
   auto* opt_seed = app.add_option("--seed", seed, "base seed (default: drawn at random, and printed)")
                        ->check(cli::seed_value())
                        ->default_str("random");
@@ -103,17 +108,24 @@ int run(std::vector<std::string> args) {
       ->check(cli::finite_in(0, cli::kMaxMinutes));
   app.add_flag("--quiet", quiet, "no progress line");
   app.add_flag("--verbose", verbose, "print every case's seed as it runs");
+  cli::KernelOptions kernel_options;
+  cli::add_kernel_options(app, kernel_options);
   output.add_options(app);
   if (int rc = cli::parse(app, args); rc >= 0) return rc;
   output.check_writable();
 
-  if (list) return list_properties(output);
+  // With --kernel, the properties are the kernel's, generated within its description.
+  std::unique_ptr<adapters::KernelUnderTest> kernel;
+  if (!kernel_options.specs.empty()) kernel = cli::open_kernel(kernel_options.specs.front(), kernel_options);
+  const std::vector<fz::Property> available =
+      kernel ? fz::kernel_properties(kernel->description()) : fz::properties();
+  if (list) return list_properties(output, available);
   const kernels::Backend backend = cli::pick_backend(backend_name);
-  if (!replay.empty()) return replay_files(replay, backend, output);
+  if (!replay.empty()) return replay_files(replay, {backend, kernel.get()}, output);
 
   fz::FuzzOptions o;
   parse_shard(shard, o.shard_index, o.shard_count);
-  const std::vector<const fz::Property*> selected = cli::select_properties(names);
+  const std::vector<const fz::Property*> selected = cli::select_properties(names, available);
   cli::check_save_dir(save_dir);
   if (opt_seed->count() == 0) seed = (uint64_t(std::random_device{}()) << 32) | std::random_device{}();
   o.seed = seed;
@@ -122,6 +134,7 @@ int run(std::vector<std::string> args) {
   o.minutes = opt_cases->count() > 0 && opt_minutes->count() == 0 ? 0 : minutes;
   o.jobs = jobs;
   o.ctx.backend = backend;
+  o.ctx.kernel = kernel.get();
   o.save_dir = save_dir;
   o.shrink.max_tries = shrink_tries;
   o.shrink.max_seconds = shrink_minutes * 60;
@@ -156,6 +169,7 @@ int run(std::vector<std::string> args) {
   j["shard"] = fmt::format("{}/{}", o.shard_index, o.shard_count);
   j["jobs"] = o.jobs;
   j["backend"] = cli::backend_name(backend);
+  if (kernel) j["kernel"] = adapters::identity_json(*kernel);
   j["save_dir"] = o.save_dir;
   j["passed"] = rc == cli::kExitOk;
   j["interrupted"] = r.interrupted;

@@ -207,8 +207,8 @@ int run_mcnemar(std::vector<std::string> args) {
   app.add_option("files", files, "JSONL runs, e.g. A1.jsonl B1.jsonl B2.jsonl A2.jsonl");
   app.add_option("--variant", variants, "variant label of each file, comma separated, e.g. A,B,B,A");
   auto* opt_counts = app.add_option("--counts", counts, "B,C: test the discordant counts directly (no files)");
-  app.add_option("--confidence", confidence, "level of the Wilson intervals, in (0, 1)")
-      ->check(cli::finite_in(0, 1, true));
+  app.add_option("--confidence", confidence, "level of the Wilson intervals")
+      ->check(cli::finite_in(0, 1, true, true));
   app.add_option("--fail-if-worse", alpha,
                  "gate: exit 1 when B is significantly worse than A, one-sided exact McNemar p < ALPHA (0: no gate)")
       ->check(cli::finite_in(0, 1));
@@ -216,9 +216,6 @@ int run_mcnemar(std::vector<std::string> args) {
   if (const int rc = cli::parse(app, args); rc >= 0) return rc;
   output.check_writable();
 
-  if (!(confidence > 0.0 && confidence < 1.0)) {
-    throw cli::BadInput(fmt::format("--confidence must lie strictly between 0 and 1, got {}", confidence));
-  }
   if (opt_counts->count() > 0) {
     if (!files.empty() || !variants.empty()) throw cli::BadInput("--counts takes no files and no --variant");
     return run_counts(counts, output, alpha);

@@ -4,11 +4,15 @@
 
 #include <nlohmann/json.hpp>
 
+#include <map>
+#include <memory>
+
 #include "kernels/validate.hpp"
 #include "properties/case_format.hpp"
 #include "properties/fuzz.hpp"
 #include "properties/runner.hpp"
 #include "tools/backend_option.hpp"
+#include "tools/kernel_option.hpp"
 
 namespace {
 
@@ -27,9 +31,19 @@ int run(std::vector<std::string> args) {
   cli::add_backend_option(app, backend_name);
   app.add_option("--path", path_override, "override the case's kernel path: planned or uniform")
       ->check(CLI::IsMember({"planned", "uniform"}));
+  cli::KernelOptions kernel_options;
+  cli::add_kernel_options(app, kernel_options);
   output.add_options(app);
   if (int rc = cli::parse(app, args); rc >= 0) return rc;
   output.check_writable();
+  // --kernel: every case runs through that kernel. Without it, a case that
+  // records the kernel it was found on runs through that one again.
+  std::map<std::string, std::unique_ptr<adapters::KernelUnderTest>> kernels;
+  auto kernel_for = [&](const std::string& spec) -> adapters::KernelUnderTest& {
+    auto& k = kernels[spec];
+    if (!k) k = cli::open_kernel(spec, kernel_options);
+    return *k;
+  };
   const bool json = !output.text();
   const kernels::Backend backend = cli::pick_backend(backend_name);
   ojson report = cli::report_header("replay");
@@ -50,6 +64,34 @@ int run(std::vector<std::string> args) {
     if (meta.contains("property") && !meta["property"].is_string())
       throw cli::BadInput(file + ": meta.property: expected a string, got " + std::string(meta["property"].type_name()));
     const std::string property = meta.value("property", std::string("decode"));
+    std::string kernel_spec = kernel_options.specs.empty() ? std::string() : kernel_options.specs.front();
+    bool recorded = false;
+    if (kernel_spec.empty() && meta.contains("kernel") && meta["kernel"].is_object() && meta["kernel"].contains("spec")) {
+      if (!meta["kernel"]["spec"].is_string()) throw cli::BadInput(file + ": meta.kernel.spec: expected a string");
+      kernel_spec = meta["kernel"]["spec"].get<std::string>();
+      recorded = true;
+    }
+    if (!kernel_spec.empty()) {
+      adapters::KernelUnderTest& k = kernel_for(kernel_spec);
+      std::string ran;
+      props::fuzz::Verdict v;
+      try {
+        v = props::fuzz::replay_case(spec, meta, {backend, &k}, &ran);
+      } catch (const props::CaseError& e) {
+        throw cli::BadInput(file + ": " + e.what());
+      }
+      if (!v.passed) ++failures;
+      report["cases"].push_back({{"case", file},
+                                 {"property", ran},
+                                 {"kernel", adapters::identity_json(k)},
+                                 {"kernel_recorded_in_case", recorded},
+                                 {"passed", v.passed},
+                                 {"verdict", v.message}});
+      if (!json)
+        fmt::print("case      {}\nproperty  {}\nkernel    {}{}\nverdict   {}\n\n", file, ran, adapters::identity(k),
+                   recorded ? " (recorded in the case)" : "", v.passed ? "PASS" : "FAIL: " + v.message);
+      continue;
+    }
     if (property != "decode") {
       std::string ran;
       props::fuzz::Verdict v;
@@ -120,6 +162,9 @@ int run(std::vector<std::string> args) {
       j["passed"] = false;
       j["rejected"] = e.what();
       if (!json) fmt::print("case      {}\nverdict   FAIL: the kernel rejected the call: {}\n\n", file, e.what());
+    } catch (const std::invalid_argument& e) {
+      // Plan parameters the planner refuses (a ceiling above cu): the file's fault.
+      throw cli::BadInput(file + ": " + e.what());
     }
     report["cases"].push_back(std::move(j));
   }

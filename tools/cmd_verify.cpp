@@ -14,6 +14,8 @@
 #include "tools/backend_option.hpp"
 #include "tools/drift_progress.hpp"
 #include "tools/fuzz_output.hpp"
+#include "tools/kernel_compare.hpp"
+#include "tools/kernel_option.hpp"
 #include "tools/options.hpp"
 #include "tools/stop.hpp"
 
@@ -31,6 +33,7 @@ struct CheckResult {
   int64_t cases = 0;
   double seconds = 0;
   bool ran = false, passed = true, interrupted = false;
+  std::string skipped;   // why the check did not run (a skipped check is not a pass)
   std::string failure;   // one line: the first failure
   ojson detail;          // the engine's run, for JSON
   std::string save_error;
@@ -42,19 +45,34 @@ struct VerifyContext {
   std::string save_dir;
   bool progress;
   std::FILE* log;
+  adapters::KernelUnderTest* kernel = nullptr;        // --kernel: its properties instead of pav's kernels'
+  const std::vector<fz::Property>* kernel_props = nullptr;
 };
+
+const fz::Property* property_named(const VerifyContext& v, const std::string& name) {
+  if (!v.kernel) return fz::find_property(name);
+  for (const fz::Property& p : *v.kernel_props)
+    if (p.name == name) return &p;
+  return nullptr;
+}
 
 CheckResult property_check(const VerifyContext& v, const char* property, const char* what, int64_t cases) {
   CheckResult r{property, what};
+  const fz::Property* p = property_named(v, property);
+  if (!p) {
+    r.skipped = "the kernel has no check entry (pav_kernel_check, or \"check\": true for a worker)";
+    return r;
+  }
   fz::FuzzOptions o;
   o.cases = cases;
   o.seed = v.seed;
   o.ctx.backend = v.backend;
+  o.ctx.kernel = v.kernel;
   o.save_dir = v.save_dir;
   o.progress = v.progress;
   o.label = "pav verify";
   o.should_stop = cli::stop_requested;
-  const fz::FuzzReport rep = fz::run_fuzz(o, {fz::find_property(property)}, v.log, stderr);
+  const fz::FuzzReport rep = fz::run_fuzz(o, {p}, v.log, stderr);
   r.ran = !rep.runs.empty();
   r.interrupted = rep.interrupted;
   if (!r.ran) return r;
@@ -78,10 +96,21 @@ CheckResult property_check(const VerifyContext& v, const char* property, const c
 // growth from the lowest to the highest split ceiling, no mismatch against the
 // comparison standard, and the positive control's growth is detected.
 CheckResult drift_check(const VerifyContext& v) {
-  CheckResult r{"drift", "quick drift sweep: no error growth from split ceiling 8 to 256; positive control flips"};
-  const props::DriftSweep sweep = props::builtin_quick_sweep();
+  CheckResult r{"drift", v.kernel ? "quick drift sweep through the kernel: no error growth from split ceiling 8 to 256"
+                                  : "quick drift sweep: no error growth from split ceiling 8 to 256; positive control "
+                                    "flips"};
+  props::DriftSweep sweep = props::builtin_quick_sweep();
   props::DriftRunOptions opt;
   opt.backend = v.backend;
+  opt.kernel = v.kernel;
+  if (v.kernel) {
+    try {
+      sweep = props::kernel_sweep(sweep, v.kernel->description());
+    } catch (const std::invalid_argument& e) {
+      r.skipped = e.what();
+      return r;
+    }
+  }
   opt.progress = cli::drift_progress(std::make_shared<ProgressReporter>(stderr, v.progress));
   r.ran = true;
   try {
@@ -93,15 +122,50 @@ CheckResult drift_check(const VerifyContext& v) {
                 {"control_ok", rep.control_ok}, {"mismatches", rep.mismatches}};
   } catch (const cli::DriftStopped&) {
     r.interrupted = true;
+  } catch (const kernels::RejectError& e) {
+    // The built-in sweep is inside the kernels' domain: refusing it is a defect.
+    r.passed = false;
+    r.failure = std::string("the kernel rejected a call of the quick sweep: ") + e.what();
+  } catch (const std::invalid_argument& e) {
+    if (!v.kernel) throw;
+    r.ran = false;  // the sweep's calls are outside what the kernel describes
+    r.skipped = e.what();
   }
   return r;
+}
+
+// Two kernels: the paired comparison on identical cases; a defect in either
+// (any case wrong) fails the verification.
+int run_two(const cli::KernelOptions& kernels, uint64_t seed, int64_t cases, const std::string& out_dir, bool progress,
+            const cli::ReportOutput& output) {
+  output.check_writable();
+  auto a = cli::open_kernel(kernels.specs[0], kernels);
+  auto b = cli::open_kernel(kernels.specs[1], kernels);
+  cli::install_stop_handlers();
+  std::FILE* log = output.text() ? stdout : stderr;
+  fmt::print(log, "pav verify: two kernels on {} identical cases, seed {}\n", cases, seed);
+  std::fflush(log);
+  ojson j = cli::report_header("verify");
+  cli::PairedRunOptions o;
+  o.cases = cases;
+  o.seed = seed;
+  o.out_dir = out_dir;
+  o.progress = progress;
+  const cli::PairedRunResult r = cli::run_paired(*a, *b, o, log, j);
+  const bool failed = r.a_wrong > 0 || r.b_wrong > 0;
+  const int rc = failed ? cli::kExitFail : r.interrupted ? cli::kExitCannotRun : cli::kExitOk;
+  const char* verdict = failed ? "FAIL" : r.interrupted ? "STOPPED (not a pass)" : "PASS";
+  if (output.text()) fmt::print("\nverdict: {} ({} wrong for A, {} for B)\n", verdict, r.a_wrong, r.b_wrong);
+  j["passed"] = rc == cli::kExitOk;
+  j["verdict"] = verdict;
+  return output.finish(j, rc, "verify");
 }
 
 int run(std::vector<std::string> args) {
   CLI::App app{"Verify the planner and the decode kernels against the reference: property checks (first failure "
                "shrunk and saved, as pav fuzz does) and the quick drift sweep.",
                "verify"};
-  std::string backend_name = "auto", save_dir, checks = "planner,decode,drift";
+  std::string backend_name = "auto", save_dir, checks;
   uint64_t seed = 20261129;
   int64_t plan_cases = 500, decode_cases = 64;
   bool quiet = false;
@@ -113,26 +177,51 @@ int run(std::vector<std::string> args) {
       ->check(cli::integer_in(1, 1000000));
   app.add_option("--decode-cases", decode_cases, "generated calls for the decode check")
       ->check(cli::integer_in(1, 100000));
-  app.add_option("--checks", checks, "the checks to run, comma-separated: planner, decode, drift");
+  app.add_option("--checks", checks,
+                 "the checks to run, comma-separated: planner, decode, reject, drift (default planner,decode,drift; "
+                 "with --kernel decode,reject,drift)");
+  int64_t reject_cases = 400;
+  app.add_option("--reject-cases", reject_cases, "generated calls for the reject check (--kernel)")
+      ->check(cli::integer_in(1, 1000000));
+  cli::KernelOptions kernel_options;
+  cli::add_kernel_options(app, kernel_options, /*many=*/true);
+  std::string out_dir = ".";
+  app.add_option("--out-dir", out_dir, "two kernels: where compare-a.jsonl and compare-b.jsonl are written");
   cli::add_save_option(app, save_dir);
   app.add_flag("--quiet", quiet, "no progress line");
   output.add_options(app);
   if (int rc = cli::parse(app, args); rc >= 0) return rc;
 
+  if (kernel_options.specs.size() > 2) throw cli::BadInput("--kernel: at most two kernels (A and B)");
+  if (kernel_options.specs.size() == 2) return run_two(kernel_options, seed, decode_cases, out_dir, !quiet, output);
+  if (checks.empty()) checks = kernel_options.specs.empty() ? "planner,decode,drift" : "decode,reject,drift";
   std::vector<std::string> chosen;
   for (const std::string& c : split_list(checks)) {
-    if (c != "planner" && c != "decode" && c != "drift")
-      throw cli::BadInput("--checks: unknown check '" + c.substr(0, 40) + "' (planner, decode, drift)");
+    if (c != "planner" && c != "decode" && c != "drift" && c != "reject")
+      throw cli::BadInput("--checks: unknown check '" + c.substr(0, 40) + "' (planner, decode, reject, drift)");
+    if (c == "reject" && kernel_options.specs.empty())
+      throw cli::BadInput("--checks reject: the reject check is for a kernel under test (--kernel)");
     if (std::find(chosen.begin(), chosen.end(), c) == chosen.end()) chosen.push_back(c);
   }
   output.check_writable();
   const kernels::Backend backend = cli::pick_backend(backend_name);
   cli::check_save_dir(save_dir);
   cli::install_stop_handlers();
-  const VerifyContext ctx{backend, seed, save_dir, !quiet, output.text() ? stdout : stderr};
+  std::unique_ptr<adapters::KernelUnderTest> kernel;
+  std::vector<fz::Property> kernel_props;
+  if (!kernel_options.specs.empty()) {
+    kernel = cli::open_kernel(kernel_options.specs.front(), kernel_options);
+    kernel_props = fz::kernel_properties(kernel->description());
+  }
+  const VerifyContext ctx{backend, seed, save_dir, !quiet, output.text() ? stdout : stderr, kernel.get(), &kernel_props};
 
-  fmt::print(ctx.log, "pav verify: backend {}, seed {}, counterexamples to {}\n", cli::backend_name(backend), seed,
-             save_dir);
+  if (kernel) {
+    fmt::print(ctx.log, "pav verify: seed {}, counterexamples to {}\n", seed, save_dir);
+    cli::print_kernel(ctx.log, *kernel);
+  } else {
+    fmt::print(ctx.log, "pav verify: backend {}, seed {}, counterexamples to {}\n", cli::backend_name(backend), seed,
+               save_dir);
+  }
   std::fflush(ctx.log);
   std::vector<CheckResult> results;
   for (const std::string& c : chosen) {
@@ -143,9 +232,15 @@ int run(std::vector<std::string> args) {
                                                     "refresh == fresh build",
                                                     plan_cases)
                     : c == "decode" ? property_check(ctx, "decode",
-                                                     "planned + uniform decode vs the fp32 reference (comparison "
-                                                     "standard, NaN poison, scratch untouched)",
+                                                     kernel ? "generated calls the kernel claims vs the reference "
+                                                              "under its profile (comparison standard, NaN poison)"
+                                                            : "planned + uniform decode vs the fp32 reference "
+                                                              "(comparison standard, NaN poison, scratch untouched)",
                                                      decode_cases)
+                    : c == "reject" ? property_check(ctx, "reject",
+                                                     "calls past the description and hard-reject classes refused by "
+                                                     "its check, never decoded; accepted ones correct",
+                                                     reject_cases)
                                     : drift_check(ctx);
     r.seconds = std::chrono::duration<double>(Clock::now() - t0).count();
     results.push_back(std::move(r));
@@ -158,15 +253,24 @@ int run(std::vector<std::string> args) {
     save_failed = save_failed || !r.save_error.empty();
   }
   const int rc = failed ? cli::kExitFail : interrupted || save_failed ? cli::kExitCannotRun : cli::kExitOk;
-  const char* verdict = failed ? "FAIL" : interrupted ? "STOPPED (not a pass)" : rc ? "ERROR" : "PASS";
+  bool skipped = false;
+  for (const auto& r : results) skipped = skipped || !r.skipped.empty();
+  const char* verdict = failed        ? "FAIL"
+                        : interrupted ? "STOPPED (not a pass)"
+                        : rc          ? "ERROR"
+                        : skipped     ? "PASS (with checks skipped: see above)"
+                                      : "PASS";
 
   if (output.text()) {
     fmt::print("\n{:<10} {:>7} {:>8} {:>8}  {}\n", "check", "cases", "result", "time", "what");
     for (const auto& r : results)
       fmt::print("{:<10} {:>7} {:>8} {:>7.1f}s  {}\n", r.name, r.cases,
-                 !r.passed ? "FAIL" : r.interrupted ? "stopped" : "pass", r.seconds, r.what);
+                 !r.passed ? "FAIL" : r.interrupted ? "stopped" : !r.skipped.empty() ? "skipped" : "pass", r.seconds,
+                 r.what);
     for (const auto& r : results)
       if (!r.failure.empty()) fmt::print("\n{}: first failure: {}\n", r.name, r.failure);
+    for (const auto& r : results)
+      if (!r.skipped.empty()) fmt::print("\n{}: skipped: {}\n", r.name, r.skipped);
     if (interrupted) fmt::print("\nstopped by {}: the checks after it did not run\n", cli::stop_signal_name());
     fmt::print("\nverdict: {}\n", verdict);
   } else if (interrupted) {
@@ -174,6 +278,7 @@ int run(std::vector<std::string> args) {
   }
   ojson j = cli::report_header("verify");
   j["backend"] = cli::backend_name(backend);
+  if (kernel) j["kernel"] = adapters::identity_json(*kernel);
   j["seed"] = seed;
   j["save_dir"] = save_dir;
   j["passed"] = rc == cli::kExitOk;
@@ -182,7 +287,8 @@ int run(std::vector<std::string> args) {
   j["checks"] = ojson::array();
   for (const auto& r : results)
     j["checks"].push_back({{"name", r.name}, {"what", r.what}, {"cases", r.cases}, {"seconds", r.seconds},
-                           {"passed", r.passed}, {"interrupted", r.interrupted}, {"first_failure", r.failure},
+                           {"passed", r.passed}, {"interrupted", r.interrupted}, {"skipped", r.skipped},
+                           {"first_failure", r.failure},
                            {"detail", r.detail}});
   return output.finish(j, rc, "verify");
 }

@@ -8,6 +8,7 @@
 #include <new>
 
 #include "common/durable_file.hpp"
+#include "input/json_input.hpp"
 #include "common/version.hpp"
 
 namespace pav::cli {
@@ -31,6 +32,18 @@ nlohmann::ordered_json report_header(const std::string& command) {
   return j;
 }
 
+namespace {
+
+// An error message as printed: a hostile value echoed in it (a 50 MB option or
+// id) is cut, so the message stays readable and the log small.
+std::string bounded(std::string_view what) {
+  constexpr size_t kMax = 1000;
+  if (what.size() <= kMax) return std::string(what);
+  return std::string(what.substr(0, kMax)) + fmt::format("... ({} characters in all)", what.size());
+}
+
+}  // namespace
+
 int parse(CLI::App& app, const std::vector<std::string>& args) {
   // Help shows each option's default: the bound variable's value before parsing.
   for (CLI::Option* o : app.get_options())
@@ -45,7 +58,7 @@ int parse(CLI::App& app, const std::vector<std::string>& args) {
     fmt::print("{}", app.help("", CLI::AppFormatMode::All));
     return kExitOk;
   } catch (const CLI::ParseError& e) {
-    fmt::print(stderr, "pav {}: {}\n", app.get_name(), e.what());
+    fmt::print(stderr, "pav {}: {}\n", app.get_name(), bounded(e.what()));
     fmt::print(stderr, "run 'pav {} --help' for the options\n", app.get_name());
     return kExitBadInput;
   }
@@ -73,7 +86,7 @@ int ReportOutput::finish(const nlohmann::ordered_json& report, int rc, const std
   try {
     emit(report);
   } catch (const pav::IoError& e) {
-    fmt::print(stderr, "pav {}: {}\n", command, e.what());
+    fmt::print(stderr, "pav {}: {}\n", command, bounded(e.what()));
     return rc == kExitFail ? kExitFail : kExitCannotRun;
   }
   return rc;
@@ -97,7 +110,7 @@ const Command* find(const std::string& name) {
 }
 
 int unknown_command(const std::string& name) {
-  fmt::print(stderr, "pav: unknown command '{}'\n\n", name);
+  fmt::print(stderr, "pav: unknown command '{}'\n\n", bounded(name));
   usage(stderr);
   return kExitBadInput;
 }
@@ -106,12 +119,18 @@ int run_command(const Command& c, std::vector<std::string> args) {
   try {
     return c.run(std::move(args));
   } catch (const BadInput& e) {
-    fmt::print(stderr, "pav {}: {}\n", c.name, e.what());
+    fmt::print(stderr, "pav {}: {}\n", c.name, bounded(e.what()));
     return kExitBadInput;
   } catch (const CannotRun& e) {
-    fmt::print(stderr, "pav {}: could not run: {}\n", c.name, e.what());
+    fmt::print(stderr, "pav {}: could not run: {}\n", c.name, bounded(e.what()));
     return kExitCannotRun;
   } catch (const pav::IoError& e) {
+    fmt::print(stderr, "pav {}: could not run: {}\n", c.name, bounded(e.what()));
+    return kExitCannotRun;
+  } catch (const pav::input::InputError& e) {  // a reader's error a command did not wrap
+    fmt::print(stderr, "pav {}: {}\n", c.name, e.what());
+    return kExitBadInput;
+  } catch (const pav::input::ReadError& e) {
     fmt::print(stderr, "pav {}: could not run: {}\n", c.name, e.what());
     return kExitCannotRun;
   } catch (const std::bad_alloc&) {
@@ -119,7 +138,7 @@ int run_command(const Command& c, std::vector<std::string> args) {
     return kExitCannotRun;
   } catch (const std::exception& e) {
     // Not a verdict about the code under test: never exit 1 for it.
-    fmt::print(stderr, "pav {}: could not run: internal error: {}\n", c.name, e.what());
+    fmt::print(stderr, "pav {}: could not run: internal error: {}\n", c.name, bounded(e.what()));
     return kExitCannotRun;
   }
 }

@@ -20,19 +20,26 @@ CLI::Option* add_save_option(CLI::App& app, std::string& dir) {
 void check_save_dir(const std::string& dir) { pav::check_writable_dir(dir, "--save " + dir); }
 
 std::vector<const fz::Property*> select_properties(const std::vector<std::string>& names) {
+  return select_properties(names, fz::properties());
+}
+
+std::vector<const fz::Property*> select_properties(const std::vector<std::string>& names,
+                                                   const std::vector<fz::Property>& available) {
   std::vector<const fz::Property*> out;
   for (const std::string& option_value : names)
     for (const std::string& n : pav::split_list(option_value)) {
-      const fz::Property* p = fz::find_property(n);
+      const fz::Property* p = nullptr;
+      for (const auto& q : available)
+        if (q.name == n) p = &q;
       if (!p) {
         std::string known;
-        for (const auto& q : fz::properties()) known += (known.empty() ? "" : ", ") + q.name;
+        for (const auto& q : available) known += (known.empty() ? "" : ", ") + q.name;
         throw BadInput("--property: unknown property '" + n.substr(0, 60) + "' (known: " + known + ")");
       }
       if (std::find(out.begin(), out.end(), p) == out.end()) out.push_back(p);
     }
   if (out.empty())
-    for (const auto& p : fz::properties()) out.push_back(&p);
+    for (const auto& p : available) out.push_back(&p);
   return out;
 }
 

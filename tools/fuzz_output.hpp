@@ -19,7 +19,10 @@ void check_save_dir(const std::string& dir);
 
 // --property NAME (repeatable, or a comma list): the properties chosen, all
 // when none is named; BadInput names an unknown one and lists the known ones.
+// `available`: the properties to choose from (default: the built-in ones).
 std::vector<const props::fuzz::Property*> select_properties(const std::vector<std::string>& names);
+std::vector<const props::fuzz::Property*> select_properties(const std::vector<std::string>& names,
+                                                            const std::vector<props::fuzz::Property>& available);
 
 // One property run as JSON: cases, time, and the failure with its saved file.
 nlohmann::ordered_json property_run_json(const props::fuzz::PropertyRun& run);

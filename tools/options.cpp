@@ -51,16 +51,16 @@ CLI::Validator seed_value() {
       "in 0..2^64-1");
 }
 
-CLI::Validator finite_in(double lo, double hi, bool lo_open) {
-  const std::string range = fmt::format("{}{:g}, {:g}]", lo_open ? "(" : "[", lo, hi);
+CLI::Validator finite_in(double lo, double hi, bool lo_open, bool hi_open) {
+  const std::string range = fmt::format("{}{:g}, {:g}{}", lo_open ? "(" : "[", lo, hi, hi_open ? ")" : "]");
   return CLI::Validator(
-      [lo, hi, lo_open, range](std::string& s) -> std::string {
+      [lo, hi, lo_open, hi_open, range](std::string& s) -> std::string {
         const std::string want = "expected a finite number in " + range;
         if (s.empty()) return want + ", got an empty value";
         double v = 0;
         const auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
         if (ec != std::errc() || p != s.data() + s.size() || !std::isfinite(v)) return want + ", got " + excerpt(s);
-        if (v < lo || v > hi || (lo_open && v == lo)) return want + ", got " + s;
+        if (v < lo || v > hi || (lo_open && v == lo) || (hi_open && v == hi)) return want + ", got " + s;
         return {};
       },
       "in " + range);

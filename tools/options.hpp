@@ -11,14 +11,17 @@
 #include <string>
 #include <vector>
 
+#include "kernels/limits.hpp"
+
 namespace pav::cli {
 
-// Stated limits (docs/cli.md lists them).
-inline constexpr int64_t kMaxCu = 4096;                  // compute units (SMs) of a device
-inline constexpr int64_t kMaxKvHeads = 1024;             // KV heads of a call
-inline constexpr int64_t kMaxBudget = int64_t(1) << 20;  // workgroup budget of a plan
-inline constexpr int64_t kMaxBatch = 4096;               // requests in one batch (the planner's limit)
-inline constexpr int64_t kMaxContext = std::numeric_limits<int32_t>::max();  // context_lens are int32
+// Stated limits: the options take what the readers and the planner take
+// (kernels/limits.hpp; docs/limits.md lists them).
+inline constexpr int64_t kMaxCu = kernels::kMaxCu;                   // compute units (SMs) of a device
+inline constexpr int64_t kMaxKvHeads = kernels::kMaxKvHeads;         // KV heads of a call
+inline constexpr int64_t kMaxBudget = kernels::kMaxWorkgroupBudget;  // workgroup budget of a plan
+inline constexpr int64_t kMaxBatch = kernels::kMaxPlanBatch;         // requests in one batch
+inline constexpr int64_t kMaxContext = kernels::kMaxContextLen;      // context_lens are int32
 inline constexpr double kMaxMinutes = 7 * 24 * 60;       // a week: longer is surely a typo
 
 // An integer in lo..hi, in decimal digits with an optional leading '-' (no
@@ -26,8 +29,8 @@ inline constexpr double kMaxMinutes = 7 * 24 * 60;       // a week: longer is su
 CLI::Validator integer_in(int64_t lo, int64_t hi);
 // A seed: 0..2^64-1 in decimal digits ("-1" is refused, not wrapped).
 CLI::Validator seed_value();
-// A finite number in [lo, hi] (or (lo, hi] with lo_open); NaN and inf are refused.
-CLI::Validator finite_in(double lo, double hi, bool lo_open = false);
+// A finite number in [lo, hi], either end open on request; NaN and inf are refused.
+CLI::Validator finite_in(double lo, double hi, bool lo_open = false, bool hi_open = false);
 
 // Reads an integer list ("5,0,9000") strictly: every item an integer in
 // lo..hi, at most max_items items; BadInput names `option` and the item.

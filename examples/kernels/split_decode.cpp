@@ -18,6 +18,7 @@
 
 #include <algorithm>
 #include <array>
+#include <atomic>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
@@ -25,6 +26,7 @@
 #include <limits>
 #include <string>
 #include <string_view>
+#include <thread>
 #include <vector>
 
 namespace {
@@ -125,28 +127,50 @@ struct Partial {
   std::vector<float> m, l, o;  // [rows], [rows], [rows, D] (o normalized by l)
 };
 
+// One partition of one (sequence, KV head): tokens [begin, end).
+struct Task {
+  int64_t seq, kv, len, begin, end;
+  size_t slot;  // index of its Partial
+};
+
 class Decoder {
  public:
   Decoder(const Instance& in, const pav_decode_args& a, const Dims& dm) : in_(in), a_(a), dm_(dm) {
     lut_ = a.k_cache.dtype == PAV_DTYPE_FP8_E4M3FNUZ ? in.fp8_fnuz.data() : in.fp8_fn.data();
   }
 
-  void run(int64_t seq, int64_t kv) {
-    const int64_t len = i32_at(a_.context_lens, seq);
-    const int64_t tiles = (std::max<int64_t>(len, 0) + kTile - 1) / kTile;
-    const int64_t ceiling = a_.max_partitions > 0 ? a_.max_partitions : kDefaultPartitions;
-    const int64_t parts = std::max<int64_t>(1, std::min(tiles, ceiling));
-    const int64_t tiles_per_part = std::max<int64_t>(1, (tiles + parts - 1) / parts);
-    load_queries(seq, kv);
-    std::vector<Partial> partials;
-    for (int64_t p = 0; p * tiles_per_part < std::max<int64_t>(tiles, 1); ++p) {
-      const int64_t begin = p * tiles_per_part * kTile;
-      int64_t end = std::min(len, (p + 1) * tiles_per_part * kTile);
-      const bool last = end >= len;
-      if (!last && in_.has("partition-end-off-by-one")) end -= 1;
-      partials.push_back(attend(seq, kv, len, begin, std::max(begin, end)));
+  void run() {
+    // Partitions: whole 256-token tiles, at most the ceiling of them per context.
+    std::vector<std::vector<size_t>> slots(size_t(dm_.num_seqs * dm_.hkv));
+    for (int64_t seq = 0; seq < dm_.num_seqs; ++seq) {
+      const int64_t len = i32_at(a_.context_lens, seq);
+      const int64_t tiles = (len + kTile - 1) / kTile;
+      const int64_t ceiling = a_.max_partitions > 0 ? a_.max_partitions : kDefaultPartitions;
+      const int64_t parts = std::max<int64_t>(1, std::min(tiles, ceiling));
+      const int64_t per_part = std::max<int64_t>(1, (tiles + parts - 1) / parts);
+      for (int64_t kv = 0; kv < dm_.hkv; ++kv)
+        for (int64_t p = 0; p * per_part < std::max<int64_t>(tiles, 1); ++p) {
+          const int64_t begin = p * per_part * kTile;
+          int64_t end = std::min(len, (p + 1) * per_part * kTile);
+          if (end < len && in_.has("partition-end-off-by-one")) end -= 1;
+          slots[size_t(seq * dm_.hkv + kv)].push_back(tasks_.size());
+          tasks_.push_back({seq, kv, len, begin, std::max(begin, end), tasks_.size()});
+        }
     }
-    merge(seq, kv, partials);
+    partials_.resize(tasks_.size());
+    // Partitions are independent until the merge: spread them over threads.
+    std::atomic<size_t> next{0};
+    auto work = [&] {
+      for (size_t t; (t = next.fetch_add(1)) < tasks_.size();) partials_[t] = attend(tasks_[t]);
+    };
+    const size_t threads =
+        std::min<size_t>(tasks_.size(), std::max(1u, std::min(8u, std::thread::hardware_concurrency())));
+    std::vector<std::thread> pool;
+    for (size_t i = 1; i < threads; ++i) pool.emplace_back(work);
+    work();
+    for (auto& t : pool) t.join();
+    for (int64_t seq = 0; seq < dm_.num_seqs; ++seq)
+      for (int64_t kv = 0; kv < dm_.hkv; ++kv) merge(seq, kv, slots[size_t(seq * dm_.hkv + kv)]);
   }
 
  private:
@@ -154,65 +178,59 @@ class Decoder {
     if (s.rank == 0) return 1.0f;
     const float* p = static_cast<const float*>(s.data);
     if (s.rank == 1) return p[0];
-    if (in_.has("scale-token-major")) {  // reads as if laid out [nb, bs, Hkv]
-      const int64_t flat = (blk * dm_.bs + off) * dm_.hkv + h;
-      const int64_t b = flat / (dm_.hkv * dm_.bs), rem = flat % (dm_.hkv * dm_.bs);
-      return p[b * s.stride[0] + (rem / dm_.bs) * s.stride[1] + (rem % dm_.bs) * s.stride[2]];
-    }
-    return p[blk * s.stride[0] + h * s.stride[1] + off * s.stride[2]];
-  }
-
-  void load_queries(int64_t seq, int64_t kv) {
-    q_.assign(dm_.rows * dm_.d, 0.0f);
-    for (int64_t p = 0; p < dm_.q_len; ++p)
-      for (int64_t j = 0; j < dm_.g; ++j) {
-        const int64_t row = seq * dm_.q_len + p, head = kv * dm_.g + j;
-        for (int64_t x = 0; x < dm_.d; ++x)
-          q_[(p * dm_.g + j) * dm_.d + x] =
-              load_half(a_.q, row * a_.q.stride[0] + head * a_.q.stride[1] + x * a_.q.stride[2]);
-      }
+    if (in_.has("scale-token-major")) return p[(blk * dm_.bs + off) * dm_.hkv + h];  // as if [nb, bs, Hkv]
+    return p[(blk * dm_.hkv + h) * dm_.bs + off];
   }
 
   // Tokens [begin, end) of the context; row r = p*G + j sees t < len - q_len + 1 + p.
-  Partial attend(int64_t seq, int64_t kv, int64_t len, int64_t begin, int64_t end) const {
-    const int64_t rows = dm_.rows, D = dm_.d, bs = dm_.bs;
+  Partial attend(const Task& task) const {
+    const int64_t rows = dm_.rows, D = dm_.d, bs = dm_.bs, kv = task.kv;
     Partial out{std::vector<float>(rows, -std::numeric_limits<float>::infinity()), std::vector<float>(rows, 0.0f),
                 std::vector<float>(rows * D, 0.0f)};
-    const int64_t n = end - begin;
+    const int64_t n = task.end - task.begin;
     if (n <= 0) return out;
-    std::vector<float> k(n * D), v(n * D), s(n);
+    // Queries [rows, D]; keys transposed [D, n] and values [n, D], dequantized:
+    // the inner loops below then run over contiguous floats and vectorize.
+    std::vector<float> q(rows * D), kt(D * n), v(n * D), s(n);
+    for (int64_t r = 0; r < rows; ++r) {
+      const int64_t row = task.seq * dm_.q_len + r / dm_.g, head = kv * dm_.g + r % dm_.g;
+      for (int64_t x = 0; x < D; ++x)
+        q[r * D + x] = load_half(a_.q, row * a_.q.stride[0] + head * a_.q.stride[1] + x);
+    }
     const auto* kc = static_cast<const uint8_t*>(a_.k_cache.data);
     const auto* vc = static_cast<const uint8_t*>(a_.v_cache.data);
     for (int64_t i = 0; i < n; ++i) {
-      const int64_t t = begin + i, blk = i32_at(a_.block_tables, seq, t / bs), off = t % bs;
+      const int64_t t = task.begin + i, blk = i32_at(a_.block_tables, task.seq, t / bs), off = t % bs;
       const float ks = scale_at(a_.k_scale, blk, kv, off), vs = scale_at(a_.v_scale, blk, kv, off);
+      const int64_t head_base = blk * dm_.hkv + kv;
       for (int64_t x = 0; x < D; ++x) {
-        const int64_t ko = ((blk * dm_.hkv + kv) * (D / 16) + x / 16) * bs * 16 + off * 16 + x % 16;
-        const int64_t vo = dm_.trans ? ((blk * dm_.hkv + kv) * (bs / 16) + off / 16) * D * 16 + x * 16 + off % 16
-                                     : ((blk * dm_.hkv + kv) * D + x) * bs + off;
-        k[i * D + x] = lut_[kc[ko]] * ks;
+        const int64_t ko = (head_base * (D / 16) + x / 16) * bs * 16 + off * 16 + x % 16;
+        const int64_t vo = dm_.trans ? (head_base * (bs / 16) + off / 16) * D * 16 + x * 16 + off % 16
+                                     : (head_base * D + x) * bs + off;
+        kt[x * n + i] = lut_[kc[ko]] * ks;
         v[i * D + x] = lut_[vc[vo]] * vs;
       }
     }
     for (int64_t r = 0; r < rows; ++r) {
       const int64_t p = r / dm_.g;
-      const int64_t visible = std::min(end, len - dm_.q_len + 1 + p) - begin;
+      const int64_t visible = std::min(task.end, task.len - dm_.q_len + 1 + p) - task.begin;
       if (visible <= 0) continue;
-      const float* qr = &q_[r * D];
-      float m = -std::numeric_limits<float>::infinity();
-      for (int64_t i = 0; i < visible; ++i) {
-        float dot = 0.0f;
-        for (int64_t x = 0; x < D; ++x) dot += qr[x] * k[i * D + x];
-        s[i] = dot * a_.softmax_scale;
-        m = std::max(m, s[i]);
+      std::fill(s.begin(), s.begin() + visible, 0.0f);
+      for (int64_t x = 0; x < D; ++x) {
+        const float qx = q[r * D + x];
+        const float* krow = &kt[x * n];
+        for (int64_t i = 0; i < visible; ++i) s[i] += qx * krow[i];
       }
+      float m = -std::numeric_limits<float>::infinity();
+      for (int64_t i = 0; i < visible; ++i) m = std::max(m, s[i] *= a_.softmax_scale);
       float l = 0.0f;
       float* o = &out.o[r * D];
       for (int64_t i = 0; i < visible; ++i) {
         float w = std::exp(s[i] - m);
         l += w;
         if (in_.p_bf16) w = round_bf16(w);
-        for (int64_t x = 0; x < D; ++x) o[x] += w * v[i * D + x];
+        const float* vi = &v[i * D];
+        for (int64_t x = 0; x < D; ++x) o[x] += w * vi[x];
       }
       for (int64_t x = 0; x < D; ++x) o[x] /= l;
       out.m[r] = m;
@@ -221,15 +239,16 @@ class Decoder {
     return out;
   }
 
-  void merge(int64_t seq, int64_t kv, const std::vector<Partial>& parts) const {
+  void merge(int64_t seq, int64_t kv, const std::vector<size_t>& slots) const {
     const int64_t D = dm_.d;
     std::vector<float> acc(D);
     for (int64_t r = 0; r < dm_.rows; ++r) {
       float M = -std::numeric_limits<float>::infinity();
-      for (const Partial& p : parts) M = std::max(M, p.m[r]);
+      for (size_t slot : slots) M = std::max(M, partials_[slot].m[r]);
       std::fill(acc.begin(), acc.end(), 0.0f);
       float L = 0.0f;
-      for (const Partial& p : parts) {
+      for (size_t slot : slots) {
+        const Partial& p = partials_[slot];
         if (p.l[r] == 0.0f) continue;  // an empty partition adds nothing (and m = -inf)
         const float w = in_.has("merge-ignores-max") ? p.l[r] : p.l[r] * std::exp(p.m[r] - M);
         L += w;
@@ -238,10 +257,9 @@ class Decoder {
       const bool empty = L == 0.0f && !in_.has("empty-row-nan");
       const int64_t row = seq * dm_.q_len + r / dm_.g, head = kv * dm_.g + r % dm_.g;
       for (int64_t x = 0; x < D; ++x)
-        store(a_.out, row * a_.out.stride[0] + head * a_.out.stride[1] + x * a_.out.stride[2],
-              empty ? 0.0f : acc[x] / L);
+        store(a_.out, row * a_.out.stride[0] + head * a_.out.stride[1] + x, empty ? 0.0f : acc[x] / L);
       if (a_.lse.rank == 2)
-        static_cast<float*>(a_.lse.data)[row * a_.lse.stride[0] + head * a_.lse.stride[1]] =
+        static_cast<float*>(a_.lse.data)[row * a_.lse.shape[1] + head] =
             empty ? -std::numeric_limits<float>::infinity() : M + std::log(L);
     }
   }
@@ -250,7 +268,8 @@ class Decoder {
   const pav_decode_args& a_;
   const Dims& dm_;
   const float* lut_;
-  std::vector<float> q_;  // [rows, D] query rows of the current (sequence, KV head)
+  std::vector<Task> tasks_;
+  std::vector<Partial> partials_;
 };
 
 constexpr std::array<int32_t, 5> kBlockSizes{16, 32, 64, 128, 256};
@@ -265,90 +284,108 @@ bool contains(const A& list, int64_t v) {
 
 bool is_half(int32_t dt) { return dt == PAV_DTYPE_BF16 || dt == PAV_DTYPE_F16; }
 
-// The reason a call is outside what this kernel runs, or "" when it runs it.
-// Reads shapes, dtypes and strides only, plus the host-side lengths and block
-// table; never trusts an extent.
+bool contiguous(const pav_tensor& t) {
+  int64_t want = 1;
+  for (int i = t.rank - 1; i >= 0; --i) {
+    if (t.shape[i] != 1 && t.stride[i] != want) return false;
+    want *= t.shape[i];
+  }
+  return true;
+}
+
+bool positive(const pav_tensor& t) {
+  for (int i = 0; i < t.rank; ++i)
+    if (t.shape[i] < 1) return false;
+  return true;
+}
+
+// q and out: head_dim stride 1, heads dense, rows at least Hq*D apart.
+std::string rows_problem(const char* name, const pav_tensor& t) {
+  if (t.stride[2] != 1) return std::string(name) + ": head_dim stride must be 1";
+  if (t.stride[1] != t.shape[2] || t.stride[0] < t.shape[1] * t.shape[2])
+    return std::string(name) + ": heads must be dense and rows at least Hq*D apart";
+  return "";
+}
+
+// The reason a call is outside what this kernel runs, or "" when it runs it:
+// the contract's rules (docs/verify-your-kernel.md) over this description, so
+// check refuses exactly the calls decode cannot run. Reads shapes, dtypes and
+// strides, plus the host-side lengths and block table; trusts no extent.
 std::string refuse_reason(const pav_decode_args& a, Dims& dm) {
   const pav_tensor &q = a.q, &out = a.out, &k = a.k_cache, &v = a.v_cache;
-  if (q.rank != 3 || q.shape[0] <= 0 || q.shape[1] <= 0 || q.shape[2] <= 0) return "q must be [rows, Hq, D]";
+  if (q.rank != 3 || !positive(q)) return "q must be [rows, Hq, D] with extents >= 1";
   if (!is_half(q.dtype)) return "q dtype must be bf16 or f16";
-  if (out.dtype != q.dtype) return "out dtype must equal q's";
+  if (auto why = rows_problem("q", q); !why.empty()) return why;
   if (out.rank != 3 || out.shape[0] != q.shape[0] || out.shape[1] != q.shape[1] || out.shape[2] != q.shape[2])
     return "out shape differs from q";
-  if (q.stride[2] != 1 || out.stride[2] != 1) return "q and out need head_dim stride 1";
-  for (const pav_tensor* t : {&q, &out})
-    if (t->stride[1] < t->shape[2] || t->stride[0] < t->shape[1] * t->stride[1]) return "q/out strides overlap";
-  if (k.rank != 5 || k.shape[4] != 16) return "k_cache must be [nb, Hkv, D/16, bs, 16]";
-  for (int i = 0; i < 5; ++i)
-    if (k.shape[i] <= 0) return "k_cache has an empty extent";
+  if (out.dtype != q.dtype) return "out dtype must equal q's";
+  if (auto why = rows_problem("out", out); !why.empty()) return why;
+  dm.hq = q.shape[1];
+  dm.d = q.shape[2];
+  if (!contains(kHeadDims, dm.d)) return "head_dim " + std::to_string(dm.d) + " not supported";
+  if (k.rank != 5 || !positive(k)) return "k_cache must be [nb, Hkv, D/16, bs, 16] with extents >= 1";
   if (k.dtype != PAV_DTYPE_FP8_E4M3FN && k.dtype != PAV_DTYPE_FP8_E4M3FNUZ) return "k_cache must be fp8";
-  if (v.dtype != k.dtype) return "v_cache dtype differs from k_cache";
+  if (k.shape[4] != 16 || k.shape[2] * 16 != dm.d) return "k_cache does not hold head_dim in groups of 16";
+  if (!contiguous(k)) return "k_cache must be contiguous";
   dm.num_blocks = k.shape[0];
   dm.hkv = k.shape[1];
   dm.bs = k.shape[3];
-  dm.d = q.shape[2];
-  dm.hq = q.shape[1];
-  if (k.shape[2] * 16 != dm.d) return "head_dim is not k_cache.shape[2] * 16";
-  if (!contains(kHeadDims, dm.d)) return "head_dim " + std::to_string(dm.d) + " not supported";
   if (!contains(kBlockSizes, dm.bs)) return "block_size " + std::to_string(dm.bs) + " not supported";
   if (dm.hq % dm.hkv != 0 || dm.hq / dm.hkv > kMaxGqa) return "Hq / Hkv is not a supported GQA ratio";
   dm.g = dm.hq / dm.hkv;
-  auto contiguous = [](const pav_tensor& t) {
-    int64_t want = 1;
-    for (int i = t.rank - 1; i >= 0; --i) {
-      if (t.shape[i] != 1 && t.stride[i] != want) return false;
-      want *= t.shape[i];
-    }
-    return true;
-  };
-  if (!contiguous(k)) return "k_cache must be contiguous";
+  if (v.dtype != k.dtype) return "v_cache dtype differs from k_cache";
   if (v.rank == 4 && v.shape[0] == dm.num_blocks && v.shape[1] == dm.hkv && v.shape[2] == dm.d && v.shape[3] == dm.bs)
     dm.trans = false;
-  else if (v.rank == 5 && v.shape[0] == dm.num_blocks && v.shape[1] == dm.hkv && v.shape[2] == dm.bs / 16 &&
-           v.shape[3] == dm.d && v.shape[4] == 16)
+  else if (v.rank == 5 && dm.bs % 16 == 0 && v.shape[0] == dm.num_blocks && v.shape[1] == dm.hkv &&
+           v.shape[2] == dm.bs / 16 && v.shape[3] == dm.d && v.shape[4] == 16)
     dm.trans = true;
   else
-    return "v_cache matches neither layout (or its block count differs from K's)";
+    return "v_cache matches neither layout";
   if (!contiguous(v)) return "v_cache must be contiguous";
   const pav_tensor &bt = a.block_tables, &cl = a.context_lens;
-  if (cl.rank != 1 || cl.dtype != PAV_DTYPE_I32 || cl.shape[0] <= 0) return "context_lens must be [num_seqs] i32";
-  if (bt.rank != 2 || bt.dtype != PAV_DTYPE_I32 || bt.shape[1] < 0) return "block_tables must be [num_seqs, max_blocks] i32";
-  if (cl.stride[0] < 1 || bt.stride[0] < 0 || bt.stride[1] < 1) return "table strides must be positive";
+  if (cl.rank != 1 || cl.dtype != PAV_DTYPE_I32 || cl.shape[0] < 1 || cl.stride[0] != 1)
+    return "context_lens must be a contiguous [num_seqs >= 1] i32";
   dm.num_seqs = cl.shape[0];
   dm.q_len = a.q_len;
   if (dm.q_len < 1 || dm.q_len > kMaxQLen) return "q_len " + std::to_string(dm.q_len) + " outside 1..8";
   if (q.shape[0] != dm.num_seqs * dm.q_len) return "q rows differ from num_seqs * q_len";
-  if (bt.shape[0] < dm.num_seqs) return "block_tables has fewer rows than num_seqs";
-  dm.rows = dm.q_len * dm.g;
+  if (bt.rank != 2 || bt.dtype != PAV_DTYPE_I32 || bt.shape[0] < dm.num_seqs || bt.shape[1] < 1 || !contiguous(bt))
+    return "block_tables must be a contiguous [>= num_seqs, >= 1] i32";
+  if (bt.data == nullptr || cl.data == nullptr) return "block_tables and context_lens must be readable";
+  for (int64_t s = 0; s < dm.num_seqs; ++s) {
+    const int64_t len = i32_at(cl, s);
+    if (len < 0) return "context_lens[" + std::to_string(s) + "] is negative";
+    const int64_t pages = (len + dm.bs - 1) / dm.bs;
+    if (pages > bt.shape[1]) return "context_lens[" + std::to_string(s) + "] needs more blocks than block_tables has";
+    for (int64_t i = 0; i < pages; ++i) {
+      const int64_t b = i32_at(bt, s, i);
+      if (b < 0 || b >= dm.num_blocks)
+        return "block_tables[" + std::to_string(s) + "][" + std::to_string(i) + "] is outside the cache";
+    }
+  }
   const pav_tensor &ks = a.k_scale, &vs = a.v_scale;
   if ((ks.rank == 0) != (vs.rank == 0)) return "k_scale and v_scale must come together";
+  int kind = 0;  // 0 none, 1 per tensor, 2 per token
   for (const pav_tensor* s : {&ks, &vs}) {
     if (s->rank == 0) continue;
     if (s->dtype != PAV_DTYPE_F32) return "scales must be f32";
-    const bool tensor = s->rank == 1 && s->shape[0] == 1;
-    const bool token = s->rank == 3 && s->shape[0] == dm.num_blocks && s->shape[1] == dm.hkv && s->shape[2] == dm.bs &&
-                       s->stride[2] == 1 && s->stride[1] >= dm.bs && s->stride[0] >= dm.hkv * s->stride[1];
-    if (!tensor && !token) return "scales must be [1] or [num_blocks, Hkv, block_size] with token stride 1";
+    int here;
+    if (s->rank == 1 && s->shape[0] == 1)
+      here = 1;
+    else if (s->rank == 3 && s->shape[0] == dm.num_blocks && s->shape[1] == dm.hkv && s->shape[2] == dm.bs &&
+             contiguous(*s))
+      here = 2;
+    else
+      return "scales must be [1] or a contiguous [num_blocks, Hkv, block_size]";
+    if (s == &vs && here != kind) return "k_scale and v_scale kinds differ";
+    kind = here;
   }
-  if (ks.rank != vs.rank) return "k_scale and v_scale kinds differ";
-  if (!std::isfinite(a.softmax_scale) || a.softmax_scale == 0.0f) return "softmax_scale must be finite and nonzero";
+  if (a.lse.rank != 0 && (a.lse.rank != 2 || a.lse.dtype != PAV_DTYPE_F32 || a.lse.shape[0] != q.shape[0] ||
+                          a.lse.shape[1] != dm.hq || !contiguous(a.lse)))
+    return "lse must be a contiguous f32 [rows, Hq]";
+  if (a.work_info.rank != 0 || a.reduce_info.rank != 0) return "a plan given to a kernel that splits by itself";
   if (a.max_partitions < 0) return "max_partitions must be >= 0";
-  if (a.lse.rank != 0 &&
-      (a.lse.rank != 2 || a.lse.dtype != PAV_DTYPE_F32 || a.lse.shape[0] != q.shape[0] || a.lse.shape[1] != dm.hq))
-    return "lse must be [rows, Hq] f32";
-  if (bt.data != nullptr && cl.data != nullptr) {
-    for (int64_t s = 0; s < dm.num_seqs; ++s) {
-      const int64_t len = i32_at(cl, s);
-      if (len < 0) return "context_lens[" + std::to_string(s) + "] is negative";
-      const int64_t pages = (len + dm.bs - 1) / dm.bs;
-      if (pages > bt.shape[1]) return "context_lens[" + std::to_string(s) + "] needs more blocks than block_tables has";
-      for (int64_t i = 0; i < pages; ++i) {
-        const int64_t b = i32_at(bt, s, i);
-        if (b < 0 || b >= dm.num_blocks)
-          return "block_tables[" + std::to_string(s) + "][" + std::to_string(i) + "] is outside the cache";
-      }
-    }
-  }
+  dm.rows = dm.q_len * dm.g;
   return "";
 }
 
@@ -449,9 +486,7 @@ PAV_KERNEL_EXPORT int pav_kernel_decode(void* instance, const pav_decode_args* a
     message(err, err_size, why);
     return PAV_REJECT;
   }
-  Decoder dec(*in, *args, dm);
-  for (int64_t s = 0; s < dm.num_seqs; ++s)
-    for (int64_t kv = 0; kv < dm.hkv; ++kv) dec.run(s, kv);
+  Decoder(*in, *args, dm).run();
   return PAV_OK;
 }
 

@@ -42,6 +42,7 @@ DESCRIPTION = {
     "max_num_seqs": 0,
     "max_kv_heads": 0,
     "max_context_len": 0,
+    "strided_q": True,  # files always arrive compacted
     "split": "self",
     "split_ceiling": False,
     "max_split_ceiling": 0,

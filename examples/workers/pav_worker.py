@@ -96,6 +96,8 @@ class Call:
     their layouts; cache_dtype: the fp8 flavour's name; v_layout: "plain" or
     "trans"; block_tables [num_seqs, max_blocks] and context_lens [num_seqs]:
     int32; k_scale, v_scale: None, float32 [1] or [num_blocks, Hkv, block_size];
+    the caches, tables and scales are read-only maps of pav's files, valid
+    during the call only (pav may rewrite the files for the next call);
     q_len, softmax_scale: scalars; out_dtype, want_lse: what pav asked for.
     """
 
@@ -108,7 +110,8 @@ class Call:
             t = tensors.get(name)
             if t is None:
                 return None, None
-            a = np.load(os.path.join(folder, t["file"]), allow_pickle=False)
+            # Mapped, not read: a decode touches only its sequences' pages.
+            a = np.load(os.path.join(folder, t["file"]), mmap_mode="r", allow_pickle=False)
             if list(a.shape) != list(t["shape"]):
                 raise ValueError("%s: file shape %s, request says %s" % (name, list(a.shape), t["shape"]))
             if a.dtype != NPY_TYPES[t["dtype"]]:
@@ -147,108 +150,172 @@ class Kernel:
         self.decode = decode
 
 
-def _shape(tensors, name):
-    t = tensors.get(name)
-    return None if t is None else [int(x) for x in t["shape"]]
+class _View:
+    """A tensor descriptor of a check request: dtype name, shape, strides."""
+
+    def __init__(self, t):
+        self.dtype = t.get("dtype")
+        self.shape = [int(x) for x in t.get("shape", [])]
+        self.strides = [int(x) for x in t.get("strides", [])]
+        self.values = t.get("values")
+        self.rank = len(self.shape)
+
+    def contiguous(self):
+        expect = 1
+        for n, st in reversed(list(zip(self.shape, self.strides))):
+            if n != 1 and st != expect:
+                return False
+            expect *= n
+        return len(self.strides) == self.rank
+
+    def positive(self):
+        return all(n >= 1 for n in self.shape)
+
+
+def _rows_problem(name, t, strided_q):
+    """q and out: head_dim stride 1; dense rows, or (strided_q) dense heads
+    with rows at least Hq*D apart."""
+    if len(t.strides) != 3 or t.strides[2] != 1:
+        return "%s: head_dim stride must be 1" % name
+    if t.contiguous():
+        return None
+    if not strided_q:
+        return "%s: not contiguous and the kernel takes no strided q" % name
+    if t.strides[1] != t.shape[2] or t.strides[0] < t.shape[1] * t.shape[2]:
+        return "%s: heads must be dense and rows at least Hq*D apart" % name
+    return None
 
 
 def check_call(desc, request):
-    """None when the call is inside the description and well formed; else the
-    reason to refuse it, naming the field at fault. Written for requests pav may
-    have broken on purpose: nothing here may raise on odd shapes or dtypes."""
-    tensors = request.get("tensors", {})
+    """None when the call is inside the description (the contract's rules in
+    docs/verify-your-kernel.md, in the order pav applies them); else the
+    reason to refuse it, naming the field at fault. pav's reject property holds
+    a worker to exactly this: refuse every call outside, accept every call
+    inside. Written for requests pav breaks on purpose: nothing here may raise
+    on odd ranks, extents or dtype names."""
+    tensors = {name: _View(t) for name, t in request.get("tensors", {}).items()}
     args = request.get("args", {})
     for name in ("q", "out", "k_cache", "v_cache", "block_tables", "context_lens"):
         if name not in tensors:
             return "%s is missing" % name
-    q, out = _shape(tensors, "q"), _shape(tensors, "out")
-    kc, vc = _shape(tensors, "k_cache"), _shape(tensors, "v_cache")
-    bt, cl = _shape(tensors, "block_tables"), _shape(tensors, "context_lens")
-    dt = {n: t.get("dtype") for n, t in tensors.items()}
-    if len(q) != 3 or min(q) <= 0:
-        return "q must be [num_seqs*q_len, Hq, D] with positive extents, got %s" % q
-    if dt["q"] not in desc["q_dtypes"]:
-        return "q dtype %s not supported" % dt["q"]
-    out_dtype = dt["q"] if desc["out_dtype"] == "same" else desc["out_dtype"]
-    if dt["out"] != out_dtype:
-        return "out dtype %s, expected %s" % (dt["out"], out_dtype)
-    if out != q:
-        return "out shape %s differs from q %s" % (out, q)
-    for name in ("q", "out"):
-        strides = tensors[name].get("strides", [])
-        if len(strides) != 3 or strides[2] != 1:
-            return "%s head_dim stride must be 1" % name
-    if len(kc) != 5 or kc[4] != 16 or min(kc) <= 0:
-        return "k_cache must be [num_blocks, Hkv, D/16, block_size, 16], got %s" % kc
-    if dt["k_cache"] not in desc["cache_dtypes"]:
-        return "k_cache dtype %s not supported" % dt["k_cache"]
-    if dt["v_cache"] != dt["k_cache"]:
-        return "v_cache dtype %s differs from k_cache %s" % (dt["v_cache"], dt["k_cache"])
-    nb, hkv, hgroups, bs = kc[0], kc[1], kc[2], kc[3]
-    num_rows, hq, d = q
-    if hgroups * 16 != d:
-        return "head_dim %d but k_cache has %d groups of 16" % (d, hgroups)
+    q, out, k, v = tensors["q"], tensors["out"], tensors["k_cache"], tensors["v_cache"]
+    bt, cl = tensors["block_tables"], tensors["context_lens"]
+    strided_q = desc.get("strided_q", False)
+    # q and out
+    if q.rank != 3 or not q.positive():
+        return "q must be [num_seqs*q_len, Hq, D] with extents >= 1, got %s" % q.shape
+    if q.dtype not in desc["q_dtypes"]:
+        return "q dtype %s not supported" % q.dtype
+    rows, hq, d = q.shape
+    why = _rows_problem("q", q, strided_q)
+    if why:
+        return why
+    if out.shape != q.shape:
+        return "out shape %s differs from q %s" % (out.shape, q.shape)
+    out_dtype = q.dtype if desc["out_dtype"] == "same" else desc["out_dtype"]
+    if out.dtype != out_dtype:
+        return "out dtype %s, expected %s" % (out.dtype, out_dtype)
+    why = _rows_problem("out", out, strided_q)
+    if why:
+        return why
     if d not in desc["head_dims"]:
         return "head_dim %d not supported" % d
+    # K
+    if k.rank != 5 or not k.positive():
+        return "k_cache must be [num_blocks, Hkv, D/16, block_size, 16], got %s" % k.shape
+    if k.dtype not in desc["cache_dtypes"]:
+        return "k_cache dtype %s not supported" % k.dtype
+    if k.shape[4] != 16 or k.shape[2] * 16 != d:
+        return "k_cache shape %s does not hold head_dim %d in groups of 16" % (k.shape, d)
+    if not k.contiguous():
+        return "k_cache must be contiguous"
+    nb, hkv, bs = k.shape[0], k.shape[1], k.shape[3]
     if bs not in desc["block_sizes"]:
         return "block_size %d not supported" % bs
-    if hq % hkv != 0 or hq // hkv not in desc["gqa_ratios"]:
-        return "Hq %d / Hkv %d is not a supported GQA ratio" % (hq, hkv)
     if desc.get("max_kv_heads", 0) and hkv > desc["max_kv_heads"]:
         return "Hkv %d above max_kv_heads" % hkv
-    if vc == [nb, hkv, d, bs]:
+    if hq % hkv != 0 or hq // hkv not in desc["gqa_ratios"]:
+        return "Hq %d / Hkv %d is not a supported GQA ratio" % (hq, hkv)
+    # V
+    if v.dtype != k.dtype:
+        return "v_cache dtype %s differs from k_cache %s" % (v.dtype, k.dtype)
+    if v.shape == [nb, hkv, d, bs]:
         layout = "plain"
-    elif bs % 16 == 0 and vc == [nb, hkv, bs // 16, d, 16]:
+    elif bs % 16 == 0 and v.shape == [nb, hkv, bs // 16, d, 16]:
         layout = "trans"
     else:
-        return "v_cache shape %s matches neither layout" % vc
+        return "v_cache shape %s matches neither layout" % v.shape
     if layout not in desc["v_layouts"]:
         return "v layout %s not supported" % layout
-    if dt["block_tables"] != "i32" or len(bt) != 2:
-        return "block_tables must be [num_seqs, max_blocks] i32"
-    if dt["context_lens"] != "i32" or len(cl) != 1:
-        return "context_lens must be [num_seqs] i32"
-    num_seqs = cl[0]
-    if num_seqs <= 0 or (desc.get("max_num_seqs", 0) and num_seqs > desc["max_num_seqs"]):
-        return "num_seqs %d out of range" % num_seqs
+    if not v.contiguous():
+        return "v_cache must be contiguous"
+    # tables and lengths
+    if cl.rank != 1 or cl.dtype != "i32" or cl.shape[0] < 1 or cl.strides != [1]:
+        return "context_lens must be a contiguous [num_seqs >= 1] i32"
+    num_seqs = cl.shape[0]
+    if desc.get("max_num_seqs", 0) and num_seqs > desc["max_num_seqs"]:
+        return "num_seqs %d above max_num_seqs" % num_seqs
     q_len = int(args.get("q_len", 1))
     lo, hi = desc["q_len"]
     if not lo <= q_len <= hi:
         return "q_len %d outside [%d, %d]" % (q_len, lo, hi)
-    if num_rows != num_seqs * q_len:
-        return "q has %d rows, expected num_seqs*q_len = %d" % (num_rows, num_seqs * q_len)
-    if bt[0] < num_seqs:
-        return "block_tables has %d rows for %d sequences" % (bt[0], num_seqs)
-    scales = [n for n in ("k_scale", "v_scale") if n in tensors]
-    if len(scales) == 1:
-        return "%s given without its pair" % scales[0]
-    kind = "none"
-    if scales:
-        ks, vs = _shape(tensors, "k_scale"), _shape(tensors, "v_scale")
-        if dt["k_scale"] != "f32" or dt["v_scale"] != "f32":
-            return "scales must be f32"
-        if ks == [1] and vs == [1]:
-            kind = "per_tensor"
-        elif ks == [nb, hkv, bs] and vs == [nb, hkv, bs]:
-            kind = "per_token"
+    if rows != num_seqs * q_len:
+        return "q has %d rows, expected num_seqs*q_len = %d" % (rows, num_seqs * q_len)
+    if bt.rank != 2 or bt.dtype != "i32" or bt.shape[0] < num_seqs or bt.shape[1] < 1 or not bt.contiguous():
+        return "block_tables must be a contiguous [>= num_seqs, >= 1] i32"
+    lens, table = cl.values or [], bt.values or []
+    max_len = desc.get("max_context_len", 0)
+    for s in range(num_seqs):
+        n = lens[s]
+        if n < 0 or (max_len and n > max_len):
+            return "context_lens[%d] = %d out of range" % (s, n)
+        pages = (n + bs - 1) // bs
+        if pages > bt.shape[1]:
+            return "context_lens[%d] = %d needs %d blocks, block_tables has %d" % (s, n, pages, bt.shape[1])
+        for i in range(pages):
+            b = table[s * bt.shape[1] + i]
+            if not 0 <= b < nb:
+                return "block_tables[%d][%d] = %d outside the cache" % (s, i, b)
+    # scales
+    if ("k_scale" in tensors) != ("v_scale" in tensors):
+        return "k_scale and v_scale must come together"
+    kinds = set()
+    for name in ("k_scale", "v_scale"):
+        t = tensors.get(name)
+        if t is None:
+            continue
+        if t.dtype != "f32":
+            return "%s must be f32" % name
+        if t.shape == [1]:
+            kinds.add("per_tensor")
+        elif t.shape == [nb, hkv, bs] and t.contiguous():
+            kinds.add("per_token")
         else:
-            return "scales must be [1] or [num_blocks, Hkv, block_size], got %s and %s" % (ks, vs)
+            return "%s must be [1] or a contiguous [num_blocks, Hkv, block_size], got %s" % (name, t.shape)
+    if len(kinds) > 1:
+        return "k_scale and v_scale are of different kinds"
+    kind = kinds.pop() if kinds else "none"
     if kind not in desc["scale_kinds"]:
         return "scale kind %s not supported" % kind
-    lens = tensors["context_lens"].get("values")
-    table = tensors["block_tables"].get("values")
-    if lens is not None and table is not None:
-        max_len = desc.get("max_context_len", 0)
-        for s, n in enumerate(lens):
-            if n < 0 or (max_len and n > max_len):
-                return "context_lens[%d] = %d out of range" % (s, n)
-            pages = (n + bs - 1) // bs
-            if pages > bt[1]:
-                return "context_lens[%d] = %d needs %d blocks, block_tables has %d" % (s, n, pages, bt[1])
-            for i in range(pages):
-                b = table[s * bt[1] + i]
-                if not 0 <= b < nb:
-                    return "block_tables[%d][%d] = %d outside the cache" % (s, i, b)
+    # lse, plan, split ceiling
+    lse = tensors.get("lse")
+    if lse is not None:
+        if not desc.get("writes_lse"):
+            return "lse given to a kernel that does not write it"
+        if lse.shape != [rows, hq] or lse.dtype != "f32" or not lse.contiguous():
+            return "lse must be a contiguous f32 [rows, Hq]"
+    plan = "work_info" in tensors or "reduce_info" in tensors
+    if desc.get("split", "self") == "self" and plan:
+        return "a plan given to a kernel that splits by itself"
+    if desc.get("split") == "plan" and not plan:
+        return "no plan given to a kernel that runs pav's plan"
+    ceiling = int(args.get("max_partitions", 0))
+    if ceiling < 0:
+        return "max_partitions %d < 0" % ceiling
+    if ceiling > 0 and desc.get("split", "self") == "self" and not desc.get("split_ceiling"):
+        return "max_partitions given to a kernel that takes no split ceiling"
+    if desc.get("max_split_ceiling", 0) and ceiling > desc["max_split_ceiling"]:
+        return "max_partitions %d above max_split_ceiling" % ceiling
     return None
 
 

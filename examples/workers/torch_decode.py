@@ -13,6 +13,7 @@ quantized and the softmax weights are not rounded (numerics profile `none`).
 """
 import os
 import sys
+import warnings
 
 import numpy as np
 import torch
@@ -42,6 +43,7 @@ DESCRIPTION = {
     "max_num_seqs": 0,
     "max_kv_heads": 0,
     "max_context_len": 0,
+    "strided_q": True,  # files always arrive compacted
     "split": "self",
     "split_ceiling": False,
     "max_split_ceiling": 0,
@@ -63,6 +65,15 @@ class TorchDecode:
         if flavour not in self.tables:
             self.tables[flavour] = torch.from_numpy(pav_worker.fp8_table(flavour)).to(self.device)
         return self.tables[flavour]
+
+    def tensor(self, a):
+        """An input array on the device. The inputs are read-only maps of pav's
+        files; torch warns about that, and nothing here writes to them."""
+        if a is None:
+            return None
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", UserWarning)
+            return torch.from_numpy(a).to(self.device)
 
     def page_ids(self, bt, s, pages):
         if self.defect == "block-table-stride":
@@ -108,12 +119,10 @@ class TorchDecode:
 
     def decode(self, call):
         dev = self.device
-        q = torch.from_numpy(call.q).to(dev)
-        kc = torch.from_numpy(call.k_cache).to(dev)
-        vc = torch.from_numpy(call.v_cache).to(dev)
-        ks = None if call.k_scale is None else torch.from_numpy(call.k_scale).to(dev)
-        vs = None if call.v_scale is None else torch.from_numpy(call.v_scale).to(dev)
-        bt = torch.from_numpy(call.block_tables).to(dev).long()
+        q = self.tensor(call.q)
+        kc, vc = self.tensor(call.k_cache), self.tensor(call.v_cache)
+        ks, vs = self.tensor(call.k_scale), self.tensor(call.v_scale)
+        bt = self.tensor(call.block_tables).long()
         lens = call.context_lens.tolist()
         lut = self.table(call.cache_dtype)
         rows, hq, d = q.shape

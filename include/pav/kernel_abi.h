@@ -231,9 +231,9 @@ PAV_KERNEL_EXPORT int pav_kernel_describe(void* instance, pav_kernel_desc* desc,
 
 /* Optional. Says whether the kernel can run this call: PAV_OK (accept) or
  * PAV_REJECT with a one-line reason naming the field at fault. It sees the
- * shapes, dtypes, strides and options of the call; block_tables and
- * context_lens point at host memory whatever the memory side; every other
- * data pointer is NULL. It must not crash on any shape (a negative or zero
+ * shapes, dtypes, strides and options of the call; the tables (block_tables,
+ * context_lens, work_info, reduce_info) point at host memory whatever the
+ * memory side; every other data pointer is NULL. It must not crash on any shape (a negative or zero
  * extent, a rank up to PAV_MAX_RANK, an unknown dtype value). */
 PAV_KERNEL_EXPORT int pav_kernel_check(void* instance, const pav_decode_args* args, char* reason,
                                        size_t reason_size);

@@ -1,0 +1,42 @@
+#pragma once
+// Conversions between pav's C++ types and the C ABI of include/pav/kernel_abi.h,
+// used on both sides of the boundary: by the lib adapter (pav calling a
+// library) and by plugins built from pav's own kernels (a library answering).
+#include <string>
+
+#include "adapters/kernel.hpp"
+#include "pav/kernel_abi.h"
+
+namespace pav::adapters::abi {
+
+int32_t to_abi(kernels::DType t);
+// PAV_DTYPE_* to DType; false for a value pav does not know.
+bool from_abi(int32_t t, kernels::DType& out);
+
+pav_tensor to_abi(const kernels::TensorView& v);
+// The view of an ABI tensor. A dtype value pav does not know becomes
+// DType::none (a check must refuse such a tensor, never crash on it).
+kernels::TensorView from_abi(const pav_tensor& t);
+
+// The description a library filled in. Throws KernelSpecError naming the field
+// (a count past its array, a mask bit that names no value, a string without
+// its terminator, an enum value out of range) and applies description_problem().
+KernelDescription from_abi(const pav_kernel_desc& d);
+// Fills a zeroed desc (struct_size and abi_version are left to the caller).
+// Throws KernelSpecError when a list does not fit its array.
+void to_abi(const KernelDescription& d, pav_kernel_desc* out);
+
+// The arguments of one call. for_check: every data pointer but those of the
+// tables (block_tables, context_lens, work_info, reduce_info) is NULL.
+pav_decode_args make_args(const DecodeRequest& r, bool for_check);
+
+// The request an ABI call describes; the plan (split = plan) is rebuilt into
+// *plan_storage from work_info / reduce_info and the call's KV-head count.
+DecodeRequest request_from_abi(const pav_decode_args& a, kernels::PlanView* plan_storage);
+
+// Copies a message into an ABI error buffer (truncated, always terminated).
+void set_message(char* buf, size_t size, const std::string& text);
+
+inline constexpr size_t kMessageBytes = 1024;
+
+}  // namespace pav::adapters::abi

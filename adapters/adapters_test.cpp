@@ -1,0 +1,868 @@
+// The kernel contract and its adapters: .npy files, descriptions (JSON and the
+// C ABI), the contract's admission rule at every edge, the lib adapter against
+// pav's CPU plugin and broken plugins, the worker adapter against a worker that
+// misbehaves in each way, isolation of a crashing plugin, and the kernel
+// properties against kernels whose check or description lies.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <set>
+#include <sstream>
+
+#include "adapters/abi.hpp"
+#include "adapters/kernel.hpp"
+#include "adapters/lib_kernel.hpp"
+#include "adapters/npy.hpp"
+#include "adapters/pav_kernel.hpp"
+#include "properties/fuzz.hpp"
+#include "properties/gen.hpp"
+#include "properties/host_case.hpp"
+#include "properties/kernel_gen.hpp"
+#include "properties/runner_compare.hpp"
+#include "properties/runner_kernel.hpp"
+
+namespace {
+
+using namespace pav;
+using adapters::CallResult;
+using adapters::KernelDescription;
+using adapters::KernelSpecError;
+using adapters::Outcome;
+using kernels::DType;
+using kernels::TensorView;
+using kernels::VLayout;
+
+namespace fs = std::filesystem;
+
+}  // namespace
+
+namespace pav::adapters {
+// Failures print descriptions as their JSON.
+void PrintTo(const KernelDescription& d, std::ostream* os) { *os << to_json(d).dump(); }
+}  // namespace pav::adapters
+
+namespace {
+
+fs::path scratch_dir(const std::string& name) {
+  fs::path p = fs::temp_directory_path() / ("pav-adapters-test-" + std::to_string(::getpid())) / name;
+  fs::create_directories(p);
+  return p;
+}
+
+std::string slurp(const fs::path& p) {
+  std::ifstream f(p, std::ios::binary);
+  std::stringstream s;
+  s << f.rdbuf();
+  return s.str();
+}
+
+// ---- .npy ---------------------------------------------------------------------------
+
+TEST(Npy, HeaderBytesAsWorkedOutByHand) {
+  // dict is 59 characters; magic, version and length take 10; one newline:
+  // 70 bytes, padded with 58 spaces to 128, so HEADER_LEN = 118 = 0x76.
+  const std::string dict = "{'descr': '<f4', 'fortran_order': False, 'shape': (2, 3), }";
+  ASSERT_EQ(dict.size(), 59u);
+  const std::string want = std::string("\x93NUMPY\x01\x00\x76\x00", 10) + dict + std::string(58, ' ') + "\n";
+  EXPECT_EQ(adapters::npy::header("<f4", {2, 3}), want);
+  EXPECT_EQ(adapters::npy::header("<f4", {2, 3}).size(), 128u);
+  // One dimension keeps Python's trailing comma; zero dimensions are ().
+  EXPECT_NE(adapters::npy::header("|u1", {5}).find("'shape': (5,), }"), std::string::npos);
+  EXPECT_NE(adapters::npy::header("<i4", {}).find("'shape': (), }"), std::string::npos);
+  for (const auto& shape : std::vector<std::vector<int64_t>>{{1}, {7, 8, 9}, {123456789, 2}, {1, 1, 1, 1, 1, 1}})
+    EXPECT_EQ(adapters::npy::header("<u2", shape).size() % 64, 0u);
+}
+
+TEST(Npy, DescrOfEachDtype) {
+  EXPECT_EQ(adapters::npy::descr_of(DType::f32), "<f4");
+  EXPECT_EQ(adapters::npy::descr_of(DType::f16), "<f2");
+  EXPECT_EQ(adapters::npy::descr_of(DType::bf16), "<u2");
+  EXPECT_EQ(adapters::npy::descr_of(DType::fp8_e4m3fn), "|u1");
+  EXPECT_EQ(adapters::npy::descr_of(DType::fp8_e4m3fnuz), "|u1");
+  EXPECT_EQ(adapters::npy::descr_of(DType::i32), "<i4");
+  EXPECT_EQ(adapters::npy::descr_of(DType::i64), "<i8");
+}
+
+TEST(Npy, StridedViewRoundTripsCompacted) {
+  // A [3, 2, 4] bf16 view whose rows are 10 elements apart (2 of padding).
+  std::vector<uint16_t> buf(30);
+  for (size_t i = 0; i < buf.size(); ++i) buf[i] = uint16_t(1000 + i);
+  TensorView v = TensorView::contiguous_of(buf.data(), DType::bf16, {3, 2, 4});
+  v.stride[0] = 10;
+  const fs::path f = scratch_dir("npy") / "strided.npy";
+  adapters::npy::write(f.string(), v);
+  const adapters::npy::Array a = adapters::npy::read(f.string());
+  EXPECT_EQ(a.descr, "<u2");
+  EXPECT_EQ(a.shape, (std::vector<int64_t>{3, 2, 4}));
+  ASSERT_EQ(a.data.size(), 48u);
+  std::vector<uint16_t> got(24);
+  std::memcpy(got.data(), a.data.data(), 48);
+  for (int r = 0; r < 3; ++r)
+    for (int i = 0; i < 8; ++i) EXPECT_EQ(got[size_t(r * 8 + i)], 1000 + r * 10 + i);
+  // And back into a strided view: the padding is untouched.
+  std::vector<uint16_t> back(30, 7);
+  TensorView w = v;
+  w.data = back.data();
+  adapters::npy::copy_into(a, w, "strided");
+  for (int r = 0; r < 3; ++r) {
+    for (int i = 0; i < 8; ++i) EXPECT_EQ(back[size_t(r * 10 + i)], 1000 + r * 10 + i);
+    if (r < 2) {
+      EXPECT_EQ(back[size_t(r * 10 + 8)], 7);
+    }
+  }
+}
+
+TEST(Npy, MalformedFilesAreRefusedWithTheReason) {
+  const std::string good = adapters::npy::header("<f4", {2}) + std::string(8, '\0');
+  EXPECT_NO_THROW(adapters::npy::parse(good));
+  struct Bad {
+    std::string bytes, why;
+  };
+  std::string v4 = good;
+  v4[6] = 4;
+  std::string minor = good;
+  minor[7] = 1;
+  auto with_dict = [](const std::string& dict) {
+    std::string h = std::string("\x93NUMPY\x01\x00", 8);
+    h += char(dict.size() & 0xff);
+    h += char(dict.size() >> 8);
+    return h + dict;
+  };
+  const std::vector<Bad> bad = {
+      {"\x92NUMPY" + good.substr(6), "bad magic"},
+      {v4, "version 4.0"},
+      {minor, "version 1.1"},
+      {good.substr(0, 9), "truncated .npy header length"},
+      {good.substr(0, 40), "truncated .npy header"},
+      {good + std::string(4, '\0'), "12 data bytes"},
+      {good.substr(0, good.size() - 1), "7 data bytes"},
+      {with_dict("{'descr': '<f4', 'fortran_order': False, 'shape': (2,), 'x': 1}\n"), "unknown key 'x'"},
+      {with_dict("{'descr': '<f4', 'fortran_order': False}\n"), "all required"},
+      {with_dict("{'descr': '>f4', 'fortran_order': False, 'shape': (0,), }\n"), "big-endian"},
+      {with_dict("{'descr': '<c8', 'fortran_order': False, 'shape': (0,), }\n"), "unsupported descr"},
+      {with_dict("{'descr': '<f4', 'fortran_order': Maybe, 'shape': (0,), }\n"), "True or False"},
+      {with_dict("{'descr': '<f4', 'fortran_order': False, 'shape': (-1,), }\n"), "non-negative integer"},
+  };
+  for (const Bad& b : bad) {
+    try {
+      adapters::npy::parse(b.bytes);
+      ADD_FAILURE() << "accepted: " << b.why;
+    } catch (const adapters::npy::Error& e) {
+      EXPECT_NE(std::string(e.what()).find(b.why), std::string::npos) << e.what() << " (wanted " << b.why << ")";
+    }
+  }
+}
+
+TEST(Npy, CopyIntoNamesTheDifference) {
+  std::vector<float> buf(6);
+  const TensorView v = TensorView::contiguous_of(buf.data(), DType::f32, {2, 3});
+  auto array = [](std::string descr, std::vector<int64_t> shape, bool fortran) {
+    adapters::npy::Array a;
+    a.descr = std::move(descr);
+    a.shape = std::move(shape);
+    a.fortran_order = fortran;
+    a.data.assign(size_t(a.numel() * adapters::npy::item_size(a.descr)), 0);
+    return a;
+  };
+  EXPECT_NO_THROW(adapters::npy::copy_into(array("<f4", {2, 3}, false), v, "out.npy"));
+  for (auto [a, why] : {std::pair{array("<f2", {2, 3}, false), "dtype '<f2', expected '<f4'"},
+                        std::pair{array("<f4", {3, 2}, false), "shape (3, 2), expected (2, 3)"},
+                        std::pair{array("<f4", {2, 3, 1}, false), "shape (2, 3, 1)"},
+                        std::pair{array("<f4", {2, 3}, true), "Fortran order"}}) {
+    try {
+      adapters::npy::copy_into(a, v, "out.npy");
+      ADD_FAILURE() << "accepted: " << why;
+    } catch (const adapters::npy::Error& e) {
+      EXPECT_NE(std::string(e.what()).find(why), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find("out.npy"), std::string::npos) << e.what();
+    }
+  }
+}
+
+#ifdef PAV_TEST_PYTHON
+// NumPy itself reads what pav writes, and writes byte for byte the same file.
+TEST(Npy, NumPyReadsAndRewritesTheSameBytes) {
+  const fs::path dir = scratch_dir("numpy");
+  std::vector<float> f(12);
+  for (int i = 0; i < 12; ++i) f[size_t(i)] = 0.5f * float(i) - 2.0f;
+  std::vector<uint16_t> b(5);
+  for (int i = 0; i < 5; ++i) b[size_t(i)] = uint16_t(0x3f80 + i);  // bf16 bits of 1.0, 1.0078125, ...
+  std::vector<int32_t> t(4, -3);
+  adapters::npy::write((dir / "f.npy").string(), TensorView::contiguous_of(f.data(), DType::f32, {3, 4}));
+  adapters::npy::write((dir / "b.npy").string(), TensorView::contiguous_of(b.data(), DType::bf16, {5}));
+  adapters::npy::write((dir / "t.npy").string(), TensorView::contiguous_of(t.data(), DType::i32, {1, 2, 2}));
+  const std::string script =
+      "import numpy as np, sys, io\n"
+      "d = sys.argv[1]\n"
+      "f = np.load(d + '/f.npy'); assert f.dtype == np.float32 and f.shape == (3, 4), (f.dtype, f.shape)\n"
+      "assert (f == (0.5 * np.arange(12, dtype=np.float32) - 2).reshape(3, 4)).all()\n"
+      "b = np.load(d + '/b.npy'); assert b.dtype == np.uint16 and b.shape == (5,)\n"
+      "v = (b.astype(np.uint32) << 16).view(np.float32); assert abs(v[0] - 1.0) < 1e-9 and abs(v[1] - 1.0078125) < 1e-9\n"
+      "t = np.load(d + '/t.npy'); assert t.dtype == np.int32 and t.shape == (1, 2, 2) and (t == -3).all()\n"
+      "for n in ('f', 'b', 't'):\n"
+      "    a = np.load(d + '/' + n + '.npy'); np.save(d + '/' + n + '.numpy.npy', a)\n"
+      "np.save(d + '/h.npy', np.array([[1.5, -2.25]], dtype=np.float16))\n";
+  std::ofstream(dir / "check.py") << script;
+  const std::string cmd = std::string(PAV_TEST_PYTHON) + " " + (dir / "check.py").string() + " " + dir.string();
+  ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
+  for (const char* n : {"f", "b", "t"})
+    EXPECT_EQ(slurp(dir / (std::string(n) + ".npy")), slurp(dir / (std::string(n) + ".numpy.npy"))) << n;
+  const adapters::npy::Array h = adapters::npy::read((dir / "h.npy").string());
+  EXPECT_EQ(h.descr, "<f2");
+  EXPECT_EQ(h.shape, (std::vector<int64_t>{1, 2}));
+  uint16_t bits[2];
+  std::memcpy(bits, h.data.data(), 4);
+  EXPECT_EQ(bits[0], 0x3e00);  // 1.5 in f16
+  EXPECT_EQ(bits[1], 0xc080);  // -2.25 in f16
+}
+#endif
+
+// ---- descriptions ----------------------------------------------------------------------
+
+KernelDescription small_description() {
+  KernelDescription d;
+  d.name = "small";
+  d.version = "0.1";
+  d.q_dtypes = {DType::bf16};
+  d.cache_dtypes = {DType::fp8_e4m3fn};
+  d.v_layouts = {VLayout::plain};
+  d.scale_kinds = {adapters::Scales::none, adapters::Scales::per_token};
+  d.block_sizes = {16};
+  d.head_dims = {64, 128};
+  d.gqa_ratios = {1, 3};
+  d.min_q_len = 1;
+  d.max_q_len = 2;
+  d.max_num_seqs = 3;
+  d.max_kv_heads = 2;
+  d.max_context_len = 300;
+  d.split = adapters::Split::self;
+  d.split_ceiling = true;
+  d.max_split_ceiling = 8;
+  d.has_check = true;
+  d.profile = {adapters::QQuant::none, adapters::PRound::none, DType::none};
+  return d;
+}
+
+TEST(Description, JsonRoundTripsPavsOwnAndASmallOne) {
+  for (bool planned : {true, false}) {
+    adapters::PavKernelOptions o;
+    o.planned = planned;
+    const KernelDescription d = adapters::pav_kernel_description(o);
+    EXPECT_EQ(adapters::description_problem(d), "");
+    EXPECT_EQ(adapters::description_from_json(adapters::to_json(d)), d);
+  }
+  const KernelDescription s = small_description();
+  EXPECT_EQ(adapters::description_from_json(adapters::to_json(s)), s);
+  EXPECT_EQ(adapters::to_json(s).at("profile").at("partial"), "none");
+  EXPECT_EQ(adapters::to_json(s).at("out_dtype"), "same");
+}
+
+TEST(Description, MalformedJsonNamesTheField) {
+  const nlohmann::json good = adapters::to_json(small_description());
+  struct Case {
+    std::function<void(nlohmann::json&)> edit;
+    std::string why;
+  };
+  const std::vector<Case> cases = {
+      {[](auto& j) { j["head_dimz"] = 1; }, "unknown field 'head_dimz'"},
+      {[](auto& j) { j.erase("head_dims"); }, "missing field 'head_dims'"},
+      {[](auto& j) { j["head_dims"] = nlohmann::json::array(); }, "head_dims: empty"},
+      {[](auto& j) { j["head_dims"] = {64, 72}; }, "head_dims: 72"},
+      {[](auto& j) { j["head_dims"] = {64, 64}; }, "listed twice"},
+      {[](auto& j) { j["q_dtypes"] = {"f32"}; }, "q_dtypes: f32"},
+      {[](auto& j) { j["q_dtypes"] = {"bfloat16"}; }, "q_dtypes: unknown dtype"},
+      {[](auto& j) { j["cache_dtypes"] = {"bf16"}; }, "cache_dtypes: bf16"},
+      {[](auto& j) { j["v_layouts"] = {"sideways"}; }, "v_layouts: unknown value 'sideways'"},
+      {[](auto& j) { j["scale_kinds"] = {"per_row"}; }, "scale_kinds: unknown value 'per_row'"},
+      {[](auto& j) { j["q_len"] = {3, 2}; }, "q_len: maximum 2 < minimum 3"},
+      {[](auto& j) { j["q_len"] = {0, 2}; }, "q_len: minimum 0"},
+      {[](auto& j) { j["q_len"] = 4; }, "q_len: expected a list"},
+      {[](auto& j) { j["max_context_len"] = -1; }, "max_context_len: negative"},
+      {[](auto& j) { j["block_sizes"] = {0}; }, "block_sizes: 0"},
+      {[](auto& j) { j["gqa_ratios"] = {1.5}; }, "gqa_ratios: expected an integer"},
+      {[](auto& j) { j["memory"] = "gpu"; }, "memory: unknown value 'gpu'"},
+      {[](auto& j) { j["split"] = "auto"; }, "split: unknown value 'auto'"},
+      {[](auto& j) { j["check"] = "yes"; }, "check: expected true or false"},
+      {[](auto& j) { j["profile"]["p_round"] = "fp8"; }, "profile.p_round: unknown value 'fp8'"},
+      {[](auto& j) { j["profile"]["q_quant"] = "int8"; }, "profile.q_quant: unknown value 'int8'"},
+      {[](auto& j) { j["profile"]["partial"] = "fp8_e4m3fn"; }, "profile.partial: unknown value"},
+      {[](auto& j) { j["profile"].erase("partial"); }, "profile: missing field 'partial'"},
+      {[](auto& j) { j["profile"]["extra"] = 1; }, "profile: unknown field 'extra'"},
+      {[](auto& j) { j["name"] = ""; }, "name: empty"},
+      {[](auto& j) { j = nlohmann::json::array(); }, "expected a JSON object"},
+  };
+  for (const Case& c : cases) {
+    nlohmann::json j = good;
+    c.edit(j);
+    try {
+      adapters::description_from_json(j);
+      ADD_FAILURE() << "accepted: " << c.why;
+    } catch (const KernelSpecError& e) {
+      EXPECT_NE(std::string(e.what()).find(c.why), std::string::npos) << e.what() << " (wanted " << c.why << ")";
+    }
+  }
+}
+
+TEST(Description, AbiRoundTripsAndRefusesWhatItCannotRead) {
+  for (bool planned : {true, false}) {
+    adapters::PavKernelOptions o;
+    o.planned = planned;
+    KernelDescription d = adapters::pav_kernel_description(o);
+    pav_kernel_desc a{};
+    adapters::abi::to_abi(d, &a);
+    d.has_check = false;  // the ABI says this by the presence of the check symbol
+    EXPECT_EQ(adapters::abi::from_abi(a), d);
+  }
+  pav_kernel_desc good{};
+  adapters::abi::to_abi(small_description(), &good);
+  EXPECT_EQ(good.q_quant, PAV_Q_QUANT_NONE);
+  EXPECT_EQ(good.p_round, PAV_P_ROUND_NONE);
+  EXPECT_EQ(good.partial_dtype, PAV_DTYPE_NONE);
+  EXPECT_EQ(good.v_layouts, PAV_BIT(PAV_V_LAYOUT_PLAIN));
+  EXPECT_EQ(good.scale_kinds, PAV_BIT(PAV_SCALE_NONE) | PAV_BIT(PAV_SCALE_PER_TOKEN));
+  struct Case {
+    std::function<void(pav_kernel_desc&)> edit;
+    std::string why;
+  };
+  const std::vector<Case> cases = {
+      {[](auto& a) { a.q_dtypes |= 1u << 20; }, "q_dtypes names dtype value 20"},
+      {[](auto& a) { a.v_layouts |= 1u << 2; }, "v_layouts has bits set"},
+      {[](auto& a) { a.scale_kinds = 1u << 3; }, "scale_kinds has bits set"},
+      {[](auto& a) { a.num_head_dims = PAV_MAX_HEAD_DIMS + 1; }, "num_head_dims = 65 outside 0..64"},
+      {[](auto& a) { a.num_block_sizes = -1; }, "num_block_sizes = -1"},
+      {[](auto& a) { std::memset(a.name, 'x', PAV_NAME_LEN); }, "name is not NUL-terminated"},
+      {[](auto& a) { a.q_quant = 2; }, "q_quant = 2"},
+      {[](auto& a) { a.p_round = 4; }, "p_round = 4"},
+      {[](auto& a) { a.partial_dtype = 99; }, "partial_dtype = 99"},
+      {[](auto& a) { a.strided_q = 2; }, "strided_q = 2"},
+      {[](auto& a) { a.split = 2; }, "split = 2"},
+      {[](auto& a) { a.memory = -1; }, "memory = -1"},
+      {[](auto& a) { a.num_gqa_ratios = 0; }, "gqa_ratios: empty"},
+  };
+  for (const Case& c : cases) {
+    pav_kernel_desc a = good;
+    c.edit(a);
+    try {
+      adapters::abi::from_abi(a);
+      ADD_FAILURE() << "accepted: " << c.why;
+    } catch (const KernelSpecError& e) {
+      EXPECT_NE(std::string(e.what()).find(c.why), std::string::npos) << e.what() << " (wanted " << c.why << ")";
+    }
+  }
+}
+
+// ---- the contract's admission rule -------------------------------------------------------
+
+props::CaseSpec small_spec() {
+  props::CaseSpec s;
+  s.lens = {300, 17, 0};
+  s.q_len = 2;
+  s.hkv = 2;
+  s.group = 3;
+  s.head_dim = 64;
+  s.block_size = 16;
+  s.scales = props::ScaleKind::per_token;
+  s.path = props::Path::uniform;
+  s.seed = 11;
+  return s;
+}
+
+std::string violation(const props::CaseSpec& s, const KernelDescription& d,
+                      const std::function<void(props::KernelCall&)>& edit = nullptr) {
+  props::HostCase c = props::build_case(s);
+  props::KernelCall k;
+  props::prepare_kernel_call(k, c, d);
+  if (edit) edit(k);
+  return adapters::contract_violation(k.request, d);
+}
+
+TEST(Contract, EachLimitHoldsAtItsEdgeAndFailsPastIt) {
+  const KernelDescription d = small_description();
+  EXPECT_EQ(violation(small_spec(), d), "");
+  struct Edge {
+    std::function<void(props::CaseSpec&)> inside, outside;
+    std::string why;
+  };
+  const std::vector<Edge> edges = {
+      {[](auto& s) { s.lens[0] = 300; }, [](auto& s) { s.lens[0] = 301; }, "max_context_len 300"},
+      {[](auto& s) { s.lens[2] = 0; }, [](auto& s) { s.lens[2] = -1; }, "context_lens[2] = -1 < 0"},
+      {[](auto& s) { s.lens = {1, 2, 3}; }, [](auto& s) { s.lens = {1, 2, 3, 4}; }, "num_seqs 4 > max_num_seqs 3"},
+      {[](auto& s) { s.hkv = 2; }, [](auto& s) { s.hkv = 3; }, "Hkv 3 > max_kv_heads 2"},
+      {[](auto& s) { s.group = 1; }, [](auto& s) { s.group = 2; }, "GQA ratio 2"},
+      {[](auto& s) { s.head_dim = 128; }, [](auto& s) { s.head_dim = 80; }, "head_dim 80 not in head_dims"},
+      {[](auto& s) { s.q_len = 1; }, [](auto& s) { s.q_len = 3; }, "q_len 3 outside 1..2"},
+      {[](auto& s) { s.block_size = 16; }, [](auto& s) { s.block_size = 32; }, "block_size 32"},
+      {[](auto& s) { s.v_layout = VLayout::plain; }, [](auto& s) { s.v_layout = VLayout::trans; }, "layout trans"},
+      {[](auto& s) { s.q_dtype = DType::bf16; }, [](auto& s) { s.q_dtype = DType::f16; }, "q: dtype f16"},
+      {[](auto& s) { s.cache_dtype = DType::fp8_e4m3fn; }, [](auto& s) { s.cache_dtype = DType::fp8_e4m3fnuz; },
+       "cache_dtypes"},
+      {[](auto& s) { s.scales = props::ScaleKind::none; }, [](auto& s) { s.scales = props::ScaleKind::per_tensor; },
+       "scales: per_tensor"},
+      {[](auto& s) { s.max_partitions = 8; }, [](auto& s) { s.max_partitions = 9; }, "max_partitions 9 > max_split_ceiling 8"},
+      {[](auto& s) { s.q_row_pad = 0; }, [](auto& s) { s.q_row_pad = 16; }, "q: not contiguous"},
+  };
+  for (const Edge& e : edges) {
+    props::CaseSpec in = small_spec(), out = small_spec();
+    e.inside(in);
+    e.outside(out);
+    EXPECT_EQ(violation(in, d), "") << e.why;
+    const std::string v = violation(out, d);
+    EXPECT_NE(v.find(e.why), std::string::npos) << "'" << v << "' (wanted " << e.why << ")";
+  }
+}
+
+TEST(Contract, TablesScalesLseAndPlan) {
+  const KernelDescription d = small_description();
+  const props::CaseSpec s = small_spec();
+  // A used block-table entry must name a block of the cache: the last block is fine, one past is not.
+  EXPECT_EQ(violation(s, d, [](props::KernelCall& k) {
+              auto& c = k.request.call;
+              c.block_tables.as<int32_t>()[0] = int32_t(c.k_cache.shape[0] - 1);
+            }), "");
+  EXPECT_NE(violation(s, d, [](props::KernelCall& k) {
+              auto& c = k.request.call;
+              c.block_tables.as<int32_t>()[0] = int32_t(c.k_cache.shape[0]);
+            }).find("block_tables[0][0]"), std::string::npos);
+  // An unused entry (past the context) is never read: anything goes.
+  EXPECT_EQ(violation(s, d, [](props::KernelCall& k) {
+              auto& c = k.request.call;
+              c.block_tables.as<int32_t>()[c.block_tables.shape[1] * 2] = -7;  // sequence 2 has length 0
+            }), "");
+  EXPECT_NE(violation(s, d, [](props::KernelCall& k) { k.request.call.v_scale = TensorView{}; }).find("scales: k_scale given"),
+            std::string::npos);
+  EXPECT_NE(violation(s, d, [](props::KernelCall& k) { k.request.call.k_scale.dtype = DType::f16; }).find("k_scale: dtype f16"),
+            std::string::npos);
+  std::vector<float> lse(64);
+  EXPECT_NE(violation(s, d, [&](props::KernelCall& k) {
+              k.request.lse = TensorView::contiguous_of(lse.data(), DType::f32, {6, 6});
+            }).find("lse: given to a kernel that does not write it"),
+            std::string::npos);
+  KernelDescription with_lse = d;
+  with_lse.writes_lse = true;
+  EXPECT_EQ(violation(s, with_lse), "");  // prepare_kernel_call adds a [rows, Hq] lse
+  EXPECT_NE(violation(s, with_lse, [&](props::KernelCall& k) {
+              k.request.lse = TensorView::contiguous_of(lse.data(), DType::f32, {6, 5});
+            }).find("lse: f32 [6, 5]"),
+            std::string::npos);
+  kernels::PlanView plan;
+  EXPECT_NE(violation(s, d, [&](props::KernelCall& k) { k.request.plan = &plan; }).find("plan: given to a kernel that splits by itself"),
+            std::string::npos);
+  KernelDescription no_ceiling = d;
+  no_ceiling.split_ceiling = false;
+  no_ceiling.max_split_ceiling = 0;
+  props::CaseSpec ceil = s;
+  ceil.max_partitions = 1;
+  EXPECT_NE(violation(ceil, no_ceiling).find("takes no split ceiling"), std::string::npos);
+  ceil.max_partitions = 0;
+  EXPECT_EQ(violation(ceil, no_ceiling), "");
+}
+
+TEST(Contract, PlanKernelsGetAFittingPlan) {
+  adapters::PavKernelOptions o;
+  o.cu = 32;
+  const KernelDescription d = adapters::pav_kernel_description(o);
+  props::CaseSpec s = small_spec();
+  s.head_dim = 128;
+  s.path = props::Path::planned;
+  s.opt.cu = 32;
+  EXPECT_EQ(violation(s, d), "");
+  s.opt.cu = 33;  // a plan whose ceiling (cu) passes the kernel's 32
+  EXPECT_NE(violation(s, d).find("max_partitions 33 > max_split_ceiling 32"), std::string::npos);
+  s.opt.cu = 32;
+  EXPECT_NE(violation(s, d, [](props::KernelCall& k) { k.request.plan = nullptr; }).find("plan: missing"),
+            std::string::npos);
+  EXPECT_NE(violation(s, d, [](props::KernelCall& k) { k.request.max_partitions = 5; }).find("differs from the plan's 32"),
+            std::string::npos);
+  EXPECT_NE(violation(s, d, [](props::KernelCall& k) { k.plan_view.capacity = k.plan_view.num_seqs * 32 + 1; }).find("capacity"),
+            std::string::npos);
+}
+
+// ---- the lib adapter -----------------------------------------------------------------------
+
+std::string plugin(const char* path, const std::string& words = "") {
+  return "lib:" + adapters::shell_quote(path) + (words.empty() ? "" : " " + words);
+}
+
+// Runs one case through a kernel; the output bytes and the call's outcome.
+struct Ran {
+  CallResult result;
+  std::vector<uint16_t> out;
+  bool judged_ok = false;
+  std::string verdict;
+};
+Ran run_one(adapters::KernelUnderTest& k, const props::CaseSpec& s) {
+  props::HostCase c = props::build_case(s);
+  props::KernelCall kc;
+  props::prepare_kernel_call(kc, c, k.description());
+  Ran r;
+  r.result = k.decode(kc.request);
+  r.out = c.out;
+  if (r.result.ok()) {
+    const props::KernelJudgement j = props::judge_kernel_output(kc.request, k.description());
+    r.judged_ok = j.passed;
+    r.verdict = j.verdict;
+  }
+  return r;
+}
+
+props::CaseSpec planned_spec() {
+  props::CaseSpec s = small_spec();
+  s.head_dim = 128;
+  s.path = props::Path::planned;
+  s.opt.cu = 32;
+  s.sentinels = props::boundary_sentinels(s.lens);
+  return s;
+}
+
+TEST(LibAdapter, CpuPluginComputesWhatThePavKernelComputesBitForBit) {
+  for (const std::string words : {"--path uniform", "--path planned --cu 32", "--path planned --cu 32 --partial f32"}) {
+    auto lib = adapters::open_kernel(plugin(PAV_TEST_CPU_PLUGIN, words));
+    auto own = adapters::open_kernel("pav:cpu " + words);
+    EXPECT_EQ(lib->adapter(), "lib");
+    EXPECT_EQ(lib->description(), own->description()) << words;
+    const props::CaseSpec s = words.find("planned") != std::string::npos ? planned_spec() : small_spec();
+    const Ran a = run_one(*lib, s), b = run_one(*own, s);
+    ASSERT_TRUE(a.result.ok()) << a.result.message;
+    ASSERT_TRUE(b.result.ok()) << b.result.message;
+    EXPECT_EQ(a.out, b.out) << words;
+    EXPECT_TRUE(a.judged_ok) << a.verdict;
+    EXPECT_EQ(lib->decode_calls(), 1);
+  }
+}
+
+TEST(LibAdapter, PluginCheckRefusesWithAReasonAndDecodeRefusesToo) {
+  auto lib = adapters::open_kernel(plugin(PAV_TEST_CPU_PLUGIN, "--path planned --cu 32"));
+  ASSERT_TRUE(lib->description().has_check);
+  props::CaseSpec s = planned_spec();
+  props::HostCase c = props::build_case(s);
+  props::KernelCall kc;
+  props::prepare_kernel_call(kc, c, lib->description());
+  EXPECT_TRUE(lib->check(kc.request).ok());
+  kc.request.call.q_len = 3;  // q rows no longer num_seqs * q_len
+  const CallResult refused = lib->check(kc.request);
+  EXPECT_EQ(refused.outcome, Outcome::rejected);
+  EXPECT_NE(refused.message.find("q_rows"), std::string::npos) << refused.message;
+  const CallResult decoded = lib->decode(kc.request);
+  EXPECT_EQ(decoded.outcome, Outcome::rejected);
+  EXPECT_NE(decoded.message.find("q_rows"), std::string::npos) << decoded.message;
+}
+
+void expect_spec_error(const std::string& spec, const std::string& why) {
+  try {
+    adapters::open_kernel(spec);
+    ADD_FAILURE() << spec << " opened (wanted: " << why << ")";
+  } catch (const KernelSpecError& e) {
+    EXPECT_NE(std::string(e.what()).find(why), std::string::npos) << e.what() << " (wanted " << why << ")";
+  }
+}
+
+TEST(LibAdapter, BrokenPluginsAndBadWordsAreSpecErrors) {
+  expect_spec_error(plugin(PAV_TEST_FAULT_MISSING_DECODE), "missing required symbol pav_kernel_decode");
+  expect_spec_error(plugin(PAV_TEST_FAULT_ABI_VERSION), "kernel ABI version 2, this pav speaks version 1");
+  expect_spec_error(plugin(PAV_TEST_FAULT_DESCRIBE), "head_dims: empty");
+  expect_spec_error(plugin(PAV_TEST_CPU_PLUGIN, "--path sideways"), "--path sideways");
+  expect_spec_error(plugin(PAV_TEST_CPU_PLUGIN, "--bogus"), "unknown word '--bogus'");
+  expect_spec_error("lib:/nonexistent/libnothing.so", "no such file");
+  expect_spec_error("lib:", "no library path");
+  expect_spec_error("pav:tpu", "expected pav:cpu or pav:gpu");
+  expect_spec_error("cuda:x", "expected pav:cpu, pav:gpu, lib:PATH.so");
+  expect_spec_error("pav:cpu '--path", "unterminated");
+}
+
+// ---- the worker adapter ------------------------------------------------------------------
+
+std::string fault_worker(const std::string& mode, int64_t min_len = 300, const std::string& words = "--path uniform") {
+  return "exec:" + adapters::shell_quote(PAV_TEST_FAULT_WORKER) + " --fault " + mode + " --min-len " +
+         std::to_string(min_len) + " -- " + words;
+}
+
+props::CaseSpec short_spec() {
+  props::CaseSpec s = small_spec();
+  s.lens = {17, 5};
+  return s;
+}
+
+TEST(WorkerAdapter, AWellBehavedWorkerMatchesTheInProcessKernel) {
+  adapters::OpenOptions o;
+  o.timeout_seconds = 30;
+  auto w = adapters::open_kernel(fault_worker("none"), o);
+  auto own = adapters::open_kernel("pav:cpu --path uniform");
+  EXPECT_EQ(w->adapter(), "exec");
+  EXPECT_EQ(w->description(), own->description());
+  for (const props::CaseSpec& s : {small_spec(), short_spec()}) {
+    const Ran a = run_one(*w, s), b = run_one(*own, s);
+    ASSERT_TRUE(a.result.ok()) << a.result.message;
+    EXPECT_EQ(a.out, b.out);
+    EXPECT_TRUE(a.judged_ok) << a.verdict;
+  }
+  // Planned: pav's plan crosses as work_info.npy / reduce_info.npy.
+  auto wp = adapters::open_kernel(fault_worker("none", 300, "--path planned --cu 32"), o);
+  auto op = adapters::open_kernel("pav:cpu --path planned --cu 32");
+  const Ran a = run_one(*wp, planned_spec()), b = run_one(*op, planned_spec());
+  ASSERT_TRUE(a.result.ok()) << a.result.message;
+  EXPECT_EQ(a.out, b.out);
+}
+
+TEST(WorkerAdapter, EveryFaultIsTheCallsResultAndTheWorkerComesBack) {
+  struct Fault {
+    const char* mode;
+    std::string why;
+  };
+  const std::vector<Fault> faults = {
+      {"crash", "signal 11"},
+      {"exit", "worker exited with status 7"},
+      {"hang", "worker timed out: no reply to request"},
+      {"garbage", "a reply line that is not JSON: 'fault_worker says hello'"},
+      {"bad-id", "carries id"},
+      {"missing", "worker output: out.npy missing"},
+      {"wrong-shape", "shape (6, 6, 32), expected (6, 6, 64)"},
+      {"wrong-dtype", "dtype '<f4', expected '<u2'"},
+  };
+  adapters::OpenOptions o;
+  o.timeout_seconds = 1.0;
+  for (const Fault& f : faults) {
+    auto w = adapters::open_kernel(fault_worker(f.mode), o);
+    const Ran before = run_one(*w, short_spec());
+    ASSERT_TRUE(before.result.ok()) << f.mode << ": " << before.result.message;
+    const Ran bad = run_one(*w, small_spec());  // length 300 arms the fault
+    EXPECT_EQ(bad.result.outcome, Outcome::fault) << f.mode;
+    EXPECT_NE(bad.result.message.find(f.why), std::string::npos) << f.mode << ": " << bad.result.message;
+    EXPECT_NE(bad.result.message.find("fault_worker: injecting " + std::string(f.mode)), std::string::npos)
+        << f.mode << ": the worker's stderr is quoted: " << bad.result.message;
+    const Ran after = run_one(*w, short_spec());
+    EXPECT_TRUE(after.result.ok()) << f.mode << " (restarted): " << after.result.message;
+    EXPECT_TRUE(after.judged_ok) << after.verdict;
+  }
+}
+
+TEST(WorkerAdapter, NanOutputPassesTheAdapterAndFailsTheStandard) {
+  auto w = adapters::open_kernel(fault_worker("nan"));
+  const Ran bad = run_one(*w, small_spec());
+  ASSERT_TRUE(bad.result.ok()) << bad.result.message;
+  EXPECT_FALSE(bad.judged_ok);
+  EXPECT_NE(bad.verdict.find("1 nonfinite"), std::string::npos) << bad.verdict;
+}
+
+TEST(WorkerAdapter, AWorkerThatNeverDescribesItselfIsASpecError) {
+  expect_spec_error(fault_worker("no-describe"), "worker exited with status 5");
+  expect_spec_error(fault_worker("no-describe"), "exiting before describing myself");
+  expect_spec_error("exec:/nonexistent/worker --x", "status 127");
+  expect_spec_error("exec:", "no command");
+  expect_spec_error("exec:echo not-json", "describe reply is not JSON");
+  expect_spec_error("exec:echo '{\"ok\":true,\"kernel\":{\"name\":\"x\"}}'", "missing field");
+}
+
+// ---- isolation ----------------------------------------------------------------------------
+
+TEST(Isolation, ASegfaultingPluginBecomesAFaultAndTheNextCallRuns) {
+  adapters::OpenOptions o;
+  o.isolate = true;
+  o.self_exe = PAV_TEST_PAV;
+  auto k = adapters::open_kernel(plugin(PAV_TEST_FAULT_SEGV, "--path uniform"), o);
+  EXPECT_EQ(k->adapter(), "lib (isolated)");
+  const Ran ok = run_one(*k, short_spec());
+  ASSERT_TRUE(ok.result.ok()) << ok.result.message;
+  EXPECT_TRUE(ok.judged_ok) << ok.verdict;
+  const Ran crashed = run_one(*k, small_spec());
+  EXPECT_EQ(crashed.result.outcome, Outcome::fault);
+  EXPECT_NE(crashed.result.message.find("signal 11"), std::string::npos) << crashed.result.message;
+  EXPECT_TRUE(run_one(*k, short_spec()).result.ok());
+}
+
+// ---- the kernel properties -----------------------------------------------------------------
+
+// Wraps a real kernel and lies in one way (test code around pav's kernel, which
+// still does every decode).
+class Liar final : public adapters::KernelUnderTest {
+ public:
+  enum class Lie { none, check_accepts_all, check_refuses_batches, claims_d80, zero_output, decode_after_refusal };
+  Liar(std::unique_ptr<KernelUnderTest> k, Lie lie) : k_(std::move(k)), lie_(lie), d_(k_->description()) {
+    if (lie == Lie::claims_d80) d_.head_dims.push_back(80);
+  }
+  const KernelDescription& description() const override { return d_; }
+  std::string adapter() const override { return "test"; }
+  std::string spec() const override { return "liar"; }
+  CallResult check(const adapters::DecodeRequest& r) override {
+    if (lie_ == Lie::check_accepts_all) return CallResult::success();
+    if (lie_ == Lie::check_refuses_batches && r.call.context_lens.rank == 1 && r.call.context_lens.shape[0] > 1)
+      return {Outcome::rejected, "one sequence at a time"};
+    return k_->check(r);
+  }
+  CallResult decode(const adapters::DecodeRequest& r) override {
+    const CallResult res = k_->decode(r);
+    if (lie_ == Lie::zero_output && res.ok()) std::memset(r.call.out.data, 0, size_t(r.call.out.span() * 2));
+    return res;
+  }
+  int64_t decode_calls() const override { return k_->decode_calls(); }
+
+ private:
+  std::unique_ptr<KernelUnderTest> k_;
+  Lie lie_;
+  KernelDescription d_;
+};
+
+// Runs a kernel property over seeds; the first failure's message, or "".
+std::string first_failure(adapters::KernelUnderTest& k, const std::string& property, int cases, uint64_t seed) {
+  const std::vector<props::fuzz::Property> props = props::fuzz::kernel_properties(k.description());
+  const props::fuzz::Property* p = nullptr;
+  for (const auto& q : props)
+    if (q.name == property) p = &q;
+  if (!p) return "no property " + property;
+  props::fuzz::CheckContext ctx;
+  ctx.kernel = &k;
+  for (int i = 0; i < cases; ++i) {
+    const uint64_t s = seed + uint64_t(i);
+    const props::fuzz::Verdict v = p->check_seed(s, props::fuzz::case_size(s), ctx);
+    if (!v.passed) return "seed " + std::to_string(s) + ": " + v.message;
+  }
+  return "";
+}
+
+TEST(KernelProperties, PavsKernelsPassDecodeAndReject) {
+  // (pav verify --kernel runs both through the plugin too: KernelCli.*)
+  for (const char* spec : {"pav:cpu --path planned", "pav:cpu --path uniform --partial f32"}) {
+    auto k = adapters::open_kernel(spec);
+    EXPECT_EQ(first_failure(*k, "decode", 3, 1000), "") << spec;
+    EXPECT_EQ(first_failure(*k, "reject", 60, 2000), "") << spec;
+  }
+}
+
+TEST(KernelProperties, EachLieIsFound) {
+  using Lie = Liar::Lie;
+  struct Case {
+    Lie lie;
+    const char* property;
+    std::string why;
+  };
+  const std::vector<Case> cases = {
+      {Lie::check_accepts_all, "reject", "accepts a call outside its contract"},
+      {Lie::check_refuses_batches, "reject", "refuses a call inside its description: one sequence at a time"},
+      {Lie::check_refuses_batches, "decode", "refuses a call its description claims: one sequence at a time"},
+      {Lie::claims_d80, "decode", "refuses a call its description claims: head_dim"},
+      {Lie::zero_output, "decode", "FAIL"},
+  };
+  for (const Case& c : cases) {
+    Liar k(adapters::open_kernel(c.lie == Lie::claims_d80 ? "pav:cpu --path planned" : "pav:cpu --path uniform"), c.lie);
+    const std::string f = first_failure(k, c.property, 400, 5000);
+    EXPECT_NE(f.find(c.why), std::string::npos) << int(c.lie) << " " << c.property << ": '" << f << "'";
+  }
+}
+
+// ---- generation, comparison, lse ----------------------------------------------------------------
+
+TEST(KernelGeneration, StaysInsideTheDescriptionAndReachesItsEdges) {
+  const KernelDescription d = small_description();
+  const rc::Gen<props::CaseSpec> gen = props::gen_kernel_case(d);
+  std::set<int64_t> head_dims, groups, q_lens, hkvs, seqs;
+  std::set<props::ScaleKind> scales;
+  bool len_at_limit = false, ceiling = false, zero_len = false;
+  for (uint64_t seed = 1; seed <= 300; ++seed) {
+    const props::CaseSpec s = props::sample(gen, seed, props::fuzz::case_size(seed));
+    ASSERT_TRUE(props::spec_within(s, d)) << "seed " << seed;
+    ASSERT_EQ(violation(s, d), "") << "seed " << seed;
+    head_dims.insert(s.head_dim);
+    groups.insert(s.group);
+    q_lens.insert(s.q_len);
+    hkvs.insert(s.hkv);
+    seqs.insert(int64_t(s.lens.size()));
+    scales.insert(s.scales);
+    for (int32_t l : s.lens) {
+      len_at_limit = len_at_limit || l == d.max_context_len;
+      zero_len = zero_len || l == 0;
+    }
+    ceiling = ceiling || s.max_partitions == d.max_split_ceiling;
+  }
+  EXPECT_EQ(head_dims, (std::set<int64_t>{64, 128}));
+  EXPECT_EQ(groups, (std::set<int64_t>{1, 3}));
+  EXPECT_EQ(q_lens, (std::set<int64_t>{1, 2}));
+  EXPECT_EQ(hkvs, (std::set<int64_t>{1, 2}));
+  EXPECT_EQ(seqs, (std::set<int64_t>{1, 2, 3}));
+  EXPECT_EQ(scales, (std::set<props::ScaleKind>{props::ScaleKind::none, props::ScaleKind::per_token}));
+  EXPECT_TRUE(len_at_limit) << "no case at max_context_len";
+  EXPECT_TRUE(zero_len) << "no empty sequence";
+  EXPECT_TRUE(ceiling) << "no case at max_split_ceiling";
+  // Each move of the reject generator leaves the description, by the contract's own rule.
+  for (const std::string& f : props::outside_moves(d)) {
+    props::CaseSpec s = small_spec();
+    ASSERT_TRUE(props::move_outside(s, f, d)) << f;
+    EXPECT_NE(violation(s, d), "") << f;
+  }
+}
+
+TEST(KernelComparison, CountsTheDiscordantCasesEachWay) {
+  // B gives NaN wherever a context reaches 400 tokens; A is the same kernel without the fault.
+  auto a = adapters::open_kernel("pav:cpu --path uniform");
+  auto b = adapters::open_kernel(fault_worker("nan", 400));
+  props::CompareOptions o;
+  o.cases = 10;
+  o.seed = 40;
+  o.limits.max_total_tokens = 1500;
+  o.limits.allow_long = false;
+  const props::Comparison c = props::compare_kernels(*a, *b, o);
+  ASSERT_EQ(c.cases.size(), 10u);
+  int64_t b_wrong = 0;
+  for (const props::PairedCase& p : c.cases) {
+    EXPECT_TRUE(p.a_correct) << p.id << ": " << p.a_verdict;
+    b_wrong += !p.b_correct;
+  }
+  EXPECT_GT(b_wrong, 0);
+  EXPECT_LT(b_wrong, 10);
+  EXPECT_EQ(c.a_correct, 10);
+  EXPECT_EQ(c.b_correct, 10 - b_wrong);
+  EXPECT_EQ(c.test.b, b_wrong);  // A right, B wrong
+  EXPECT_EQ(c.test.c, 0);
+  const std::string jsonl = props::correctness_jsonl(c, false);
+  EXPECT_EQ(std::count(jsonl.begin(), jsonl.end(), '\n'), 10);
+  EXPECT_NE(jsonl.find("{\"id\":\"seed-40\",\"correct\":"), std::string::npos) << jsonl.substr(0, 200);
+  // Swapped sides swap b and c.
+  const props::Comparison swapped = props::compare_kernels(*b, *a, o);
+  EXPECT_EQ(swapped.test.b, 0);
+  EXPECT_EQ(swapped.test.c, b_wrong);
+}
+
+TEST(KernelJudgement, LseIsHeldToTheReferenceAndMinusInfinityInEmptyRows) {
+  KernelDescription d = adapters::pav_kernel_description({});
+  d.writes_lse = true;
+  props::CaseSpec s = planned_spec();
+  s.lens = {300, 0};  // the second sequence's rows see no token
+  props::HostCase c = props::build_case(s);
+  props::KernelCall kc;
+  props::prepare_kernel_call(kc, c, d);
+  auto k = adapters::open_kernel("pav:cpu --path planned --cu 32");
+  adapters::DecodeRequest without_lse = kc.request;
+  without_lse.lse = TensorView{};
+  ASSERT_TRUE(k->decode(without_lse).ok());
+  const reference::ReferenceResult ref = props::reference_for(kc.request.call, d.profile);
+  float* lse = kc.request.lse.as<float>();
+  const int64_t rows = ref.rows();
+  for (int64_t i = 0; i < rows; ++i) lse[i] = float(ref.lse[size_t(i)]);
+  EXPECT_TRUE(props::judge_kernel_output(kc.request, d).passed) << props::judge_kernel_output(kc.request, d).verdict;
+  int64_t empty = -1, seen = -1;
+  for (int64_t i = 0; i < rows; ++i) (std::isinf(ref.lse[size_t(i)]) ? empty : seen) = i;
+  ASSERT_GE(empty, 0);
+  ASSERT_GE(seen, 0);
+  const float keep_seen = lse[seen];
+  const double tol = reference::kDefaultAtol + reference::kDefaultRtol * std::fabs(ref.lse[size_t(seen)]);
+  lse[seen] = float(ref.lse[size_t(seen)] + 0.9 * tol);
+  EXPECT_TRUE(props::judge_kernel_output(kc.request, d).passed) << "within the bound";
+  lse[seen] = float(ref.lse[size_t(seen)] + 1.5 * tol);
+  EXPECT_FALSE(props::judge_kernel_output(kc.request, d).passed) << "past the bound above";
+  lse[seen] = float(ref.lse[size_t(seen)] - 1.5 * tol);
+  EXPECT_FALSE(props::judge_kernel_output(kc.request, d).passed) << "past the bound below";
+  lse[seen] = keep_seen;
+  lse[empty] = 0.0f;
+  const props::KernelJudgement j = props::judge_kernel_output(kc.request, d);
+  EXPECT_FALSE(j.passed);
+  EXPECT_NE(j.verdict.find("lse"), std::string::npos) << j.verdict;
+  lse[empty] = std::numeric_limits<float>::infinity();
+  EXPECT_FALSE(props::judge_kernel_output(kc.request, d).passed) << "+inf in an empty row";
+}
+
+}  // namespace

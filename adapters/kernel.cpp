@@ -1,0 +1,535 @@
+#include "adapters/kernel.hpp"
+
+#include <fmt/core.h>
+
+#include <algorithm>
+#include <set>
+
+
+namespace pav::adapters {
+
+using kernels::DType;
+using kernels::TensorView;
+using kernels::VLayout;
+using nlohmann::json;
+
+std::string_view to_string(Memory m) { return m == Memory::host ? "host" : "device"; }
+std::string_view to_string(Split s) { return s == Split::self ? "self" : "plan"; }
+std::string_view to_string(Scales s) {
+  switch (s) {
+    case Scales::none: return "none";
+    case Scales::per_tensor: return "per_tensor";
+    case Scales::per_token: return "per_token";
+  }
+  return "?";
+}
+std::string_view to_string(VLayout l) {
+  return l == VLayout::plain ? "plain" : l == VLayout::trans ? "trans" : "unknown";
+}
+std::string_view to_string(Outcome o) {
+  switch (o) {
+    case Outcome::ok: return "ok";
+    case Outcome::rejected: return "rejected";
+    case Outcome::stale_plan: return "stale_plan";
+    case Outcome::kernel_error: return "kernel_error";
+    case Outcome::fault: return "fault";
+  }
+  return "?";
+}
+
+namespace {
+
+template <class T>
+bool contains(const std::vector<T>& v, const T& x) {
+  return std::find(v.begin(), v.end(), x) != v.end();
+}
+
+template <class T>
+std::string list_text(const std::vector<T>& v) {
+  std::string s;
+  for (const T& x : v) s += (s.empty() ? "" : ",") + std::string(to_string(x));
+  return s.empty() ? "-" : s;
+}
+
+// Sizes with runs of a constant step written "a..b" (step 1) or "a..b/step".
+std::string list_text(const std::vector<int64_t>& v) {
+  std::string s;
+  for (size_t i = 0; i < v.size();) {
+    size_t j = i + 1;
+    const int64_t step = j < v.size() ? v[j] - v[i] : 0;
+    while (j < v.size() && step > 0 && v[j] - v[j - 1] == step) ++j;
+    if (!s.empty()) s += ",";
+    if (j - i >= 3) {
+      s += fmt::format("{}..{}", v[i], v[j - 1]) + (step == 1 ? std::string() : fmt::format("/{}", step));
+      i = j;
+    } else {
+      s += std::to_string(v[i]);
+      ++i;
+    }
+  }
+  return s.empty() ? "-" : s;
+}
+
+std::string list_text(const std::vector<DType>& v) {
+  std::string s;
+  for (DType x : v) s += (s.empty() ? "" : ",") + std::string(kernels::to_string(x));
+  return s.empty() ? "-" : s;
+}
+
+}  // namespace
+
+void canonicalize(KernelDescription& d) {
+  auto sort = [](auto& v) { std::sort(v.begin(), v.end()); };
+  sort(d.q_dtypes);
+  sort(d.cache_dtypes);
+  sort(d.v_layouts);
+  sort(d.scale_kinds);
+  sort(d.block_sizes);
+  sort(d.head_dims);
+  sort(d.gqa_ratios);
+}
+
+std::string description_problem(const KernelDescription& d) {
+  auto unique = [](auto v) {
+    std::sort(v.begin(), v.end());
+    return std::adjacent_find(v.begin(), v.end()) == v.end();
+  };
+  if (d.name.empty()) return "name: empty";
+  if (d.q_dtypes.empty()) return "q_dtypes: empty (name bf16 and/or f16)";
+  for (DType t : d.q_dtypes)
+    if (t != DType::bf16 && t != DType::f16)
+      return fmt::format("q_dtypes: {} is not a query dtype (bf16, f16)", kernels::to_string(t));
+  if (d.out_dtype != DType::none && d.out_dtype != DType::f32 && d.out_dtype != DType::bf16 &&
+      d.out_dtype != DType::f16)
+    return fmt::format("out_dtype: {} (expected same, f32, bf16 or f16)", kernels::to_string(d.out_dtype));
+  if (d.cache_dtypes.empty()) return "cache_dtypes: empty (name fp8_e4m3fn and/or fp8_e4m3fnuz)";
+  for (DType t : d.cache_dtypes)
+    if (!kernels::is_fp8(t))
+      return fmt::format("cache_dtypes: {} is not an fp8 flavour", kernels::to_string(t));
+  if (d.v_layouts.empty()) return "v_layouts: empty (name plain and/or trans)";
+  for (VLayout l : d.v_layouts)
+    if (l == VLayout::unknown) return "v_layouts: unknown layout";
+  if (d.scale_kinds.empty()) return "scale_kinds: empty (name none, per_tensor and/or per_token)";
+  if (d.block_sizes.empty()) return "block_sizes: empty";
+  for (int64_t b : d.block_sizes)
+    if (b < 1 || b > 4096) return fmt::format("block_sizes: {} outside 1..4096", b);
+  if (d.head_dims.empty()) return "head_dims: empty";
+  for (int64_t h : d.head_dims)
+    if (h < 16 || h % 16 != 0 || h > 4096) return fmt::format("head_dims: {} is not a multiple of 16 in 16..4096", h);
+  if (d.gqa_ratios.empty()) return "gqa_ratios: empty";
+  for (int64_t g : d.gqa_ratios)
+    if (g < 1 || g > 1024) return fmt::format("gqa_ratios: {} outside 1..1024", g);
+  if (!unique(d.block_sizes)) return "block_sizes: a value is listed twice";
+  if (!unique(d.head_dims)) return "head_dims: a value is listed twice";
+  if (!unique(d.gqa_ratios)) return "gqa_ratios: a value is listed twice";
+  if (d.min_q_len < 1) return fmt::format("q_len: minimum {} < 1", d.min_q_len);
+  if (d.max_q_len < d.min_q_len) return fmt::format("q_len: maximum {} < minimum {}", d.max_q_len, d.min_q_len);
+  if (d.max_num_seqs < 0) return "max_num_seqs: negative";
+  if (d.max_kv_heads < 0) return "max_kv_heads: negative";
+  if (d.max_context_len < 0) return "max_context_len: negative";
+  if (d.max_split_ceiling < 0) return "max_split_ceiling: negative";
+  const DType p = d.profile.partial;
+  if (p != DType::none && p != DType::f32 && p != DType::bf16 && p != DType::f16)
+    return fmt::format("profile.partial: {} (expected f32, bf16, f16 or none)", kernels::to_string(p));
+  if (d.profile.q_quant == QQuant::fp8_per_row || d.profile.p_round == PRound::fp8_running_max)
+    if (d.cache_dtypes.empty()) return "profile: fp8 rounding needs a cache flavour";
+  return {};
+}
+
+// ---- JSON ------------------------------------------------------------------------
+
+namespace {
+
+template <class E>
+E parse_name(const json& v, const std::string& field, std::initializer_list<E> values) {
+  if (!v.is_string()) throw KernelSpecError(field + ": expected a name string, got " + v.dump());
+  const std::string s = v.get<std::string>();
+  std::string known;
+  for (E e : values) {
+    if (to_string(e) == s) return e;
+    known += (known.empty() ? "" : ", ") + std::string(to_string(e));
+  }
+  throw KernelSpecError(field + ": unknown value '" + s + "' (expected one of " + known + ")");
+}
+
+DType parse_dtype_name(const json& v, const std::string& field) {
+  DType t;
+  if (!v.is_string() || !kernels::parse_dtype(v.get<std::string>(), t) || t == DType::none)
+    throw KernelSpecError(field + ": unknown dtype " + v.dump());
+  return t;
+}
+
+const json& array_field(const json& j, const std::string& name) {
+  const json& v = j.at(name);
+  if (!v.is_array()) throw KernelSpecError(name + ": expected a list, got " + v.dump());
+  return v;
+}
+
+int64_t int_field(const json& v, const std::string& name) {
+  if (!v.is_number_integer()) throw KernelSpecError(name + ": expected an integer, got " + v.dump());
+  return v.get<int64_t>();
+}
+
+bool bool_field(const json& v, const std::string& name) {
+  if (!v.is_boolean()) throw KernelSpecError(name + ": expected true or false, got " + v.dump());
+  return v.get<bool>();
+}
+
+std::string string_field(const json& v, const std::string& name) {
+  if (!v.is_string()) throw KernelSpecError(name + ": expected a string, got " + v.dump());
+  return v.get<std::string>();
+}
+
+}  // namespace
+
+json to_json(const KernelDescription& d) {
+  json j;
+  j["name"] = d.name;
+  j["version"] = d.version;
+  j["memory"] = to_string(d.memory);
+  for (DType t : d.q_dtypes) j["q_dtypes"].push_back(kernels::to_string(t));
+  j["out_dtype"] = d.out_dtype == DType::none ? std::string("same") : std::string(kernels::to_string(d.out_dtype));
+  for (DType t : d.cache_dtypes) j["cache_dtypes"].push_back(kernels::to_string(t));
+  for (VLayout l : d.v_layouts) j["v_layouts"].push_back(to_string(l));
+  for (Scales s : d.scale_kinds) j["scale_kinds"].push_back(to_string(s));
+  j["block_sizes"] = d.block_sizes;
+  j["head_dims"] = d.head_dims;
+  j["gqa_ratios"] = d.gqa_ratios;
+  j["q_len"] = {d.min_q_len, d.max_q_len};
+  j["max_num_seqs"] = d.max_num_seqs;
+  j["max_kv_heads"] = d.max_kv_heads;
+  j["max_context_len"] = d.max_context_len;
+  j["strided_q"] = d.strided_q;
+  j["split"] = to_string(d.split);
+  j["split_ceiling"] = d.split_ceiling;
+  j["max_split_ceiling"] = d.max_split_ceiling;
+  j["writes_lse"] = d.writes_lse;
+  j["thread_safe"] = d.thread_safe;
+  j["check"] = d.has_check;
+  j["profile"] = {{"q_quant", reference::to_string(d.profile.q_quant)},
+                  {"p_round", reference::to_string(d.profile.p_round)},
+                  {"partial", d.profile.partial == DType::none ? std::string("none")
+                                                               : std::string(kernels::to_string(d.profile.partial))}};
+  return j;
+}
+
+KernelDescription description_from_json(const json& j) {
+  if (!j.is_object()) throw KernelSpecError("description: expected a JSON object, got " + j.dump());
+  static const std::set<std::string> known = {
+      "name",         "version",        "memory",          "q_dtypes",   "out_dtype",         "cache_dtypes",
+      "v_layouts",    "scale_kinds",    "block_sizes",     "head_dims",  "gqa_ratios",        "q_len",
+      "max_num_seqs", "max_kv_heads",   "max_context_len", "strided_q",  "split",             "split_ceiling",
+      "max_split_ceiling", "writes_lse", "thread_safe",    "check",      "profile"};
+  static const std::set<std::string> required = {"name",        "q_dtypes",  "cache_dtypes", "v_layouts",
+                                                 "scale_kinds", "block_sizes", "head_dims",  "gqa_ratios",
+                                                 "q_len",       "profile"};
+  for (const auto& [k, v] : j.items())
+    if (!known.count(k)) throw KernelSpecError("description: unknown field '" + k + "'");
+  for (const std::string& k : required)
+    if (!j.contains(k)) throw KernelSpecError("description: missing field '" + k + "'");
+  KernelDescription d;
+  d.name = string_field(j.at("name"), "name");
+  if (j.contains("version")) d.version = string_field(j.at("version"), "version");
+  if (j.contains("memory")) d.memory = parse_name<Memory>(j.at("memory"), "memory", {Memory::host, Memory::device});
+  for (const json& v : array_field(j, "q_dtypes")) d.q_dtypes.push_back(parse_dtype_name(v, "q_dtypes"));
+  if (j.contains("out_dtype")) {
+    const json& v = j.at("out_dtype");
+    d.out_dtype = v == "same" ? DType::none : parse_dtype_name(v, "out_dtype");
+  }
+  for (const json& v : array_field(j, "cache_dtypes")) d.cache_dtypes.push_back(parse_dtype_name(v, "cache_dtypes"));
+  for (const json& v : array_field(j, "v_layouts"))
+    d.v_layouts.push_back(parse_name<VLayout>(v, "v_layouts", {VLayout::plain, VLayout::trans}));
+  for (const json& v : array_field(j, "scale_kinds"))
+    d.scale_kinds.push_back(
+        parse_name<Scales>(v, "scale_kinds", {Scales::none, Scales::per_tensor, Scales::per_token}));
+  for (const char* f : {"block_sizes", "head_dims", "gqa_ratios"}) {
+    std::vector<int64_t>& dst = f == std::string("block_sizes") ? d.block_sizes
+                                : f == std::string("head_dims") ? d.head_dims
+                                                                : d.gqa_ratios;
+    for (const json& v : array_field(j, f)) dst.push_back(int_field(v, f));
+  }
+  const json& q = array_field(j, "q_len");
+  if (q.size() != 2) throw KernelSpecError("q_len: expected [min, max], got " + q.dump());
+  d.min_q_len = int_field(q[0], "q_len");
+  d.max_q_len = int_field(q[1], "q_len");
+  if (j.contains("max_num_seqs")) d.max_num_seqs = int_field(j.at("max_num_seqs"), "max_num_seqs");
+  if (j.contains("max_kv_heads")) d.max_kv_heads = int_field(j.at("max_kv_heads"), "max_kv_heads");
+  if (j.contains("max_context_len")) d.max_context_len = int_field(j.at("max_context_len"), "max_context_len");
+  if (j.contains("strided_q")) d.strided_q = bool_field(j.at("strided_q"), "strided_q");
+  if (j.contains("split")) d.split = parse_name<Split>(j.at("split"), "split", {Split::self, Split::plan});
+  if (j.contains("split_ceiling")) d.split_ceiling = bool_field(j.at("split_ceiling"), "split_ceiling");
+  if (j.contains("max_split_ceiling"))
+    d.max_split_ceiling = int_field(j.at("max_split_ceiling"), "max_split_ceiling");
+  if (j.contains("writes_lse")) d.writes_lse = bool_field(j.at("writes_lse"), "writes_lse");
+  if (j.contains("thread_safe")) d.thread_safe = bool_field(j.at("thread_safe"), "thread_safe");
+  if (j.contains("check")) d.has_check = bool_field(j.at("check"), "check");
+  const json& p = j.at("profile");
+  if (!p.is_object()) throw KernelSpecError("profile: expected an object, got " + p.dump());
+  for (const auto& [k, v] : p.items())
+    if (k != "q_quant" && k != "p_round" && k != "partial")
+      throw KernelSpecError("profile: unknown field '" + k + "'");
+  for (const char* k : {"q_quant", "p_round", "partial"})
+    if (!p.contains(k)) throw KernelSpecError(std::string("profile: missing field '") + k + "'");
+  auto name_of = [&](const char* k) {
+    if (!p.at(k).is_string()) throw KernelSpecError(std::string("profile.") + k + ": expected a name, got " + p.at(k).dump());
+    return p.at(k).get<std::string>();
+  };
+  if (!reference::parse_q_quant(name_of("q_quant"), d.profile.q_quant))
+    throw KernelSpecError("profile.q_quant: unknown value '" + name_of("q_quant") + "' (expected fp8_per_row or none)");
+  if (!reference::parse_p_round(name_of("p_round"), d.profile.p_round))
+    throw KernelSpecError("profile.p_round: unknown value '" + name_of("p_round") +
+                          "' (expected fp8_running_max, bf16, f16 or none)");
+  if (name_of("partial") != "none" && !reference::parse_partial_dtype(name_of("partial"), d.profile.partial))
+    throw KernelSpecError("profile.partial: unknown value '" + name_of("partial") + "' (expected f32, bf16, f16 or none)");
+  if (const std::string why = description_problem(d); !why.empty()) throw KernelSpecError("description: " + why);
+  canonicalize(d);
+  return d;
+}
+
+std::string summary(const KernelDescription& d) {
+  return fmt::format(
+      "q {}, out {}, cache {}, V {}, scales {}, block {}, D {}, G {}, q_len {}..{}, split {}{}, profile q {} / "
+      "p {} / partial {}{}",
+      list_text(d.q_dtypes), d.out_dtype == DType::none ? "same" : kernels::to_string(d.out_dtype),
+      list_text(d.cache_dtypes), list_text(d.v_layouts), list_text(d.scale_kinds), list_text(d.block_sizes),
+      list_text(d.head_dims), list_text(d.gqa_ratios), d.min_q_len, d.max_q_len, to_string(d.split),
+      d.split_ceiling ? " (takes a ceiling)" : "", reference::to_string(d.profile.q_quant),
+      reference::to_string(d.profile.p_round),
+      d.profile.partial == DType::none ? "none" : kernels::to_string(d.profile.partial),
+      d.has_check ? ", has check" : "");
+}
+
+std::string identity(const KernelUnderTest& k) {
+  const KernelDescription& d = k.description();
+  return fmt::format("{} {} via {} ({})", d.name, d.version.empty() ? "(no version)" : d.version, k.adapter(),
+                     k.spec());
+}
+
+json identity_json(const KernelUnderTest& k) {
+  const KernelDescription& d = k.description();
+  return {{"name", d.name},
+          {"version", d.version},
+          {"adapter", k.adapter()},
+          {"spec", k.spec()},
+          {"profile", to_json(d).at("profile")}};
+}
+
+// ---- the contract's admission rule ----------------------------------------------
+
+namespace {
+
+std::string shape_text(const TensorView& v) { return v.present() ? v.shape_string() : "absent"; }
+
+bool c_contiguous(const TensorView& v) {
+  int64_t expect = 1;
+  for (int i = v.rank - 1; i >= 0; --i) {
+    if (v.shape[i] != 1 && v.stride[i] != expect) return false;
+    expect *= v.shape[i];
+  }
+  return true;
+}
+
+bool positive_extents(const TensorView& v) {
+  for (int i = 0; i < v.rank; ++i)
+    if (v.shape[i] < 1) return false;
+  return true;
+}
+
+// q and out: [rows, Hq, D], head_dim stride 1; dense rows unless strided_q.
+std::string row_layout_problem(const char* name, const TensorView& t, bool strided_q) {
+  if (t.stride[2] != 1) return fmt::format("{}: head_dim stride {} (must be 1)", name, t.stride[2]);
+  if (c_contiguous(t)) return {};
+  if (!strided_q) return fmt::format("{}: not contiguous (strides [{}, {}, {}]); the kernel does not take strided q",
+                                     name, t.stride[0], t.stride[1], t.stride[2]);
+  if (t.stride[1] != t.shape[2] || t.stride[0] < t.shape[1] * t.shape[2])
+    return fmt::format("{}: strides [{}, {}, {}]: heads must be dense and rows at least Hq*D apart", name,
+                       t.stride[0], t.stride[1], t.stride[2]);
+  return {};
+}
+
+}  // namespace
+
+std::string contract_violation(const DecodeRequest& r, const KernelDescription& d) {
+  const kernels::DecodeCall& c = r.call;
+  // q, out
+  if (c.q.rank != 3) return fmt::format("q: rank {} (expected 3: [num_seqs*q_len, Hq, D])", c.q.rank);
+  if (!positive_extents(c.q)) return "q: shape " + shape_text(c.q) + " has an extent < 1";
+  if (!contains(d.q_dtypes, c.q.dtype))
+    return fmt::format("q: dtype {} not in q_dtypes {}", kernels::to_string(c.q.dtype), list_text(d.q_dtypes));
+  const int64_t rows = c.q.shape[0], hq = c.q.shape[1], hd = c.q.shape[2];
+  if (auto why = row_layout_problem("q", c.q, d.strided_q); !why.empty()) return why;
+  if (c.out.rank != 3 || c.out.shape[0] != rows || c.out.shape[1] != hq || c.out.shape[2] != hd)
+    return "out: shape " + shape_text(c.out) + " differs from q's " + shape_text(c.q);
+  if (c.out.dtype != d.out_dtype_for(c.q.dtype))
+    return fmt::format("out: dtype {} (expected {})", kernels::to_string(c.out.dtype),
+                       kernels::to_string(d.out_dtype_for(c.q.dtype)));
+  if (auto why = row_layout_problem("out", c.out, d.strided_q); !why.empty()) return why;
+  if (!contains(d.head_dims, hd)) return fmt::format("head_dim {} not in head_dims {}", hd, list_text(d.head_dims));
+
+  // K cache
+  const TensorView& k = c.k_cache;
+  if (k.rank != 5) return fmt::format("k_cache: rank {} (expected 5: [num_blocks, Hkv, D/16, block_size, 16])", k.rank);
+  if (!positive_extents(k)) return "k_cache: shape " + shape_text(k) + " has an extent < 1";
+  if (!contains(d.cache_dtypes, k.dtype))
+    return fmt::format("k_cache: dtype {} not in cache_dtypes {}", kernels::to_string(k.dtype),
+                       list_text(d.cache_dtypes));
+  if (k.shape[4] != 16) return fmt::format("k_cache: last dim {} (expected 16)", k.shape[4]);
+  if (k.shape[2] * 16 != hd) return fmt::format("k_cache: dim 2 is {}, so D = {}, but q has D = {}", k.shape[2],
+                                                k.shape[2] * 16, hd);
+  if (!c_contiguous(k)) return "k_cache: not contiguous";
+  const int64_t nb = k.shape[0], hkv = k.shape[1], bs = k.shape[3];
+  if (!contains(d.block_sizes, bs))
+    return fmt::format("block_size {} not in block_sizes {}", bs, list_text(d.block_sizes));
+  if (d.max_kv_heads > 0 && hkv > d.max_kv_heads)
+    return fmt::format("Hkv {} > max_kv_heads {}", hkv, d.max_kv_heads);
+  if (hq % hkv != 0) return fmt::format("Hq {} is not a multiple of Hkv {}", hq, hkv);
+  if (!contains(d.gqa_ratios, hq / hkv))
+    return fmt::format("GQA ratio {} (Hq {} / Hkv {}) not in gqa_ratios {}", hq / hkv, hq, hkv,
+                       list_text(d.gqa_ratios));
+
+  // V cache
+  const TensorView& v = c.v_cache;
+  if (v.dtype != k.dtype)
+    return fmt::format("v_cache: dtype {} differs from k_cache's {}", kernels::to_string(v.dtype),
+                       kernels::to_string(k.dtype));
+  VLayout layout = VLayout::unknown;
+  if (v.rank == 4 && v.shape[0] == nb && v.shape[1] == hkv && v.shape[2] == hd && v.shape[3] == bs)
+    layout = VLayout::plain;
+  if (v.rank == 5 && bs % 16 == 0 && v.shape[0] == nb && v.shape[1] == hkv && v.shape[2] == bs / 16 &&
+      v.shape[3] == hd && v.shape[4] == 16)
+    layout = VLayout::trans;
+  if (layout == VLayout::unknown)
+    return fmt::format("v_cache: shape {} is neither plain [{}, {}, {}, {}] nor trans [{}, {}, {}, {}, 16]",
+                       shape_text(v), nb, hkv, hd, bs, nb, hkv, bs / 16, hd);
+  if (!contains(d.v_layouts, layout))
+    return fmt::format("v_cache: layout {} not in v_layouts {}", to_string(layout), list_text(d.v_layouts));
+  if (!c_contiguous(v)) return "v_cache: not contiguous";
+
+  // tables and lengths
+  const TensorView& lens = c.context_lens;
+  if (lens.rank != 1) return fmt::format("context_lens: rank {} (expected 1)", lens.rank);
+  if (lens.dtype != DType::i32) return fmt::format("context_lens: dtype {} (expected i32)", kernels::to_string(lens.dtype));
+  if (lens.shape[0] < 1 || lens.stride[0] != 1) return "context_lens: shape " + shape_text(lens) + " not a contiguous [num_seqs >= 1]";
+  const int64_t num_seqs = lens.shape[0];
+  if (d.max_num_seqs > 0 && num_seqs > d.max_num_seqs)
+    return fmt::format("num_seqs {} > max_num_seqs {}", num_seqs, d.max_num_seqs);
+  if (c.q_len < d.min_q_len || c.q_len > d.max_q_len)
+    return fmt::format("q_len {} outside {}..{}", c.q_len, d.min_q_len, d.max_q_len);
+  if (rows != num_seqs * c.q_len)
+    return fmt::format("q: {} rows, but num_seqs {} * q_len {} = {}", rows, num_seqs, c.q_len, num_seqs * c.q_len);
+  const TensorView& bt = c.block_tables;
+  if (bt.rank != 2) return fmt::format("block_tables: rank {} (expected 2)", bt.rank);
+  if (bt.dtype != DType::i32) return fmt::format("block_tables: dtype {} (expected i32)", kernels::to_string(bt.dtype));
+  if (bt.shape[0] < num_seqs || bt.shape[1] < 1 || !c_contiguous(bt))
+    return fmt::format("block_tables: shape {} strides [{}, {}]: expected contiguous [>= {}, >= 1]", shape_text(bt),
+                       bt.stride[0], bt.stride[1], num_seqs);
+  const int32_t* len = lens.as<int32_t>();
+  const int32_t* table = bt.as<int32_t>();
+  for (int64_t s = 0; s < num_seqs; ++s) {
+    if (len[s] < 0) return fmt::format("context_lens[{}] = {} < 0", s, len[s]);
+    if (d.max_context_len > 0 && len[s] > d.max_context_len)
+      return fmt::format("context_lens[{}] = {} > max_context_len {}", s, len[s], d.max_context_len);
+    const int64_t pages = (int64_t(len[s]) + bs - 1) / bs;
+    if (pages > bt.shape[1])
+      return fmt::format("context_lens[{}] = {} needs {} blocks, block_tables has {} columns", s, len[s], pages,
+                         bt.shape[1]);
+    for (int64_t p = 0; p < pages; ++p)
+      if (table[s * bt.stride[0] + p] < 0 || table[s * bt.stride[0] + p] >= nb)
+        return fmt::format("block_tables[{}][{}] = {} outside 0..{}", s, p, table[s * bt.stride[0] + p], nb - 1);
+  }
+
+  // scales
+  const TensorView& ks = c.k_scale;
+  const TensorView& vs = c.v_scale;
+  if (ks.present() != vs.present())
+    return fmt::format("scales: k_scale {} but v_scale {}", ks.present() ? "given" : "absent",
+                       vs.present() ? "given" : "absent");
+  Scales kind = Scales::none;
+  for (const auto& [name, s] : {std::pair{"k_scale", &ks}, std::pair{"v_scale", &vs}}) {
+    if (!s->present()) continue;
+    if (s->dtype != DType::f32) return fmt::format("{}: dtype {} (expected f32)", name, kernels::to_string(s->dtype));
+    Scales here;
+    if (s->rank == 1 && s->shape[0] == 1) here = Scales::per_tensor;
+    else if (s->rank == 3 && s->shape[0] == nb && s->shape[1] == hkv && s->shape[2] == bs && c_contiguous(*s))
+      here = Scales::per_token;
+    else
+      return fmt::format("{}: shape {} is neither [1] nor a contiguous [{}, {}, {}]", name, shape_text(*s), nb, hkv, bs);
+    if (s == &vs && here != kind) return "scales: k_scale and v_scale are of different kinds";
+    kind = here;
+  }
+  if (!contains(d.scale_kinds, kind))
+    return fmt::format("scales: {} not in scale_kinds {}", to_string(kind), list_text(d.scale_kinds));
+
+  // lse, plan, ceiling
+  if (r.lse.present()) {
+    if (!d.writes_lse) return "lse: given to a kernel that does not write it";
+    if (r.lse.rank != 2 || r.lse.shape[0] != rows || r.lse.shape[1] != hq || r.lse.dtype != DType::f32 ||
+        !c_contiguous(r.lse))
+      return fmt::format("lse: {} {} (expected contiguous f32 [{}, {}])", kernels::to_string(r.lse.dtype),
+                         shape_text(r.lse), rows, hq);
+  }
+  if (d.split == Split::plan) {
+    if (!r.plan || !r.plan->work_info || !r.plan->reduce_info) return "plan: missing (the kernel runs pav's plan)";
+    if (r.plan->num_seqs != num_seqs || r.plan->kv_heads != hkv)
+      return fmt::format("plan: for {} sequences and {} KV heads, the call has {} and {}", r.plan->num_seqs,
+                         r.plan->kv_heads, num_seqs, hkv);
+    if (r.max_partitions < 1 || r.max_partitions != r.plan->max_partitions)
+      return fmt::format("max_partitions {} differs from the plan's {}", r.max_partitions, r.plan->max_partitions);
+    if (r.plan->capacity < num_seqs || r.plan->capacity > num_seqs * r.plan->max_partitions)
+      return fmt::format("plan: capacity {} outside num_seqs {} .. num_seqs * max_partitions {}", r.plan->capacity,
+                         num_seqs, num_seqs * r.plan->max_partitions);
+  } else if (r.plan) {
+    return "plan: given to a kernel that splits by itself";
+  }
+  if (r.max_partitions < 0) return fmt::format("max_partitions {} < 0", r.max_partitions);
+  if (r.max_partitions > 0 && d.split == Split::self && !d.split_ceiling)
+    return "max_partitions: given to a kernel that takes no split ceiling";
+  if (d.max_split_ceiling > 0 && r.max_partitions > d.max_split_ceiling)
+    return fmt::format("max_partitions {} > max_split_ceiling {}", r.max_partitions, d.max_split_ceiling);
+  return {};
+}
+
+// ---- opening --------------------------------------------------------------------
+
+std::vector<std::string> split_words(const std::string& text) {
+  std::vector<std::string> out;
+  std::string cur;
+  bool in_word = false;
+  char quote = 0;
+  for (size_t i = 0; i < text.size(); ++i) {
+    const char ch = text[i];
+    if (quote) {
+      if (ch == quote) quote = 0;
+      else if (ch == '\\' && quote == '"' && i + 1 < text.size()) cur += text[++i];
+      else cur += ch;
+    } else if (ch == '\'' || ch == '"') {
+      quote = ch;
+      in_word = true;
+    } else if (ch == '\\' && i + 1 < text.size()) {
+      cur += text[++i];
+      in_word = true;
+    } else if (ch == ' ' || ch == '\t' || ch == '\n') {
+      if (in_word) out.push_back(cur);
+      cur.clear();
+      in_word = false;
+    } else {
+      cur += ch;
+      in_word = true;
+    }
+  }
+  if (quote) throw KernelSpecError(std::string("unterminated ") + quote + " quote in '" + text + "'");
+  if (in_word) out.push_back(cur);
+  return out;
+}
+
+std::string shell_quote(const std::string& word) {
+  std::string out = "'";
+  for (char c : word) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return out + "'";
+}
+
+std::string kernel_option_text(const KernelUnderTest& k) {
+  return "--kernel " + shell_quote(k.spec()) + (k.adapter() == "lib (isolated)" ? " --isolate" : "");
+}
+
+}  // namespace pav::adapters

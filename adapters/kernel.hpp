@@ -1,0 +1,182 @@
+#pragma once
+// A kernel under test: what it supports and how it computes (a description),
+// an optional check entry (accept or refuse a call) and a decode entry. pav's
+// properties, fuzzing, replay, drift and comparisons run against this interface
+// and never know which adapter is behind it: pav's own kernels (pav:cpu,
+// pav:gpu), a shared library through include/pav/kernel_abi.h (lib:PATH.so),
+// the same library in a child process (--isolate) or a process worker speaking
+// the JSON/.npy protocol (exec:CMD). docs/verify-your-kernel.md is the spec.
+#include <cstdint>
+#include <memory>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "kernels/call.hpp"
+#include "kernels/planner.hpp"
+#include "reference/profile.hpp"
+
+namespace pav::adapters {
+
+// The enumerations follow the C header's meanings (its values are mapped in
+// adapters/abi.cpp).
+enum class Memory : uint8_t { host, device };
+enum class Split : uint8_t { self, plan };
+enum class Scales : uint8_t { none, per_tensor, per_token };
+using reference::PRound;
+using reference::QQuant;
+
+// What the kernel declares about its arithmetic; the reference and the
+// comparison standard follow it. partial is none for a kernel that never
+// splits a row (its numerics are those of f32 partials).
+struct Profile {
+  QQuant q_quant = QQuant::none;
+  PRound p_round = PRound::none;
+  kernels::DType partial = kernels::DType::none;
+  bool operator==(const Profile&) const = default;
+  reference::NumericsProfile numerics() const {
+    return {q_quant, p_round, partial == kernels::DType::none ? kernels::DType::f32 : partial};
+  }
+};
+
+struct KernelDescription {
+  std::string name, version;
+  Memory memory = Memory::host;
+  std::vector<kernels::DType> q_dtypes;
+  kernels::DType out_dtype = kernels::DType::none;  // none: out has q's dtype
+  std::vector<kernels::DType> cache_dtypes;
+  std::vector<kernels::VLayout> v_layouts;
+  std::vector<Scales> scale_kinds;
+  std::vector<int64_t> block_sizes, head_dims, gqa_ratios;
+  int64_t min_q_len = 1, max_q_len = 1;
+  int64_t max_num_seqs = 0, max_kv_heads = 0, max_context_len = 0;  // 0: no limit
+  bool strided_q = false;
+  Split split = Split::self;
+  bool split_ceiling = false;
+  int64_t max_split_ceiling = 0;  // 0: no limit
+  bool writes_lse = false;
+  bool thread_safe = false;
+  bool has_check = false;
+  Profile profile;
+
+  bool operator==(const KernelDescription&) const = default;
+  // The output dtype of a call whose q has dtype q.
+  kernels::DType out_dtype_for(kernels::DType q) const {
+    return out_dtype == kernels::DType::none ? q : out_dtype;
+  }
+};
+
+// Names as the worker protocol writes them ("fp8_per_row", "per_token", ...).
+std::string_view to_string(Memory m);
+std::string_view to_string(Split s);
+std::string_view to_string(Scales s);
+std::string_view to_string(kernels::VLayout l);
+
+// Thrown for a kernel pav cannot use as given: a bad --kernel value, a library
+// without a required symbol or of another ABI version, a description that
+// breaks the contract's rules, configuration words the kernel refuses. pav
+// reports it and exits 2.
+class KernelSpecError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+// Thrown when a valid kernel cannot run here (no device for a device-memory
+// kernel, the exchange folder cannot be made): exit 3.
+class KernelUnavailable : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+// Sorts every set of the description (dtypes, layouts, scale kinds, sizes) so
+// two descriptions of the same kernel compare equal whatever order they listed.
+void canonicalize(KernelDescription& d);
+
+// The contract's rules on a description itself (lists non-empty, head dims
+// multiples of 16, q_len range ordered, ...). Empty when valid, else the first
+// broken rule naming the field.
+std::string description_problem(const KernelDescription& d);
+
+// The description as the worker protocol's JSON, and back. from_json throws
+// KernelSpecError naming the field (unknown fields included) and validates.
+nlohmann::json to_json(const KernelDescription& d);
+KernelDescription description_from_json(const nlohmann::json& j);
+// One line for people: "name version (adapter): bf16/f16, fp8_e4m3fn, ...".
+std::string summary(const KernelDescription& d);
+
+// One decode call in host memory. lse is present ([rows, Hq] f32) when the
+// kernel writes it; plan is set for split = plan kernels; max_partitions is
+// the split ceiling (0: the kernel's choice).
+struct DecodeRequest {
+  kernels::DecodeCall call;
+  kernels::TensorView lse;
+  const kernels::PlanView* plan = nullptr;
+  int64_t max_partitions = 0;
+};
+
+// What a call through an adapter came to. For check: ok = accepted,
+// rejected = refused with message as the reason. `fault` is the adapter's own
+// finding (a worker that crashed, hung, wrote garbage or a bad output file).
+enum class Outcome : uint8_t { ok, rejected, stale_plan, kernel_error, fault };
+std::string_view to_string(Outcome o);
+
+struct CallResult {
+  Outcome outcome = Outcome::ok;
+  std::string message;
+  bool ok() const { return outcome == Outcome::ok; }
+  static CallResult success() { return {}; }
+};
+
+// The first reason a call is outside what a kernel with this description may
+// be handed: the layout rules of the contract (ranks, shapes, strides,
+// contiguity, dtypes, context lengths within the block tables) and the
+// description's sets and limits. Empty when the call is inside. Reads only the
+// values of block_tables and context_lens (host memory).
+std::string contract_violation(const DecodeRequest& r, const KernelDescription& d);
+
+class KernelUnderTest {
+ public:
+  virtual ~KernelUnderTest() = default;
+  virtual const KernelDescription& description() const = 0;
+  // "pav", "lib", "lib (isolated)" or "exec".
+  virtual std::string adapter() const = 0;
+  // The --kernel text it was opened from.
+  virtual std::string spec() const = 0;
+  // Only when description().has_check. Never calls decode.
+  virtual CallResult check(const DecodeRequest& r) = 0;
+  // Writes call.out (and lse when present). Adapters never throw for what the
+  // kernel does; a kernel that misbehaves comes back as a CallResult.
+  virtual CallResult decode(const DecodeRequest& r) = 0;
+  // How many times decode() reached the kernel (properties check that a
+  // refused call never does).
+  virtual int64_t decode_calls() const = 0;
+};
+
+// "name version via adapter (spec)".
+std::string identity(const KernelUnderTest& k);
+// {"name", "version", "adapter", "spec", "profile": {...}} for case files and JSON output.
+nlohmann::json identity_json(const KernelUnderTest& k);
+
+struct OpenOptions {
+  bool isolate = false;          // lib: run the library in a child process
+  double timeout_seconds = 60;   // exec / isolate: per-call reply limit
+  std::string exchange_dir;      // exec / isolate: where per-call folders go ("" = /dev/shm or $TMPDIR)
+  std::string self_exe;          // the pav binary (for --isolate); "" = /proc/self/exe
+};
+
+// Opens `--kernel` text: "pav:cpu [WORDS]", "pav:gpu [WORDS]",
+// "lib:PATH.so [WORDS]", "exec:CMD ARGS". Throws KernelSpecError (exit 2) or
+// KernelUnavailable (exit 3).
+std::unique_ptr<KernelUnderTest> open_kernel(const std::string& spec, const OpenOptions& options = {});
+
+// Splits configuration words like a shell: whitespace separates, single and
+// double quotes group, backslash escapes. Throws KernelSpecError on an
+// unterminated quote.
+std::vector<std::string> split_words(const std::string& text);
+// Quotes a word for /bin/sh (and for split_words).
+std::string shell_quote(const std::string& word);
+// The pav options that open this kernel again: "--kernel 'SPEC'" (and --isolate).
+std::string kernel_option_text(const KernelUnderTest& k);
+
+}  // namespace pav::adapters

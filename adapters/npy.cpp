@@ -1,0 +1,324 @@
+#include "adapters/npy.hpp"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include <fmt/format.h>
+
+#include <array>
+#include <cerrno>
+#include <cstring>
+
+namespace pav::adapters::npy {
+
+using kernels::DType;
+using kernels::TensorView;
+
+namespace {
+
+constexpr char kMagic[] = "\x93NUMPY";
+constexpr size_t kMagicLen = 6;
+constexpr size_t kAlign = 64;
+
+// A tiny reader for the header's Python literal: a dict of string keys whose
+// values are strings, True/False or tuples of integers.
+struct Literal {
+  std::string_view s;
+  size_t i = 0;
+
+  [[noreturn]] void fail(const std::string& what) const {
+    throw Error(fmt::format("npy header: {} at offset {} of '{}'", what, i, s));
+  }
+  void skip() {
+    while (i < s.size() && (s[i] == ' ' || s[i] == '\t' || s[i] == '\n' || s[i] == '\r')) ++i;
+  }
+  bool eat(char c) {
+    skip();
+    if (i < s.size() && s[i] == c) {
+      ++i;
+      return true;
+    }
+    return false;
+  }
+  void expect(char c) {
+    if (!eat(c)) fail(fmt::format("expected '{}'", c));
+  }
+  std::string string() {
+    skip();
+    if (i >= s.size() || (s[i] != '\'' && s[i] != '"')) fail("expected a string");
+    const char q = s[i++];
+    const size_t start = i;
+    while (i < s.size() && s[i] != q) ++i;
+    if (i >= s.size()) fail("unterminated string");
+    return std::string(s.substr(start, i++ - start));
+  }
+  bool boolean() {
+    skip();
+    if (s.substr(i, 4) == "True") {
+      i += 4;
+      return true;
+    }
+    if (s.substr(i, 5) == "False") {
+      i += 5;
+      return false;
+    }
+    fail("expected True or False");
+  }
+  int64_t integer() {
+    skip();
+    const size_t start = i;
+    int64_t v = 0;
+    while (i < s.size() && s[i] >= '0' && s[i] <= '9') {
+      if (v > (int64_t(1) << 50)) fail("dimension too large");
+      v = v * 10 + (s[i++] - '0');
+    }
+    if (i == start) fail("expected a non-negative integer");
+    if (i < s.size() && (s[i] == 'L' || s[i] == 'l')) ++i;  // Python 2 longs
+    return v;
+  }
+  std::vector<int64_t> tuple() {
+    std::vector<int64_t> out;
+    expect('(');
+    if (eat(')')) return out;
+    for (;;) {
+      out.push_back(integer());
+      if (eat(')')) return out;
+      expect(',');
+      if (eat(')')) return out;
+    }
+  }
+};
+
+void write_all(int fd, const std::string& path, const struct iovec* iov, int n) {
+  std::vector<struct iovec> v(iov, iov + n);
+  size_t k = 0;
+  while (k < v.size()) {
+    const ssize_t w = ::writev(fd, &v[k], int(v.size() - k));
+    if (w < 0) {
+      if (errno == EINTR) continue;
+      throw Error(fmt::format("{}: write failed: {}", path, std::strerror(errno)));
+    }
+    size_t left = size_t(w);
+    while (k < v.size() && left >= v[k].iov_len) left -= v[k++].iov_len;
+    if (k < v.size()) {
+      v[k].iov_base = static_cast<char*>(v[k].iov_base) + left;
+      v[k].iov_len -= left;
+    }
+  }
+}
+
+bool c_order(const TensorView& v) {
+  int64_t expect = 1;
+  for (int i = v.rank - 1; i >= 0; --i) {
+    if (v.shape[i] != 1 && v.stride[i] != expect) return false;
+    expect *= v.shape[i];
+  }
+  return true;
+}
+
+// Calls f(element offset) for every element of v in C order.
+template <class F>
+void for_each_offset(const TensorView& v, F f) {
+  if (v.numel() <= 0) return;
+  std::array<int64_t, kernels::kMaxRank> idx{};
+  for (;;) {
+    int64_t off = 0;
+    for (int d = 0; d < v.rank; ++d) off += idx[d] * v.stride[d];
+    f(off);
+    int d = v.rank - 1;
+    while (d >= 0 && ++idx[d] == v.shape[d]) idx[d--] = 0;
+    if (d < 0) return;
+  }
+}
+
+}  // namespace
+
+std::string_view descr_of(DType t) {
+  switch (t) {
+    case DType::f32: return "<f4";
+    case DType::f16: return "<f2";
+    case DType::bf16: return "<u2";
+    case DType::fp8_e4m3fn: case DType::fp8_e4m3fnuz: return "|u1";
+    case DType::i32: return "<i4";
+    case DType::i64: return "<i8";
+    case DType::none: return "";
+  }
+  return "";
+}
+
+int item_size(std::string_view d) {
+  if (d.size() < 3 || (d[0] != '<' && d[0] != '|' && d[0] != '>' && d[0] != '=')) return 0;
+  const std::string_view kind = d.substr(1, 1), size = d.substr(2);
+  if (kind != "f" && kind != "u" && kind != "i" && kind != "b") return 0;
+  if (size == "1") return 1;
+  if (size == "2") return 2;
+  if (size == "4") return 4;
+  if (size == "8") return 8;
+  return 0;
+}
+
+int64_t Array::numel() const {
+  int64_t n = 1;
+  for (int64_t x : shape) n *= x;
+  return n;
+}
+
+std::string header(std::string_view descr, const std::vector<int64_t>& shape) {
+  std::string dict = fmt::format("{{'descr': '{}', 'fortran_order': False, 'shape': (", descr);
+  for (size_t i = 0; i < shape.size(); ++i) dict += fmt::format("{}{}", i ? ", " : "", shape[i]);
+  dict += shape.size() == 1 ? ",), }" : "), }";
+  // Version 1.0 holds a header up to 65535 bytes; beyond that 2.0.
+  size_t prefix = kMagicLen + 2 + 2;
+  const size_t padded1 = (prefix + dict.size() + 1 + kAlign - 1) / kAlign * kAlign;
+  const bool v2 = padded1 - prefix > 65535;
+  if (v2) prefix = kMagicLen + 2 + 4;
+  const size_t total = (prefix + dict.size() + 1 + kAlign - 1) / kAlign * kAlign;
+  dict.append(total - prefix - dict.size() - 1, ' ');
+  dict += '\n';
+  std::string out(kMagic, kMagicLen);
+  out += char(v2 ? 2 : 1);
+  out += char(0);
+  const uint32_t len = uint32_t(dict.size());
+  out += char(len & 0xff);
+  out += char((len >> 8) & 0xff);
+  if (v2) {
+    out += char((len >> 16) & 0xff);
+    out += char((len >> 24) & 0xff);
+  }
+  return out + dict;
+}
+
+void write(const std::string& path, const TensorView& v) {
+  const std::string_view descr = descr_of(v.dtype);
+  if (descr.empty()) throw Error(path + ": no .npy type for dtype " + std::string(kernels::to_string(v.dtype)));
+  std::vector<int64_t> shape(v.shape.begin(), v.shape.begin() + v.rank);
+  const std::string head = header(descr, shape);
+  const int es = kernels::dtype_size(v.dtype);
+  const int64_t n = v.numel();
+  std::vector<uint8_t> packed;
+  const void* data = v.data;
+  if (!c_order(v) && n > 0) {
+    packed.resize(size_t(n * es));
+    uint8_t* dst = packed.data();
+    const auto* src = static_cast<const uint8_t*>(v.data);
+    for_each_offset(v, [&](int64_t off) {
+      std::memcpy(dst, src + off * es, size_t(es));
+      dst += es;
+    });
+    data = packed.data();
+  }
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) throw Error(fmt::format("{}: cannot create: {}", path, std::strerror(errno)));
+  struct iovec iov[2] = {{const_cast<char*>(head.data()), head.size()},
+                         {const_cast<void*>(data), size_t(std::max<int64_t>(n, 0) * es)}};
+  try {
+    write_all(fd, path, iov, n > 0 ? 2 : 1);
+  } catch (...) {
+    ::close(fd);
+    throw;
+  }
+  if (::close(fd) != 0) throw Error(fmt::format("{}: close failed: {}", path, std::strerror(errno)));
+}
+
+Array parse(std::string_view b) {
+  if (b.substr(0, kMagicLen) != std::string_view(kMagic, kMagicLen)) throw Error("not a .npy file (bad magic)");
+  if (b.size() < kMagicLen + 2) throw Error("truncated .npy header (no version)");
+  const int major = uint8_t(b[kMagicLen]), minor = uint8_t(b[kMagicLen + 1]);
+  if ((major != 1 && major != 2 && major != 3) || minor != 0)
+    throw Error(fmt::format("unsupported .npy format version {}.{}", major, minor));
+  size_t pos = kMagicLen + 2;
+  uint64_t hlen = 0;
+  const int len_bytes = major == 1 ? 2 : 4;
+  if (b.size() < pos + size_t(len_bytes)) throw Error("truncated .npy header length");
+  for (int i = 0; i < len_bytes; ++i) hlen |= uint64_t(uint8_t(b[pos + size_t(i)])) << (8 * i);
+  pos += size_t(len_bytes);
+  if (b.size() < pos + hlen) throw Error(fmt::format("truncated .npy header ({} bytes announced)", hlen));
+  Literal lit{b.substr(pos, hlen)};
+  Array a;
+  bool has_descr = false, has_order = false, has_shape = false;
+  lit.expect('{');
+  while (!lit.eat('}')) {
+    const std::string key = lit.string();
+    lit.expect(':');
+    if (key == "descr") {
+      a.descr = lit.string();
+      has_descr = true;
+    } else if (key == "fortran_order") {
+      a.fortran_order = lit.boolean();
+      has_order = true;
+    } else if (key == "shape") {
+      a.shape = lit.tuple();
+      has_shape = true;
+    } else {
+      lit.fail("unknown key '" + key + "'");
+    }
+    if (!lit.eat(',')) {
+      lit.expect('}');
+      break;
+    }
+  }
+  if (!has_descr || !has_order || !has_shape) throw Error("npy header: descr, fortran_order and shape are all required");
+  const int es = item_size(a.descr);
+  if (es == 0) throw Error("npy header: unsupported descr '" + a.descr + "'");
+  if (a.descr[0] == '>' && es > 1) throw Error("npy: big-endian data ('" + a.descr + "') is not supported");
+  const std::string_view body = b.substr(pos + hlen);
+  const int64_t n = a.numel();
+  if (int64_t(body.size()) != n * es)
+    throw Error(fmt::format("npy: {} data bytes for shape ({}) of '{}', expected {}", body.size(),
+                            fmt::format("{}", fmt::join(a.shape, ", ")), a.descr, n * es));
+  a.data.assign(body.begin(), body.end());
+  return a;
+}
+
+Array read(const std::string& path) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) throw Error(fmt::format("{}: {}", path, std::strerror(errno)));
+  struct stat st {};
+  std::string bytes;
+  if (::fstat(fd, &st) == 0 && st.st_size > 0) bytes.resize(size_t(st.st_size));
+  size_t got = 0;
+  for (;;) {
+    if (got == bytes.size()) bytes.resize(std::max<size_t>(4096, bytes.size() * 2));
+    const ssize_t r = ::read(fd, bytes.data() + got, bytes.size() - got);
+    if (r < 0) {
+      if (errno == EINTR) continue;
+      const int e = errno;
+      ::close(fd);
+      throw Error(fmt::format("{}: read failed: {}", path, std::strerror(e)));
+    }
+    if (r == 0) break;
+    got += size_t(r);
+  }
+  ::close(fd);
+  bytes.resize(got);
+  try {
+    return parse(bytes);
+  } catch (const Error& e) {
+    throw Error(path + ": " + e.what());
+  }
+}
+
+void copy_into(const Array& a, const TensorView& v, std::string_view what) {
+  const std::string_view want = descr_of(v.dtype);
+  std::vector<int64_t> shape(v.shape.begin(), v.shape.begin() + v.rank);
+  if (a.descr != want)
+    throw Error(fmt::format("{}: dtype '{}', expected '{}' ({})", what, a.descr, want, kernels::to_string(v.dtype)));
+  if (a.shape != shape)
+    throw Error(fmt::format("{}: shape ({}), expected ({})", what, fmt::join(a.shape, ", "), fmt::join(shape, ", ")));
+  if (a.fortran_order && v.rank > 1) throw Error(fmt::format("{}: Fortran order, expected C order", what));
+  const int es = kernels::dtype_size(v.dtype);
+  if (c_order(v)) {
+    if (!a.data.empty()) std::memcpy(v.data, a.data.data(), a.data.size());
+    return;
+  }
+  const uint8_t* src = a.data.data();
+  auto* dst = static_cast<uint8_t*>(v.data);
+  for_each_offset(v, [&](int64_t off) {
+    std::memcpy(dst + off * es, src, size_t(es));
+    src += es;
+  });
+}
+
+}  // namespace pav::adapters::npy

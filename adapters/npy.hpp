@@ -1,0 +1,57 @@
+#pragma once
+// NumPy .npy files: the tensor format of the worker protocol. A file is the
+// magic "\x93NUMPY", a format version (1.0, 2.0 or 3.0), the header length
+// (2 bytes little-endian in 1.0, 4 bytes after), a Python dict literal with
+// 'descr', 'fortran_order' and 'shape', padded with spaces and ended by a
+// newline so the data starts on a 64-byte boundary, then the raw data.
+//
+// Types with no NumPy equivalent cross as raw bits: bf16 as '<u2', fp8 (either
+// flavour) as '|u1'; the protocol names the real dtype beside the file.
+#include <cstdint>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "kernels/types.hpp"
+
+namespace pav::adapters::npy {
+
+class Error : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+// The descr pav writes and accepts for a dtype ("" for none).
+std::string_view descr_of(kernels::DType t);
+
+struct Array {
+  std::string descr;
+  bool fortran_order = false;
+  std::vector<int64_t> shape;
+  std::vector<uint8_t> data;  // raw, in file order
+  int64_t numel() const;
+};
+
+// The header bytes (magic to newline) for a C-order array.
+std::string header(std::string_view descr, const std::vector<int64_t>& shape);
+
+// Writes a view, compacted to C order, with descr_of(view.dtype). Throws Error
+// naming the path on an I/O error or a dtype with no descr.
+void write(const std::string& path, const kernels::TensorView& view);
+
+// Parses a whole file's bytes / reads a file. Throws Error saying what is wrong
+// (bad magic, unknown version, malformed header, data size not matching the
+// shape); the descr is not interpreted beyond its item size.
+Array parse(std::string_view bytes);
+Array read(const std::string& path);
+
+// Item size in bytes of a descr such as '<f4', '|u1', '<u2'; 0 when unknown.
+int item_size(std::string_view descr);
+
+// Copies an array into a view of the same element count (any strides); the
+// array must be C order with descr_of(view.dtype) and the view's shape, else
+// Error names the difference.
+void copy_into(const Array& a, const kernels::TensorView& view, std::string_view what);
+
+}  // namespace pav::adapters::npy

@@ -1,0 +1,64 @@
+// Test fixture: pav's CPU kernel as a plugin with one fault compiled in.
+//   PAV_FAULT_MISSING_DECODE  no pav_kernel_decode symbol
+//   PAV_FAULT_ABI_VERSION     reports an ABI version pav does not speak
+//   PAV_FAULT_SEGV            decode dereferences NULL when a context reaches 300 tokens
+//   PAV_FAULT_DESCRIBE        describes an empty head_dims list
+#include <cstdint>
+
+#include "adapters/pav_kernel.hpp"
+#include "adapters/plugins/plugin_glue.hpp"
+
+namespace {
+
+std::unique_ptr<pav::adapters::KernelUnderTest> make(const std::vector<std::string>& words) {
+  pav::adapters::PavKernelOptions o = pav::adapters::parse_pav_kernel_words(words);
+  return pav::adapters::make_pav_kernel(o, "fault plugin");
+}
+
+}  // namespace
+
+extern "C" {
+
+PAV_KERNEL_EXPORT uint32_t pav_kernel_abi_version(void) {
+#ifdef PAV_FAULT_ABI_VERSION
+  return PAV_KERNEL_ABI_VERSION + 1;
+#else
+  return PAV_KERNEL_ABI_VERSION;
+#endif
+}
+
+PAV_KERNEL_EXPORT int pav_kernel_init(int argc, const char* const* argv, void** instance, char* err,
+                                      size_t err_size) {
+  return pav::adapters::plugin::init(make, argc, argv, instance, err, err_size);
+}
+
+PAV_KERNEL_EXPORT void pav_kernel_fini(void* instance) { pav::adapters::plugin::fini(instance); }
+
+PAV_KERNEL_EXPORT int pav_kernel_describe(void* instance, pav_kernel_desc* desc, char* err, size_t err_size) {
+  const int rc = pav::adapters::plugin::describe(instance, desc, err, err_size);
+#ifdef PAV_FAULT_DESCRIBE
+  desc->num_head_dims = 0;
+#endif
+  return rc;
+}
+
+PAV_KERNEL_EXPORT int pav_kernel_check(void* instance, const pav_decode_args* args, char* reason,
+                                       size_t reason_size) {
+  return pav::adapters::plugin::check(instance, args, reason, reason_size);
+}
+
+#ifndef PAV_FAULT_MISSING_DECODE
+PAV_KERNEL_EXPORT int pav_kernel_decode(void* instance, const pav_decode_args* args, char* err, size_t err_size) {
+#ifdef PAV_FAULT_SEGV
+  const auto* lens = static_cast<const int32_t*>(args->context_lens.data);
+  for (int64_t s = 0; s < args->context_lens.shape[0]; ++s)
+    if (lens[s] >= 300) {
+      volatile int* nowhere = nullptr;
+      *nowhere = 1;
+    }
+#endif
+  return pav::adapters::plugin::decode(instance, args, err, err_size);
+}
+#endif
+
+}  // extern "C"

@@ -1,0 +1,62 @@
+# Tests of the kernel contract that need the pav executable or the Python the
+# examples found: included after tools/ and examples/.
+if(TARGET adapters_test AND PAV_PYTHON)
+  target_compile_definitions(adapters_test PRIVATE PAV_TEST_PYTHON="${PAV_PYTHON}")
+endif()
+
+# The contract exercised by pav's CPU kernels built as a plugin of the ABI.
+add_test(NAME KernelCli.VerifyCpuPlugin
+  COMMAND pav verify --kernel "lib:$<TARGET_FILE:pav_cpu_kernel>" --checks decode,reject
+          --decode-cases 10 --reject-cases 150 --quiet --save ${CMAKE_BINARY_DIR}/kernel-cli/verify)
+add_test(NAME KernelCli.VerifyCpuPluginIsolatedUniform
+  COMMAND pav verify --kernel "lib:$<TARGET_FILE:pav_cpu_kernel> --path uniform --partial f32" --isolate
+          --checks decode,reject --decode-cases 4 --reject-cases 40 --quiet
+          --save ${CMAKE_BINARY_DIR}/kernel-cli/verify-isolated)
+set_tests_properties(KernelCli.VerifyCpuPlugin KernelCli.VerifyCpuPluginIsolatedUniform
+  PROPERTIES LABELS cpu TIMEOUT 300)
+
+# Each worker fault: the verdict, the saved case, and its replay.
+set(PAV_FAULT_WORKER_CMD "exec:'$<TARGET_FILE:pav_fault_worker>'")
+foreach(fault_and_text
+    "crash|signal 11"
+    "exit|worker exited with status 7"
+    "hang|worker timed out"
+    "garbage|a reply line that is not JSON"
+    "bad-id|carries id"
+    "missing|out.npy missing"
+    "wrong-shape|worker output: out.npy: shape"
+    "wrong-dtype|worker output: out.npy: dtype '<f4'"
+    "nan|nonfinite")
+  string(REPLACE "|" ";" parts "${fault_and_text}")
+  list(GET parts 0 fault)
+  list(GET parts 1 text)
+  add_test(NAME KernelCli.WorkerFault.${fault}
+    COMMAND ${CMAKE_SOURCE_DIR}/adapters/testdata/fault_cli.sh $<TARGET_FILE:pav>
+            "${PAV_FAULT_WORKER_CMD} --fault ${fault} --min-len 300 -- --path uniform"
+            "${PAV_FAULT_WORKER_CMD} --fault none -- --path uniform"
+            "${text}" --timeout 0.5)
+  set_tests_properties(KernelCli.WorkerFault.${fault} PROPERTIES LABELS cpu TIMEOUT 300)
+endforeach()
+# A hang costs the timeout per failing shrink candidate: fewer candidates.
+set_tests_properties(KernelCli.WorkerFault.hang PROPERTIES ENVIRONMENT "SHRINK_TRIES=12")
+
+# --isolate turns a segfaulting plugin into a failure verdict with the case saved.
+add_test(NAME KernelCli.IsolatedPluginSegfault
+  COMMAND ${CMAKE_SOURCE_DIR}/adapters/testdata/fault_cli.sh $<TARGET_FILE:pav>
+          "lib:$<TARGET_FILE:pav_fault_segv> --path uniform" "pav:cpu --path uniform"
+          "signal 11" --isolate)
+set_tests_properties(KernelCli.IsolatedPluginSegfault PROPERTIES LABELS cpu TIMEOUT 300)
+
+# Plugin faults are bad input: exit 2 with the reason.
+foreach(fault_and_text
+    "missing_decode|missing required symbol pav_kernel_decode"
+    "abi_version|kernel ABI version 2, this pav speaks version 1"
+    "describe|head_dims: empty")
+  string(REPLACE "|" ";" parts "${fault_and_text}")
+  list(GET parts 0 fault)
+  list(GET parts 1 text)
+  add_test(NAME KernelCli.PluginFault.${fault}
+    COMMAND sh -c "out=$(\"$0\" verify --kernel \"lib:$1\" 2>&1); rc=$?; printf '%s\\n' \"$out\"; [ $rc -eq 2 ] && printf '%s' \"$out\" | grep -qF -- \"$2\""
+            $<TARGET_FILE:pav> $<TARGET_FILE:pav_fault_${fault}> "${text}")
+  set_tests_properties(KernelCli.PluginFault.${fault} PROPERTIES LABELS cpu TIMEOUT 60)
+endforeach()

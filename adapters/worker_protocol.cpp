@@ -1,0 +1,175 @@
+#include "adapters/worker_protocol.hpp"
+
+#include <fmt/core.h>
+
+#include <cstring>
+#include <stdexcept>
+
+#include "adapters/npy.hpp"
+
+namespace pav::adapters::protocol {
+
+using kernels::DType;
+using kernels::TensorView;
+using nlohmann::json;
+
+std::vector<NamedTensor> inputs_of(const DecodeRequest& r) {
+  const kernels::DecodeCall& c = r.call;
+  std::vector<NamedTensor> v = {{"q", c.q},
+                                {"k_cache", c.k_cache},
+                                {"v_cache", c.v_cache},
+                                {"block_tables", c.block_tables},
+                                {"context_lens", c.context_lens},
+                                {"k_scale", c.k_scale},
+                                {"v_scale", c.v_scale}};
+  if (r.plan) {
+    v.push_back({"work_info", TensorView::contiguous_of(r.plan->work_info, DType::i32, {r.plan->capacity, 4})});
+    v.push_back({"reduce_info", TensorView::contiguous_of(r.plan->reduce_info, DType::i32, {r.plan->num_seqs, 2})});
+  }
+  std::erase_if(v, [](const NamedTensor& t) { return !t.view.present(); });
+  return v;
+}
+
+std::string dtype_name(DType t) {
+  return t == DType::none ? std::string("unknown") : std::string(kernels::to_string(t));
+}
+
+json descriptor(const TensorView& v, const std::string& file, bool with_values) {
+  json d;
+  if (!file.empty()) d["file"] = file;
+  d["dtype"] = dtype_name(v.dtype);
+  d["shape"] = std::vector<int64_t>(v.shape.begin(), v.shape.begin() + v.rank);
+  d["strides"] = std::vector<int64_t>(v.stride.begin(), v.stride.begin() + v.rank);
+  if (with_values && v.data && (v.dtype == DType::i32 || v.dtype == DType::i64)) {
+    std::vector<int64_t> values;
+    const int64_t n = v.numel();
+    if (n > 0) values.reserve(size_t(n));
+    std::array<int64_t, kernels::kMaxRank> idx{};
+    for (int64_t k = 0; k < n; ++k) {
+      int64_t off = 0;
+      for (int i = 0; i < v.rank; ++i) off += idx[size_t(i)] * v.stride[size_t(i)];
+      values.push_back(v.dtype == DType::i32 ? int64_t(v.as<int32_t>()[off]) : v.as<int64_t>()[off]);
+      for (int i = v.rank - 1; i >= 0 && ++idx[size_t(i)] == v.shape[size_t(i)]; --i) idx[size_t(i)] = 0;
+    }
+    d["values"] = values;
+  }
+  return d;
+}
+
+json args_of(const DecodeRequest& r, bool for_decode) {
+  const kernels::DecodeCall& c = r.call;
+  json a = {{"q_len", c.q_len},
+            {"softmax_scale", kernels::dims_of(c).softmax_scale},
+            {"max_partitions", r.max_partitions}};
+  if (!for_decode) return a;
+  const kernels::CallDims d = kernels::dims_of(c);
+  a["num_seqs"] = d.num_seqs;
+  a["num_heads"] = d.hq;
+  a["num_kv_heads"] = d.hkv;
+  a["head_dim"] = d.head_dim;
+  a["block_size"] = d.block_size;
+  a["v_layout"] = to_string(d.v_layout);
+  a["scale_kind"] = !c.k_scale.present() ? "none" : c.k_scale.rank == 1 ? "per_tensor" : "per_token";
+  return a;
+}
+
+json decode_request(int64_t id, const std::string& dir, const DecodeRequest& r) {
+  json req = {{"op", "decode"}, {"id", id}, {"dir", dir}, {"args", args_of(r, true)}};
+  json tensors = json::object();
+  for (const NamedTensor& t : inputs_of(r)) tensors[t.name] = descriptor(t.view, std::string(t.name) + ".npy", false);
+  req["tensors"] = tensors;
+  const TensorView& out = r.call.out;
+  json outputs = {{"out", {{"file", "out.npy"}, {"dtype", dtype_name(out.dtype)},
+                           {"shape", std::vector<int64_t>(out.shape.begin(), out.shape.begin() + out.rank)}}}};
+  if (r.lse.present())
+    outputs["lse"] = {{"file", "lse.npy"}, {"dtype", "f32"},
+                      {"shape", std::vector<int64_t>(r.lse.shape.begin(), r.lse.shape.begin() + r.lse.rank)}};
+  req["outputs"] = outputs;
+  return req;
+}
+
+json check_request(int64_t id, const DecodeRequest& r) {
+  json req = {{"op", "check"}, {"id", id}, {"args", args_of(r, false)}};
+  json tensors = json::object();
+  for (const NamedTensor& t : inputs_of(r)) {
+    const std::string n = t.name;
+    const bool table = n == "block_tables" || n == "context_lens" || n == "work_info" || n == "reduce_info";
+    tensors[n] = descriptor(t.view, "", table);
+  }
+  tensors["out"] = descriptor(r.call.out, "", false);
+  if (r.lse.present()) tensors["lse"] = descriptor(r.lse, "", false);
+  req["tensors"] = tensors;
+  return req;
+}
+
+namespace {
+
+TensorView view_from(const json& d, const std::string& name) {
+  if (!d.is_object()) throw std::runtime_error(name + ": descriptor is not an object");
+  TensorView v;
+  const std::string dt = d.value("dtype", std::string());
+  if (dt != "unknown" && !kernels::parse_dtype(dt, v.dtype))
+    throw std::runtime_error(name + ": unknown dtype '" + dt + "'");
+  const auto shape = d.at("shape").get<std::vector<int64_t>>();
+  if (shape.size() > size_t(kernels::kMaxRank)) throw std::runtime_error(name + ": rank above 6");
+  v.rank = int(shape.size());
+  std::copy(shape.begin(), shape.end(), v.shape.begin());
+  if (d.contains("strides")) {
+    const auto strides = d.at("strides").get<std::vector<int64_t>>();
+    if (strides.size() != shape.size()) throw std::runtime_error(name + ": strides and shape differ in length");
+    std::copy(strides.begin(), strides.end(), v.stride.begin());
+  }
+  return v;
+}
+
+void make_contiguous(TensorView& v) {
+  int64_t s = 1;
+  for (int i = v.rank - 1; i >= 0; --i) {
+    v.stride[size_t(i)] = s;
+    s *= std::max<int64_t>(v.shape[size_t(i)], 1);
+  }
+}
+
+}  // namespace
+
+OwnedTensor load_tensor(const json& d, const std::string& dir, const std::string& name) {
+  OwnedTensor t;
+  t.view = view_from(d, name);
+  make_contiguous(t.view);
+  npy::Array a = npy::read(dir + "/" + d.at("file").get<std::string>());
+  const std::vector<int64_t> shape(t.view.shape.begin(), t.view.shape.begin() + t.view.rank);
+  if (a.descr != npy::descr_of(t.view.dtype) || a.shape != shape || (a.fortran_order && t.view.rank > 1))
+    throw std::runtime_error(name + ": the file's dtype, shape or order differs from its descriptor");
+  t.bytes = std::move(a.data);
+  t.view.data = t.bytes.data();
+  return t;
+}
+
+OwnedTensor describe_tensor(const json& d, const std::string& name) {
+  OwnedTensor t;
+  t.view = view_from(d, name);
+  if (d.contains("values")) {
+    const auto values = d.at("values").get<std::vector<int64_t>>();
+    const int es = kernels::dtype_size(t.view.dtype);
+    if (es != 4 && es != 8) throw std::runtime_error(name + ": values given for a non-integer tensor");
+    // The values are row-major over the shape; lay them out at the given strides.
+    int64_t span = 1;
+    for (int i = 0; i < t.view.rank; ++i)
+      if (t.view.shape[size_t(i)] > 0) span += (t.view.shape[size_t(i)] - 1) * std::max<int64_t>(t.view.stride[size_t(i)], 0);
+    if (int64_t(values.size()) != std::max<int64_t>(t.view.numel(), 0))
+      throw std::runtime_error(name + ": values do not match the shape");
+    t.bytes.assign(size_t(span) * size_t(es), 0);
+    t.view.data = t.bytes.data();
+    std::array<int64_t, kernels::kMaxRank> idx{};
+    for (int64_t k = 0; k < int64_t(values.size()); ++k) {
+      int64_t off = 0;
+      for (int i = 0; i < t.view.rank; ++i) off += idx[size_t(i)] * t.view.stride[size_t(i)];
+      if (es == 4) t.view.as<int32_t>()[off] = int32_t(values[size_t(k)]);
+      else t.view.as<int64_t>()[off] = values[size_t(k)];
+      for (int i = t.view.rank - 1; i >= 0 && ++idx[size_t(i)] == t.view.shape[size_t(i)]; --i) idx[size_t(i)] = 0;
+    }
+  }
+  return t;
+}
+
+}  // namespace pav::adapters::protocol

@@ -1,0 +1,47 @@
+#pragma once
+// The worker protocol's messages (docs/verify-your-kernel.md, "Worker
+// protocol"), shared by pav's side (worker_kernel) and pav's own worker
+// (worker_server, behind `pav kernel-worker` and --isolate).
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "adapters/kernel.hpp"
+
+namespace pav::adapters::protocol {
+
+inline constexpr int kVersion = 1;
+
+// The inputs of a call, by the names the protocol uses, in a fixed order.
+struct NamedTensor {
+  const char* name;
+  kernels::TensorView view;
+};
+std::vector<NamedTensor> inputs_of(const DecodeRequest& r);
+
+// "bf16", ..., or "unknown" for a dtype pav cannot name.
+std::string dtype_name(kernels::DType t);
+
+// {"dtype", "shape", "strides"} plus "file" when file is non-empty and the
+// row-major "values" when with_values (int32 / int64 tables only).
+nlohmann::json descriptor(const kernels::TensorView& v, const std::string& file, bool with_values);
+
+// args: the call's scalars and (for_decode) the geometry derived from its shapes.
+nlohmann::json args_of(const DecodeRequest& r, bool for_decode);
+
+// The request lines pav sends.
+nlohmann::json decode_request(int64_t id, const std::string& dir, const DecodeRequest& r);
+nlohmann::json check_request(int64_t id, const DecodeRequest& r);
+
+// A tensor rebuilt from a descriptor on the worker side: the view's dtype,
+// shape and strides (contiguous when the file holds data), and its bytes.
+struct OwnedTensor {
+  kernels::TensorView view;
+  std::vector<uint8_t> bytes;
+};
+// From a decode descriptor: reads DIR/file. Throws std::runtime_error naming the tensor.
+OwnedTensor load_tensor(const nlohmann::json& d, const std::string& dir, const std::string& name);
+// From a check descriptor: no data, except inline "values" for tables.
+OwnedTensor describe_tensor(const nlohmann::json& d, const std::string& name);
+
+}  // namespace pav::adapters::protocol

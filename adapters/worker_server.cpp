@@ -1,0 +1,182 @@
+#include "adapters/worker_server.hpp"
+
+#include <unistd.h>
+
+#include <cerrno>
+#include <cmath>
+#include <cstring>
+
+#include "adapters/npy.hpp"
+#include "adapters/worker_protocol.hpp"
+
+namespace pav::adapters {
+
+using kernels::DType;
+using kernels::TensorView;
+using nlohmann::json;
+
+namespace {
+
+bool read_line(int fd, std::string& buffer, std::string& line) {
+  for (;;) {
+    const auto nl = buffer.find('\n');
+    if (nl != std::string::npos) {
+      line = buffer.substr(0, nl);
+      buffer.erase(0, nl + 1);
+      return true;
+    }
+    char chunk[65536];
+    const ssize_t r = ::read(fd, chunk, sizeof chunk);
+    if (r < 0 && errno == EINTR) continue;
+    if (r <= 0) return false;
+    buffer.append(chunk, size_t(r));
+  }
+}
+
+void write_line(int fd, const std::string& text) {
+  const std::string line = text + "\n";
+  size_t done = 0;
+  while (done < line.size()) {
+    const ssize_t w = ::write(fd, line.data() + done, line.size() - done);
+    if (w < 0 && errno == EINTR) continue;
+    if (w <= 0) return;
+    done += size_t(w);
+  }
+}
+
+// The buffers of one request, alive while the kernel runs.
+struct Materialized {
+  std::vector<protocol::OwnedTensor> tensors;
+  std::vector<uint8_t> out, lse;
+  kernels::PlanView plan;
+  DecodeRequest request;
+};
+
+TensorView take(Materialized& m, const json& tensors, const char* name, bool with_files, const std::string& dir) {
+  if (!tensors.contains(name)) return {};
+  const json& d = tensors.at(name);
+  m.tensors.push_back(with_files ? protocol::load_tensor(d, dir, name) : protocol::describe_tensor(d, name));
+  return m.tensors.back().view;
+}
+
+void build(Materialized& m, const json& req, bool with_files) {
+  const json& tensors = req.at("tensors");
+  const json& args = req.at("args");
+  const std::string dir = with_files ? req.at("dir").get<std::string>() : std::string();
+  m.tensors.reserve(16);
+  kernels::DecodeCall& c = m.request.call;
+  c.q = take(m, tensors, "q", with_files, dir);
+  c.k_cache = take(m, tensors, "k_cache", with_files, dir);
+  c.v_cache = take(m, tensors, "v_cache", with_files, dir);
+  c.block_tables = take(m, tensors, "block_tables", with_files, dir);
+  c.context_lens = take(m, tensors, "context_lens", with_files, dir);
+  c.k_scale = take(m, tensors, "k_scale", with_files, dir);
+  c.v_scale = take(m, tensors, "v_scale", with_files, dir);
+  const TensorView work = take(m, tensors, "work_info", with_files, dir);
+  const TensorView reduce = take(m, tensors, "reduce_info", with_files, dir);
+  c.q_len = args.at("q_len").get<int>();
+  c.opt.softmax_scale = args.at("softmax_scale").get<float>();
+  m.request.max_partitions = args.value("max_partitions", int64_t(0));
+  if (work.present() || reduce.present()) {
+    m.plan.work_info = work.rank == 2 && work.dtype == DType::i32 ? work.as<int32_t>() : nullptr;
+    m.plan.reduce_info = reduce.rank == 2 && reduce.dtype == DType::i32 ? reduce.as<int32_t>() : nullptr;
+    m.plan.capacity = work.rank == 2 ? work.shape[0] : 0;
+    m.plan.num_seqs = reduce.rank == 2 ? reduce.shape[0] : 0;
+    m.plan.kv_heads = c.k_cache.rank >= 2 ? c.k_cache.shape[1] : 0;
+    m.plan.max_partitions = m.request.max_partitions;
+    m.request.plan = &m.plan;
+  }
+  if (with_files) {
+    const json& outputs = req.at("outputs");
+    const json& o = outputs.at("out");
+    DType t;
+    if (!kernels::parse_dtype(o.at("dtype").get<std::string>(), t)) throw std::runtime_error("outputs.out: unknown dtype");
+    const auto shape = o.at("shape").get<std::vector<int64_t>>();
+    if (shape.size() != 3) throw std::runtime_error("outputs.out: expected rank 3");
+    m.out.assign(size_t(shape[0] * shape[1] * shape[2] * kernels::dtype_size(t)), 0);
+    c.out = TensorView::contiguous_of(m.out.data(), t, {shape[0], shape[1], shape[2]});
+    if (outputs.contains("lse")) {
+      const auto ls = outputs.at("lse").at("shape").get<std::vector<int64_t>>();
+      if (ls.size() != 2) throw std::runtime_error("outputs.lse: expected rank 2");
+      m.lse.assign(size_t(ls[0] * ls[1] * 4), 0);
+      m.request.lse = TensorView::contiguous_of(m.lse.data(), DType::f32, {ls[0], ls[1]});
+    }
+  } else if (tensors.contains("out")) {
+    c.out = take(m, tensors, "out", false, dir);
+    if (tensors.contains("lse")) m.request.lse = take(m, tensors, "lse", false, dir);
+  }
+}
+
+json failure(const json& req, const std::string& status, const std::string& why) {
+  json r = {{"ok", false}, {"status", status}, {"error", why}};
+  if (req.is_object() && req.contains("id")) r["id"] = req.at("id");
+  return r;
+}
+
+std::string status_name(Outcome o) {
+  switch (o) {
+    case Outcome::rejected: return "reject";
+    case Outcome::stale_plan: return "stale_plan";
+    default: return "error";
+  }
+}
+
+}  // namespace
+
+int serve_worker(KernelUnderTest& kernel, int in_fd, int out_fd, const ServeHooks& hooks) {
+  std::string buffer, line;
+  while (read_line(in_fd, buffer, line)) {
+    json req;
+    try {
+      req = json::parse(line);
+    } catch (const json::exception& e) {
+      write_line(out_fd, failure(json(), "error", std::string("request is not JSON: ") + e.what()).dump());
+      continue;
+    }
+    const std::string op = req.is_object() ? req.value("op", std::string()) : std::string();
+    if (op == "quit") return 0;
+    if (op == "describe") {
+      json d = to_json(kernel.description());
+      d["memory"] = "host";  // what crosses the protocol is host memory, whatever the kernel behind it uses
+      write_line(out_fd, json({{"ok", true}, {"protocol", protocol::kVersion}, {"kernel", d}}).dump());
+      continue;
+    }
+    if (op != "decode" && op != "check") {
+      write_line(out_fd, failure(req, "error", "unknown op '" + op + "'").dump());
+      continue;
+    }
+    json reply;
+    try {
+      Materialized m;
+      build(m, req, op == "decode");
+      if (op == "check") {
+        const CallResult r = kernel.check(m.request);
+        if (r.ok()) reply = {{"id", req.at("id")}, {"ok", true}, {"accept", true}};
+        else if (r.outcome == Outcome::rejected)
+          reply = {{"id", req.at("id")}, {"ok", true}, {"accept", false}, {"reason", r.message}};
+        else reply = failure(req, "error", r.message);
+      } else {
+        const CallResult r = kernel.decode(m.request);
+        if (r.ok()) {
+          const std::string dir = req.at("dir").get<std::string>();
+          npy::write(dir + "/out.npy", m.request.call.out);
+          if (m.request.lse.present()) npy::write(dir + "/lse.npy", m.request.lse);
+          reply = {{"id", req.at("id")}, {"ok", true}};
+        } else {
+          reply = failure(req, status_name(r.outcome), r.message);
+        }
+      }
+    } catch (const std::exception& e) {
+      reply = failure(req, "error", std::string("malformed request: ") + e.what());
+    }
+    if (op == "decode" && hooks.after_decode)
+      if (auto replaced = hooks.after_decode(req, reply)) {
+        write_line(out_fd, *replaced);
+        continue;
+      }
+    write_line(out_fd, reply.dump());
+  }
+  return 0;
+}
+
+}  // namespace pav::adapters

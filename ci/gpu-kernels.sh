@@ -1,0 +1,122 @@
+#!/usr/bin/env bash
+# Kernels under test on an NVIDIA GPU machine, in one call: what pav's "verify any
+# kernel" work claims on a GPU, checked and written down.
+#   1. build the nvidia preset's pav and plugins (skipped with --no-build);
+#   2. the PyTorch worker on the GPU passes pav verify:
+#        pav verify --kernel exec:'python3 examples/workers/torch_decode.py --device cuda'
+#   3. a timed pav fuzz run of the same worker (--minutes, default 2);
+#   4. the same worker with an injected defect (--defect no-max-subtract) is caught on
+#      the GPU: pav fuzz exits 1 with a shrunk case saved, pav replay of it fails with
+#      the defect and passes without;
+#   5. pav's own GPU kernels pass through the plugin ABI:
+#        pav verify --kernel lib:BUILD/adapters/libpav_gpu_kernel.so
+#   6. the adapter overhead benchmark (bench/adapter_bench: CPU only, but the
+#      GPU host is a quiet machine to time it on), into adapter-bench.json.
+# Writes summary.md (for people and the docs) and summary.json plus one log per
+# step under --out DIR (default BUILD/gpu-kernels). Exits 1 if any step fails.
+#
+#   ci/gpu-kernels.sh [--build-dir B] [--no-build] [--python PY] [--minutes M] [--out DIR]
+set -uo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+build=$root/build/nvidia
+do_build=1
+python=python3
+minutes=2
+out=""
+
+while [[ $# -gt 0 ]]; do
+  case $1 in
+    --build-dir) build=$(cd "$2" 2>/dev/null && pwd || echo "$2"); shift 2 ;;
+    --no-build) do_build=0; shift ;;
+    --python) python=$2; shift 2 ;;
+    --minutes) minutes=$2; shift 2 ;;
+    --out) out=$2; shift 2 ;;
+    -h|--help) sed -n '2,18p' "$0"; exit 0 ;;
+    *) echo "ci/gpu-kernels.sh: unknown argument $1" >&2; exit 2 ;;
+  esac
+done
+out=${out:-$build/gpu-kernels}
+mkdir -p "$out"
+out=$(cd "$out" && pwd)
+export PYTHONDONTWRITEBYTECODE=1
+
+pav=$build/pav
+gpu_plugin=$build/adapters/libpav_gpu_kernel.so
+torch_worker="exec:$python $root/examples/workers/torch_decode.py --device cuda"
+declare -a rows=()
+status=0
+
+# step NAME EXPECTED_EXIT CMD...: runs CMD with its output in $out/NAME.log and
+# records the exit code and the time.
+step() {
+  local name=$1 want=$2
+  shift 2
+  echo "== $name: $*"
+  local t0=$SECONDS
+  "$@" >"$out/$name.log" 2>&1
+  local rc=$? secs=$((SECONDS - t0))
+  local verdict=ok
+  if [[ $rc -ne $want ]]; then verdict="FAILED (exit $rc, expected $want)"; status=1; fi
+  echo "   exit $rc in ${secs}s: $verdict"
+  tail -n 15 "$out/$name.log" | sed 's/^/   | /'
+  rows+=("$name|$rc|$want|$secs|$verdict")
+  return 0
+}
+
+{
+  echo "host: $(hostname)"
+  nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>&1 | head -4
+  "$python" -c 'import torch, numpy; print("python", __import__("sys").version.split()[0], "torch", torch.__version__, "cuda", torch.cuda.is_available(), "numpy", numpy.__version__)' 2>&1
+} >"$out/environment.log"
+cat "$out/environment.log"
+
+if ((do_build)); then
+  step build 0 bash -c "cd '$root' && cmake --preset nvidia -B '$build' && cmake --build '$build' -j \$(nproc) --target pav pav_gpu_kernel split_decode adapter_bench"
+fi
+
+step torch-verify 0 "$pav" verify --kernel "$torch_worker"
+step torch-fuzz 0 "$pav" fuzz --kernel "$torch_worker" --property decode --minutes "$minutes" --save "$out/fuzz-cases"
+rm -rf "$out/defect-cases"
+step torch-defect-fuzz 1 "$pav" fuzz --kernel "$torch_worker --defect no-max-subtract" --property decode \
+  --cases 200 --seed 1 --shrink-tries 400 --save "$out/defect-cases"
+defect_case=$(ls "$out"/defect-cases/*.json 2>/dev/null | head -1)
+if [[ -n "$defect_case" ]]; then
+  step torch-defect-replay 1 "$pav" replay --kernel "$torch_worker --defect no-max-subtract" "$defect_case"
+  step torch-defect-replay-fixed 0 "$pav" replay --kernel "$torch_worker" "$defect_case"
+else
+  rows+=("torch-defect-replay|-|1|0|FAILED (no case saved)")
+  status=1
+fi
+step gpu-plugin-verify 0 "$pav" verify --kernel "lib:$gpu_plugin"
+step adapter-bench 0 "$build/bench/adapter_bench" --calls 200 --json-out "$out/adapter-bench.json"
+
+# Cases per second of the timed fuzz run, as pav fuzz printed them.
+fuzz_line=$(grep -E 'cases' "$out/torch-fuzz.log" | tail -n 1)
+
+{
+  echo "# Kernels under test on the GPU ($(date -u +%Y-%m-%d))"
+  echo
+  sed 's/^/    /' "$out/environment.log"
+  echo
+  echo "| step | exit | expected | seconds | verdict |"
+  echo "|---|---|---|---|---|"
+  for r in "${rows[@]}"; do echo "| ${r//|/ | } |"; done
+  echo
+  echo "Timed fuzz run ($minutes min): $fuzz_line"
+  echo
+  echo "Adapter overhead per call (bench/adapter_bench):"
+  echo
+  sed -n '/^adapter/,$p' "$out/adapter-bench.log" | sed 's/^/    /'
+} >"$out/summary.md"
+{
+  echo "{\"date\": \"$(date -u +%FT%TZ)\", \"minutes\": $minutes, \"steps\": ["
+  sep=""
+  for r in "${rows[@]}"; do
+    IFS='|' read -r n rc want secs verdict <<<"$r"
+    echo "$sep{\"step\": \"$n\", \"exit\": \"$rc\", \"expected\": $want, \"seconds\": $secs, \"verdict\": \"$verdict\"}"
+    sep=","
+  done
+  echo "], \"passed\": $([[ $status -eq 0 ]] && echo true || echo false)}"
+} >"$out/summary.json"
+cat "$out/summary.md"
+exit $status

@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# The sanitizer job: the cpu test suite and the hostile-input corpus built with
+# AddressSanitizer and UBSan (signed overflow included, every finding fatal) in
+# build/sanitize, then run. Any report fails a test, so the job passes only
+# with zero reports. Prints the build and run times.
+#   PAV_JOBS=N   parallel build and test jobs (default: nproc)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+jobs=${PAV_JOBS:-$(nproc)}
+# Reports go to stderr and stop the process with codes of their own, so a
+# sanitizer death never reads as one of pav's exit codes (0..3).
+export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:exitcode=86:abort_on_error=0:strict_string_checks=1:check_initialization_order=1}
+export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1:exitcode=87}
+start=$SECONDS
+cmake --preset sanitize
+cmake --build --preset sanitize -j "$jobs"
+built=$SECONDS
+status=0
+ctest --test-dir build/sanitize -L cpu -LE 'gpu|fuzz|slow' -j "$jobs" --output-on-failure --timeout 1800 \
+  --output-junit test-results/ctest.xml || status=$?
+done_at=$SECONDS
+echo "sanitize: build $((built - start)) s, tests $((done_at - built)) s, total $((done_at - start)) s (jobs $jobs)"
+exit $status

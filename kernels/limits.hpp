@@ -1,0 +1,51 @@
+#pragma once
+// pav's resource limits, in one place: what one decode call, one work plan and
+// one input file may be. Every reader and option parser checks its values
+// against these before it allocates or computes anything from them, so a
+// hostile or mistyped input is refused in milliseconds with the field named,
+// never run out of memory or into an integer overflow. docs/limits.md lists
+// them with what is rejected and how; a change here changes that page.
+#include <cstdint>
+
+namespace pav::kernels {
+
+// ---- a call and its plan ------------------------------------------------------------
+
+// Requests in one batch (num_seqs): the plan's reduce_info rows.
+inline constexpr int kMaxPlanBatch = 4096;
+// Compute units (SMs) of a device; real parts have a few hundred.
+inline constexpr int64_t kMaxCu = 4096;
+// Workgroup budget of a plan. With the batch and cu limits it bounds a plan's
+// capacity to ~2^20 slots, and keeps the planner's largest product
+// (prefix tiles x remaining slots <= 2^35 x 2^21) far inside int64.
+inline constexpr int64_t kMaxWorkgroupBudget = int64_t(1) << 20;
+// KV heads of a call or a plan (the budget is divided by it, rounded up).
+inline constexpr int64_t kMaxKvHeads = 1024;
+// Context lengths are int32 by the kernels' contract; this is the type's range,
+// and kMaxPlanTiles the 256-token tiles of the longest.
+inline constexpr int64_t kMaxContextLen = 2147483647;
+inline constexpr int64_t kMaxPlanTiles = (kMaxContextLen + 255) / 256;
+
+// Host memory one case may need (q, out, both caches, scales, block tables and
+// the scratch of its path), checked before any of it is allocated. The largest
+// generated or saved case is a few tens of MiB.
+inline constexpr int64_t kMaxCaseHostBytes = int64_t(1) << 30;
+// K and V caches of the largest cell of a drift sweep (the full sweep's largest
+// is under 5 GB; a GPU holds 141 GB). Checked when the sweep is read.
+inline constexpr int64_t kMaxDriftCellBytes = int64_t(64) << 30;
+
+// ---- input files --------------------------------------------------------------------
+
+// A JSON document (case file, drift sweep, bench run): checked with stat before
+// it is read.
+inline constexpr int64_t kMaxJsonFileBytes = int64_t(64) << 20;
+// A JSONL file (accuracy runs, traces) is read line by line: one line at most
+// this long, the whole file at most kMaxJsonlFileBytes.
+inline constexpr int64_t kMaxJsonlLineBytes = int64_t(16) << 20;
+inline constexpr int64_t kMaxJsonlFileBytes = int64_t(1) << 30;
+// Nesting of arrays and objects in any JSON input (pav's formats need 4).
+inline constexpr int kMaxJsonDepth = 64;
+// Characters of an offending value quoted in an error message.
+inline constexpr int kMaxExcerptChars = 60;
+
+}  // namespace pav::kernels

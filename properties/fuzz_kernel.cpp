@@ -1,0 +1,139 @@
+// The properties of a kernel under test (pav fuzz / verify / replay --kernel).
+#include <fmt/core.h>
+
+#include "properties/fuzz.hpp"
+#include "properties/gate_gen.hpp"
+#include "properties/kernel_gen.hpp"
+#include "properties/runner_kernel.hpp"
+
+namespace pav::props::fuzz {
+
+using adapters::KernelDescription;
+using adapters::Outcome;
+using nlohmann::json;
+
+namespace {
+
+adapters::KernelUnderTest& kernel_of(const CheckContext& ctx) {
+  if (!ctx.kernel) throw std::logic_error("a kernel property ran without a kernel under test");
+  return *ctx.kernel;
+}
+
+DecodeGenLimits kernel_decode_limits() {
+  DecodeGenLimits lim;
+  lim.max_batch = 5;
+  lim.max_total_tokens = 20000;
+  lim.allow_long = true;
+  return lim;
+}
+
+std::string describe_kernel_spec(const CaseSpec& s) {
+  std::string lens;
+  for (size_t i = 0; i < s.lens.size() && i < 12; ++i) lens += (i ? "," : "") + std::to_string(s.lens[i]);
+  if (s.lens.size() > 12) lens += fmt::format(",... ({} total)", s.lens.size());
+  const char* scales = s.scales == ScaleKind::none ? "none" : s.scales == ScaleKind::per_tensor ? "per tensor" : "per token";
+  return fmt::format("lens [{}] q_len {} hkv {} G {} D {} block {} {} V, q {}, cache {}, scales {}, ceiling {}", lens,
+                     s.q_len, s.hkv, s.group, s.head_dim, s.block_size,
+                     s.v_layout == kernels::VLayout::trans ? "trans" : "plain", kernels::to_string(s.q_dtype),
+                     kernels::to_string(s.cache_dtype), scales, s.max_partitions);
+}
+
+Verdict check_decode_case(const CaseSpec& spec, const CheckContext& ctx) {
+  const KernelJudgement j = check_kernel_case(spec, kernel_of(ctx));
+  return j.passed ? Verdict::pass() : Verdict::fail(j.verdict);
+}
+
+// ---- reject ------------------------------------------------------------------------
+
+Verdict check_reject_case(const RejectCase& rc, const CheckContext& ctx) {
+  adapters::KernelUnderTest& k = kernel_of(ctx);
+  const KernelDescription& d = k.description();
+  if (!d.has_check) return Verdict::fail("the kernel has no check entry");
+  // The call: a case moved past the description, or a base breaking one clause.
+  std::optional<GateCase> gate;
+  std::optional<HostCase> host;
+  KernelCall kc;
+  if (rc.clause != kernels::Clause::none) {
+    gate.emplace(materialize(GateSpec{rc.spec, d.split == adapters::Split::plan, rc.clause, rc.variant},
+                             /*fill_values=*/true));
+    prepare_kernel_call(kc, gate->call, gate->plan(), d);
+  } else {
+    host.emplace(build_case(rc.spec));
+    prepare_kernel_call(kc, *host, d);
+  }
+  const std::string outside = adapters::contract_violation(kc.request, d);
+  const adapters::CallResult check = k.check(kc.request);
+  if (check.outcome != Outcome::ok && check.outcome != Outcome::rejected)
+    return Verdict::fail("check: " + outcome_text(check));
+  if (!outside.empty() && check.ok())
+    return Verdict::fail("the kernel's check accepts a call outside its contract: " + outside);
+  if (outside.empty() && !check.ok())
+    return Verdict::fail("the kernel's check refuses a call inside its description: " + check.message);
+  // pav's own path: check first, decode only for an accepted call.
+  const int64_t decodes_before = k.decode_calls();
+  const CheckedRun run = run_checked(k, kc.request);
+  if (!outside.empty()) {
+    if (k.decode_calls() != decodes_before)
+      return Verdict::fail("a call the kernel's check refused reached decode (" + check.message + ")");
+    return Verdict::pass();
+  }
+  if (!run.checked || !run.check.ok()) return Verdict::fail("check: " + outcome_text(run.check) + " on a second ask");
+  if (!run.decode.ok()) return Verdict::fail("accepted by check, then " + outcome_text(run.decode));
+  const KernelJudgement j = judge_kernel_output(kc.request, d);
+  return j.passed ? Verdict::pass() : Verdict::fail("accepted by check: " + j.verdict);
+}
+
+CaseSpec reject_to_case(const RejectCase& r, json& meta) {
+  meta["reject"] = {{"moved", r.moved}, {"clause", std::string(kernels::clause_name(r.clause))}, {"variant", r.variant}};
+  return r.spec;
+}
+
+RejectCase reject_from_case(const CaseSpec& s, const json& meta) {
+  RejectCase r;
+  r.spec = s;
+  const json j = meta.value("reject", json::object());
+  r.moved = j.value("moved", std::string());
+  const std::string c = j.value("clause", std::string("none"));
+  if (c == "none") r.clause = kernels::Clause::none;
+  else if (!kernels::parse_clause(c, r.clause)) throw std::invalid_argument("meta.reject.clause: unknown clause '" + c + "'");
+  r.variant = j.value("variant", 0);
+  return r;
+}
+
+}  // namespace
+
+std::vector<Property> kernel_properties(const KernelDescription& d) {
+  std::vector<Property> v;
+  v.push_back(make_property<CaseSpec>({
+      "decode",
+      "generated calls the kernel claims (uneven batches, boundary lengths, sentinels, NaN-poisoned cache past "
+      "each context) against the reference under the kernel's numerics profile",
+      false,
+      gen_kernel_case(d, kernel_decode_limits()),
+      check_decode_case,
+      [](const CaseSpec& s, json&) { return s; },
+      [](const CaseSpec& s, const json&) { return s; },
+      describe_kernel_spec,
+      [d](const CaseSpec& s) {
+        std::vector<CaseSpec> out;
+        for (CaseSpec& c : simpler_decode_specs(s))
+          if (spec_within(c, d)) out.push_back(std::move(c));
+        return out;
+      },
+  }));
+  if (d.has_check)
+    v.push_back(make_property<RejectCase>({
+        "reject",
+        "calls just past the kernel's description and the hard-reject classes are refused by its check and never "
+        "reach decode; accepted calls are correct",
+        false,
+        gen_reject_case(d),
+        check_reject_case,
+        reject_to_case,
+        reject_from_case,
+        [](const RejectCase& r) { return to_string(r); },
+    }));
+  return v;
+}
+
+}  // namespace pav::props::fuzz

@@ -1,0 +1,357 @@
+#include "properties/kernel_gen.hpp"
+
+#include <fmt/core.h>
+
+#include <algorithm>
+
+#include "properties/gate_gen.hpp"
+
+namespace pav::props {
+
+using adapters::KernelDescription;
+using adapters::Scales;
+using adapters::Split;
+using kernels::Clause;
+using kernels::DType;
+using kernels::VLayout;
+
+namespace {
+
+// Longest context (tokens) for head dims above 256: keeps one case cheap.
+inline constexpr int32_t kWideHeadMaxLen = 2048;
+inline constexpr int kQLenSpan = 4;  // q_len drawn from min .. min+3, and max
+inline constexpr int64_t kTinyTokens = 2000;   // limits at or below this draw small shapes only
+inline constexpr int64_t kWideRow = 4096;      // G * D of a modest call
+inline constexpr int64_t kWideCall = 65536;    // q_len * G * D past which q_len drops to its minimum
+
+template <class T>
+bool has(const std::vector<T>& v, const T& x) {
+  return std::find(v.begin(), v.end(), x) != v.end();
+}
+
+std::vector<int64_t> buildable_block_sizes(const KernelDescription& d) {
+  std::vector<int64_t> v;
+  for (int64_t b : d.block_sizes)
+    if (b >= 16 && b % 16 == 0) v.push_back(b);
+  return v;
+}
+
+std::vector<int64_t> at_most(const std::vector<int64_t>& v, int64_t cap) {
+  std::vector<int64_t> out;
+  for (int64_t x : v)
+    if (x <= cap) out.push_back(x);
+  return out.empty() ? v : out;
+}
+
+// Mostly the cheap values of a list, sometimes any of them.
+rc::Gen<int64_t> mostly_small(const std::vector<int64_t>& all, int64_t cap) {
+  return rc::gen::weightedOneOf<int64_t>({{4, rc::gen::elementOf(at_most(all, cap))}, {1, rc::gen::elementOf(all)}});
+}
+
+kernels::Arch arch_for(DType flavour) {
+  return flavour == DType::fp8_e4m3fnuz ? kernels::Arch::gfx942 : kernels::Arch::sm90;
+}
+
+props::ScaleKind scale_kind(Scales s) {
+  switch (s) {
+    case Scales::none: return ScaleKind::none;
+    case Scales::per_tensor: return ScaleKind::per_tensor;
+    case Scales::per_token: return ScaleKind::per_token;
+  }
+  return ScaleKind::none;
+}
+
+Scales scales_of(ScaleKind s) {
+  switch (s) {
+    case ScaleKind::none: return Scales::none;
+    case ScaleKind::per_tensor: return Scales::per_tensor;
+    case ScaleKind::per_token: return Scales::per_token;
+  }
+  return Scales::none;
+}
+
+// Plan compute-unit counts pav draws for split = plan kernels.
+std::vector<int64_t> plan_cus(const KernelDescription& d) {
+  std::vector<int64_t> v;
+  for (int64_t cu : {8, 32, 132})
+    if (d.max_split_ceiling == 0 || cu <= d.max_split_ceiling) v.push_back(cu);
+  if (v.empty()) v.push_back(d.max_split_ceiling);
+  return v;
+}
+
+// The nearest multiple of 16 in [lo, hi] from x not listed, stepping out both ways.
+std::optional<int64_t> unlisted_near(int64_t x, const std::vector<int64_t>& listed, int64_t step, int64_t lo,
+                                     int64_t hi) {
+  for (int64_t k = 1; k <= 64; ++k)
+    for (int64_t cand : {x + k * step, x - k * step})
+      if (cand >= lo && cand <= hi && !has(listed, cand)) return cand;
+  return std::nullopt;
+}
+
+}  // namespace
+
+std::optional<std::string> generation_problem(const KernelDescription& d) {
+  if (buildable_block_sizes(d).empty())
+    return "pav builds caches with block sizes that are multiples of 16; the kernel lists none (" +
+           fmt::format("{}", d.block_sizes.empty() ? 0 : d.block_sizes.front()) + "...)";
+  if (!has(d.v_layouts, VLayout::plain) && !has(d.v_layouts, VLayout::trans)) return "no V layout";
+  return std::nullopt;
+}
+
+rc::Gen<CaseSpec> gen_kernel_case(const KernelDescription& d, DecodeGenLimits lim) {
+  return rc::gen::exec([d, lim]() {
+    CaseSpec s;
+    int max_batch = lim.max_batch;
+    if (d.max_num_seqs > 0) max_batch = int(std::min<int64_t>(max_batch, d.max_num_seqs));
+    const int batch = *rc::gen::inRange(1, max_batch + 1);
+    s.head_dim = int(lim.max_total_tokens <= kTinyTokens ? *rc::gen::elementOf(at_most(d.head_dims, 256))
+                                                         : *mostly_small(d.head_dims, 256));
+    const bool allow_long = lim.allow_long && s.head_dim <= 256 && (d.max_context_len == 0 || d.max_context_len > 6000);
+    int64_t total = 0;
+    bool had_long = false;
+    for (int i = 0; i < batch; ++i) {
+      int32_t len = std::max<int32_t>(*gen_decode_length(allow_long && !had_long), 0);
+      if (len > 6000) had_long = true;
+      if (total + len > lim.max_total_tokens && len > 6000) len = 4099;
+      if (s.head_dim > 256) len = std::min(len, kWideHeadMaxLen);
+      if (d.max_context_len > 0 && len > d.max_context_len) len = int32_t(d.max_context_len);  // the limit itself
+      total += len;
+      s.lens.push_back(len);
+    }
+    // Wide calls (many query rows of long heads) cost in proportion to
+    // q_len * G * D: mostly modest ones, the description's extremes sometimes.
+    const bool tiny = lim.max_total_tokens <= kTinyTokens;
+    const int64_t max_g = tiny ? 8 : 17;
+    std::vector<int64_t> groups;
+    for (int64_t g : at_most(d.gqa_ratios, max_g))
+      if (g * s.head_dim <= kWideRow || g == at_most(d.gqa_ratios, max_g).front()) groups.push_back(g);
+    s.group = int(tiny ? *rc::gen::elementOf(groups)
+                       : *rc::gen::weightedOneOf<int64_t>({{4, rc::gen::elementOf(groups)}, {1, rc::gen::elementOf(d.gqa_ratios)}}));
+    const int64_t qmin = d.min_q_len, qmax = std::min<int64_t>(d.max_q_len, tiny ? qmin + 1 : 16);
+    s.q_len = qmin == qmax ? int(qmin)
+                           : *rc::gen::weightedOneOf<int>({{4, rc::gen::just(int(qmin))},
+                                                           {2, rc::gen::inRange(int(qmin), int(std::min(qmax, qmin + kQLenSpan - 1)) + 1)},
+                                                           {1, rc::gen::just(int(qmax))}});
+    if (int64_t(s.q_len) * s.group * s.head_dim > kWideCall) s.q_len = int(qmin);
+    const int max_h = d.max_kv_heads > 0 ? int(std::min<int64_t>(3, d.max_kv_heads)) : 3;
+    s.hkv = *rc::gen::weightedOneOf<int>({{3, rc::gen::just(1)}, {1, rc::gen::inRange(1, max_h + 1)}});
+    s.v_layout = *rc::gen::elementOf(d.v_layouts);
+    s.block_size = int(*rc::gen::elementOf(buildable_block_sizes(d)));
+    s.q_dtype = *rc::gen::elementOf(d.q_dtypes);
+    s.cache_dtype = *rc::gen::elementOf(d.cache_dtypes);
+    s.opt.arch = arch_for(s.cache_dtype);
+    s.opt.compute = s.cache_dtype;
+    s.opt.partial = DType::f32;
+    s.scales = scale_kind(*rc::gen::elementOf(d.scale_kinds));
+    if (d.split == Split::plan) {
+      s.path = Path::planned;
+      s.opt.cu = int(*rc::gen::elementOf(plan_cus(d)));
+      s.max_partitions = *rc::gen::weightedOneOf<int64_t>(
+          {{3, rc::gen::just<int64_t>(0)}, {1, rc::gen::inRange<int64_t>(1, s.opt.cu + 1)}});
+    } else {
+      s.path = Path::uniform;
+      if (d.split_ceiling) {
+        const int64_t cap = d.max_split_ceiling > 0 ? std::min<int64_t>(d.max_split_ceiling, 64) : 64;
+        s.max_partitions = *rc::gen::weightedOneOf<int64_t>(
+            {{3, rc::gen::just<int64_t>(0)}, {1, rc::gen::inRange<int64_t>(1, cap + 1)}});
+      }
+    }
+    if (d.strided_q)
+      s.q_row_pad = *rc::gen::weightedOneOf<int64_t>({{4, rc::gen::just<int64_t>(0)}, {1, rc::gen::just<int64_t>(64)}});
+    s.spare_blocks = *rc::gen::inRange<int64_t>(1, 3);
+    s.seed = *rc::gen::arbitrary<uint32_t>();
+    if (*rc::gen::weightedOneOf<bool>({{2, rc::gen::just(true)}, {1, rc::gen::just(false)}}))
+      s.sentinels = boundary_sentinels(s.lens);
+    return s;
+  });
+}
+
+bool spec_within(const CaseSpec& s, const KernelDescription& d) {
+  if (s.lens.empty() || (d.max_num_seqs > 0 && int64_t(s.lens.size()) > d.max_num_seqs)) return false;
+  for (int32_t len : s.lens)
+    if (len < 0 || (d.max_context_len > 0 && len > d.max_context_len)) return false;
+  if (s.q_len < d.min_q_len || s.q_len > d.max_q_len) return false;
+  if (d.max_kv_heads > 0 && s.hkv > d.max_kv_heads) return false;
+  if (!has(d.gqa_ratios, int64_t(s.group)) || !has(d.head_dims, int64_t(s.head_dim))) return false;
+  if (!has(buildable_block_sizes(d), int64_t(s.block_size)) || !has(d.v_layouts, s.v_layout)) return false;
+  if (!has(d.q_dtypes, s.q_dtype) || !has(d.cache_dtypes, s.cache_dtype)) return false;
+  if (!has(d.scale_kinds, scales_of(s.scales))) return false;
+  if (s.q_row_pad != 0 && !d.strided_q) return false;
+  if (d.split == Split::plan) {
+    const int64_t ceiling = s.max_partitions ? s.max_partitions : s.opt.cu;
+    if (s.path != Path::planned || ceiling > s.opt.cu || (d.max_split_ceiling > 0 && ceiling > d.max_split_ceiling))
+      return false;
+  } else {
+    if (s.path != Path::uniform) return false;
+    if (s.max_partitions != 0 &&
+        (!d.split_ceiling || (d.max_split_ceiling > 0 && s.max_partitions > d.max_split_ceiling)))
+      return false;
+  }
+  return true;
+}
+
+// ---- reject cases ------------------------------------------------------------------
+
+std::string to_string(const RejectCase& r) {
+  std::string what = r.clause != Clause::none ? fmt::format("breaks {} (variant {})", kernels::clause_name(r.clause), r.variant)
+                     : !r.moved.empty()       ? "moved outside: " + r.moved
+                                              : std::string("inside the description");
+  std::string lens;
+  for (int32_t l : r.spec.lens) lens += (lens.empty() ? "" : ",") + std::to_string(l);
+  return fmt::format("{}; lens [{}] q_len {} hkv {} G {} D {} block {} {} q {} cache {}", what, lens, r.spec.q_len,
+                     r.spec.hkv, r.spec.group, r.spec.head_dim, r.spec.block_size,
+                     r.spec.v_layout == VLayout::trans ? "trans" : "plain", kernels::to_string(r.spec.q_dtype),
+                     kernels::to_string(r.spec.cache_dtype));
+}
+
+std::vector<Clause> abi_clauses(Split split) {
+  std::vector<Clause> v = {
+      Clause::k_dtype,          Clause::v_dtype,           Clause::q_rank,
+      Clause::q_dtype,          Clause::out_dtype,         Clause::out_shape,
+      Clause::q_head_dim_stride, Clause::out_head_dim_stride, Clause::k_rank,
+      Clause::k_last_dim,       Clause::block_size,        Clause::head_dim,
+      Clause::num_hgroups,      Clause::v_heads,           Clause::v_layout,
+      Clause::v_blocks,         Clause::head_ratio,        Clause::k_contiguous,
+      Clause::v_contiguous,     Clause::block_tables_dtype, Clause::block_tables_rank,
+      Clause::block_tables_contiguous, Clause::context_lens_dtype, Clause::context_lens_rank,
+      Clause::context_lens_contiguous, Clause::num_seqs,    Clause::q_len,
+      Clause::q_rows,           Clause::block_tables_rows, Clause::scale_pairing,
+      Clause::scale_dtype,      Clause::scale_shape};
+  if (split == Split::plan)
+    for (Clause c : {Clause::plan_ceiling, Clause::plan_shape, Clause::plan_invalid}) v.push_back(c);
+  return v;
+}
+
+std::vector<std::string> outside_moves(const KernelDescription& d) {
+  std::vector<std::string> v = {"head_dim", "block_size", "group", "negative_len"};
+  if (d.max_q_len < 32 || d.min_q_len > 1) v.push_back("q_len");
+  if (d.max_num_seqs > 0 && d.max_num_seqs < 16) v.push_back("num_seqs");
+  if (d.max_kv_heads > 0 && d.max_kv_heads < 8) v.push_back("kv_heads");
+  if (d.max_context_len > 0 && d.max_context_len < 20000) v.push_back("context_len");
+  if (d.q_dtypes.size() < 2) v.push_back("q_dtype");
+  if (d.cache_dtypes.size() < 2) v.push_back("cache_dtype");
+  if (d.v_layouts.size() < 2) v.push_back("v_layout");
+  if (d.scale_kinds.size() < 3) v.push_back("scales");
+  if (!d.strided_q) v.push_back("strided_q");
+  if (d.split == Split::self ? (!d.split_ceiling || d.max_split_ceiling > 0) : d.max_split_ceiling > 0)
+    v.push_back("split_ceiling");
+  return v;
+}
+
+bool move_outside(CaseSpec& s, const std::string& f, const KernelDescription& d) {
+  if (f == "head_dim") {
+    const auto h = unlisted_near(s.head_dim, d.head_dims, 16, 16, 1024);
+    if (!h) return false;
+    s.head_dim = int(*h);
+    return true;
+  }
+  if (f == "block_size") {
+    const auto b = unlisted_near(s.block_size, d.block_sizes, 16, 16, 512);
+    if (!b) return false;
+    s.block_size = int(*b);
+    return true;
+  }
+  if (f == "group") {
+    const auto g = unlisted_near(s.group, d.gqa_ratios, 1, 1, 64);
+    if (!g) return false;
+    s.group = int(*g);
+    return true;
+  }
+  if (f == "negative_len") {
+    s.lens[0] = -1;
+    return true;
+  }
+  if (f == "q_len") {
+    if (d.max_q_len < 32) s.q_len = int(d.max_q_len + 1);
+    else if (d.min_q_len > 1) s.q_len = int(d.min_q_len - 1);
+    else return false;
+    return true;
+  }
+  if (f == "num_seqs") {
+    s.lens.resize(size_t(d.max_num_seqs + 1), 1);
+    if (!s.sentinels.empty()) s.sentinels = boundary_sentinels(s.lens);
+    return true;
+  }
+  if (f == "kv_heads") {
+    s.hkv = int(d.max_kv_heads + 1);
+    return true;
+  }
+  if (f == "context_len") {
+    s.lens[0] = int32_t(d.max_context_len + 1);
+    if (!s.sentinels.empty()) s.sentinels = boundary_sentinels(s.lens);
+    return true;
+  }
+  if (f == "q_dtype") {
+    const DType other = d.q_dtypes.front() == DType::bf16 ? DType::f16 : DType::bf16;
+    if (has(d.q_dtypes, other)) return false;
+    s.q_dtype = other;
+    return true;
+  }
+  if (f == "cache_dtype") {
+    const DType other = d.cache_dtypes.front() == DType::fp8_e4m3fn ? DType::fp8_e4m3fnuz : DType::fp8_e4m3fn;
+    if (has(d.cache_dtypes, other)) return false;
+    s.cache_dtype = other;
+    s.opt.arch = arch_for(other);
+    s.opt.compute = other;
+    return true;
+  }
+  if (f == "v_layout") {
+    const VLayout other = d.v_layouts.front() == VLayout::plain ? VLayout::trans : VLayout::plain;
+    if (has(d.v_layouts, other)) return false;
+    s.v_layout = other;
+    return true;
+  }
+  if (f == "scales") {
+    for (Scales k : {Scales::per_token, Scales::per_tensor, Scales::none})
+      if (!has(d.scale_kinds, k)) {
+        s.scales = scale_kind(k);
+        return true;
+      }
+    return false;
+  }
+  if (f == "strided_q") {
+    if (d.strided_q) return false;
+    s.q_row_pad = 64;
+    return true;
+  }
+  if (f == "split_ceiling") {
+    if (d.split == Split::self) {
+      s.max_partitions = d.split_ceiling ? d.max_split_ceiling + 1 : 2;
+      return d.max_split_ceiling > 0 || !d.split_ceiling;
+    }
+    if (d.max_split_ceiling <= 0) return false;
+    s.opt.cu = int(d.max_split_ceiling + 1);
+    s.max_partitions = d.max_split_ceiling + 1;
+    return true;
+  }
+  return false;
+}
+
+rc::Gen<RejectCase> gen_reject_case(const KernelDescription& d) {
+  return rc::gen::exec([d]() {
+    DecodeGenLimits tiny;
+    tiny.max_batch = 3;
+    tiny.max_total_tokens = 1500;
+    tiny.allow_long = false;
+    RejectCase r;
+    r.spec = *gen_kernel_case(d, tiny);
+    for (int32_t& len : r.spec.lens) len = std::min(len, 600);  // one call stays around a millisecond
+    if (!r.spec.sentinels.empty()) r.spec.sentinels = boundary_sentinels(r.spec.lens);
+    const std::vector<std::string> moves = outside_moves(d);
+    const int kind = *rc::gen::weightedOneOf<int>({{1, rc::gen::just(0)}, {2, rc::gen::just(1)}, {2, rc::gen::just(2)}});
+    if (kind == 1) {
+      const std::string f = *rc::gen::elementOf(moves);
+      if (move_outside(r.spec, f, d)) r.moved = f;
+    } else if (kind == 2) {
+      const std::vector<Clause> clauses = abi_clauses(d.split);
+      r.clause = *rc::gen::resize(100, rc::gen::elementOf(clauses));
+      r.variant = *rc::gen::resize(100, rc::gen::inRange(0, violation_variants(r.clause)));
+      GateSpec g{r.spec, d.split == Split::plan, r.clause, r.variant};
+      adjust_for_violation(g);
+      r.spec = g.base;
+    }
+    return r;
+  });
+}
+
+}  // namespace pav::props

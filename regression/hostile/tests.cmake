@@ -1,0 +1,16 @@
+# The hostile-input corpus (regression/hostile/corpus.py) against the real pav:
+# no signal, no hang, bounded output, exit 2 naming the field for every input
+# that must be rejected. The default set runs in about a minute; the large
+# seeded random set carries the slow label. Included after tools/ (names pav).
+find_program(PAV_PYTHON3 python3 PATHS /usr/bin NO_DEFAULT_PATH)
+if(PAV_BUILD_TESTS AND PAV_PYTHON3)
+  add_test(NAME HostileCorpus.EveryCommandRejectsBadInputByName
+    COMMAND ${PAV_PYTHON3} ${CMAKE_SOURCE_DIR}/regression/hostile/corpus.py
+            --pav $<TARGET_FILE:pav> --work ${CMAKE_BINARY_DIR}/hostile-corpus --jobs 2)
+  set_tests_properties(HostileCorpus.EveryCommandRejectsBadInputByName PROPERTIES LABELS cpu TIMEOUT 900)
+  add_test(NAME HostileCorpus.RandomDamageNeverCrashesOrHangs
+    COMMAND ${PAV_PYTHON3} ${CMAKE_SOURCE_DIR}/regression/hostile/corpus.py
+            --pav $<TARGET_FILE:pav> --work ${CMAKE_BINARY_DIR}/hostile-corpus-large --jobs 2 --size large
+            --random 3000)
+  set_tests_properties(HostileCorpus.RandomDamageNeverCrashesOrHangs PROPERTIES LABELS slow TIMEOUT 3600)
+endif()
