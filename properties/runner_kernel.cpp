@@ -103,15 +103,9 @@ std::string outcome_text(const CallResult& r) {
 
 reference::ReferenceResult reference_for(const kernels::DecodeCall& call, const adapters::Profile& p,
                                          reference::Precision precision) {
-  const reference::NumericsProfile n = p.numerics();
-  kernels::DecodeCall c = call;
-  // The reference reads P's rounding off the call's compute dtype: the cache's
-  // fp8 flavour when P is rounded to fp8, else none of it.
-  c.opt.compute = n.p_round == reference::PRound::fp8_running_max ? call.k_cache.dtype : DType::bf16;
   reference::ReferenceOptions o;
   o.precision = precision;
-  o.q_input = n.q_quant == reference::QQuant::fp8_per_row ? reference::QInput::kernel_fp8 : reference::QInput::exact;
-  return reference::decode(c, o);
+  return reference::decode(call, p.numerics(), o);
 }
 
 KernelJudgement judge_kernel_output(const adapters::DecodeRequest& r, const KernelDescription& d,
