@@ -20,10 +20,12 @@ int run(std::vector<std::string> args) {
   CLI::App app{"The routing settings (environment variables read once at start-up), their defaults and "
                "the values they have here.",
                "settings"};
-  bool markdown = false, json = false;
+  bool markdown = false;
+  pav::cli::ReportOutput output;
   app.add_flag("--markdown", markdown, "print the documentation table (variable, default, meaning)");
-  app.add_flag("--json", json, "print every setting with its default and current value as JSON");
+  output.add_options(app);
   if (int rc = pav::cli::parse(app, args); rc >= 0) return rc;
+  output.check_writable();
 
   if (markdown) {
     fmt::print("| variable | default | meaning |\n|---|---|---|\n");
@@ -48,23 +50,18 @@ int run(std::vector<std::string> args) {
                  {"value", value ? nlohmann::json(value) : nlohmann::json(nullptr)},
                  {"description", std::string(s.description)}});
   }
-  if (json) {
-    nlohmann::ordered_json out = pav::cli::report_header("settings");
-    out["settings"] = j;
-    out["error"] = bad.empty() ? nlohmann::json(nullptr) : nlohmann::json(bad);
-    fmt::print("{}\n", out.dump(2));
-  } else {
+  if (output.text()) {
     fmt::print("{:<20} {:<13} {:<13} {}\n", "setting", "default", "value", "meaning");
     for (const auto& s : j)
       fmt::print("{:<20} {:<13} {:<13} {}\n", s["name"].get<std::string>(), s["default"].get<std::string>(),
                  s["value"].is_null() ? "(unset)" : s["value"].get<std::string>(),
                  s["description"].get<std::string>());
   }
-  if (!bad.empty()) {
-    fmt::print(stderr, "pav settings: {}\n", bad);
-    return pav::cli::kExitBadInput;
-  }
-  return pav::cli::kExitOk;
+  if (!bad.empty()) fmt::print(stderr, "pav settings: {}\n", bad);
+  nlohmann::ordered_json report = pav::cli::report_header("settings");
+  report["settings"] = j;
+  report["error"] = bad.empty() ? nlohmann::json(nullptr) : nlohmann::json(bad);
+  return output.finish(report, bad.empty() ? pav::cli::kExitOk : pav::cli::kExitBadInput, "settings");
 }
 
 }  // namespace
