@@ -252,6 +252,7 @@ DecodeRequest request_from_abi(const pav_decode_args& a, kernels::PlanView* plan
   c.opt.softmax_scale = a.softmax_scale;
   r.lse = from_abi(a.lse);
   r.max_partitions = a.max_partitions;
+  r.stream = a.stream;
   if (a.work_info.rank > 0 || a.reduce_info.rank > 0) {
     *plan_storage = kernels::PlanView{};
     plan_storage->work_info = static_cast<int32_t*>(a.work_info.data);

@@ -439,6 +439,19 @@ TEST(Contract, TablesScalesLseAndPlan) {
             std::string::npos);
   EXPECT_NE(violation(s, d, [](props::KernelCall& k) { k.request.call.k_scale.dtype = DType::f16; }).find("k_scale: dtype f16"),
             std::string::npos);
+  // One per-tensor scale beside a per-token one: both shapes are fine alone, not together.
+  EXPECT_NE(violation(s, d, [](props::KernelCall& k) {
+              auto& c = k.request.call;
+              c.k_scale = TensorView::contiguous_of(c.k_scale.data, DType::f32, {1});
+            }).find("k_scale and v_scale are of different kinds"),
+            std::string::npos);
+  KernelDescription all_scales = d;
+  all_scales.scale_kinds = {adapters::Scales::none, adapters::Scales::per_tensor, adapters::Scales::per_token};
+  EXPECT_NE(violation(s, all_scales, [](props::KernelCall& k) {
+              auto& c = k.request.call;
+              c.v_scale = TensorView::contiguous_of(c.v_scale.data, DType::f32, {1});
+            }).find("different kinds"),
+            std::string::npos);
   std::vector<float> lse(64);
   EXPECT_NE(violation(s, d, [&](props::KernelCall& k) {
               k.request.lse = TensorView::contiguous_of(lse.data(), DType::f32, {6, 6});

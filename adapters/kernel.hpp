@@ -105,7 +105,7 @@ KernelDescription description_from_json(const nlohmann::json& j);
 // One line for people: "name version (adapter): bf16/f16, fp8_e4m3fn, ...".
 std::string summary(const KernelDescription& d);
 
-// One decode call in host memory. lse is present ([rows, Hq] f32) when the
+// One decode call (host memory on pav's side). lse is present ([rows, Hq] f32) when the
 // kernel writes it; plan is set for split = plan kernels; max_partitions is
 // the split ceiling (0: the kernel's choice).
 struct DecodeRequest {
@@ -113,6 +113,7 @@ struct DecodeRequest {
   kernels::TensorView lse;
   const kernels::PlanView* plan = nullptr;
   int64_t max_partitions = 0;
+  void* stream = nullptr;  // memory = device (inside a plugin): the stream the ABI call handed over
 };
 
 // What a call through an adapter came to. For check: ok = accepted,

@@ -94,9 +94,7 @@ KernelDescription pav_kernel_description(const PavKernelOptions& o) {
   return d;
 }
 
-namespace {
-
-kernels::DecodeCall call_for(const PavKernelOptions& o, const DecodeRequest& r) {
+kernels::DecodeCall pav_kernel_call(const PavKernelOptions& o, const DecodeRequest& r) {
   kernels::DecodeCall c = r.call;
   const float scale = c.opt.softmax_scale;
   c.opt = kernels::DecodeOptions{};
@@ -109,12 +107,14 @@ kernels::DecodeCall call_for(const PavKernelOptions& o, const DecodeRequest& r) 
   return c;
 }
 
+namespace {
+
 bool listed(const std::vector<int64_t>& v, int64_t x) { return std::find(v.begin(), v.end(), x) != v.end(); }
 
 }  // namespace
 
 std::string pav_kernel_refusal(const PavKernelOptions& o, const DecodeRequest& r) {
-  const kernels::DecodeCall c = call_for(o, r);
+  const kernels::DecodeCall c = pav_kernel_call(o, r);
   const kernels::KernelKind kind = o.planned ? kernels::KernelKind::planned : kernels::KernelKind::uniform;
   if (o.planned && !r.plan) return "the planned kernel runs pav's work plan: none given";
   if (!o.planned && r.plan) return "the uniform kernel takes no plan";
@@ -149,7 +149,7 @@ std::string pav_kernel_refusal(const PavKernelOptions& o, const DecodeRequest& r
 
 CallResult pav_kernel_decode(const PavKernelOptions& o, const DecodeRequest& r) {
   if (std::string why = pav_kernel_refusal(o, r); !why.empty()) return {Outcome::rejected, why};
-  const kernels::DecodeCall c = call_for(o, r);
+  const kernels::DecodeCall c = pav_kernel_call(o, r);
   const kernels::PlanView* plan = o.planned ? r.plan : nullptr;
   const kernels::ScratchGeometry g = kernels::scratch_geometry(c, plan);
   // Scratch the kernel owns; its dtype is the configured partial dtype.

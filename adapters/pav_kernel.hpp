@@ -29,6 +29,11 @@ PavKernelOptions parse_pav_kernel_words(const std::vector<std::string>& words);
 // What pav's kernels support under these options.
 KernelDescription pav_kernel_description(const PavKernelOptions& o);
 
+// The call pav's kernels run for a request: the configured arch, compute,
+// partial dtype and CU count, the request's softmax scale and (uniform) its
+// split ceiling as the split count.
+kernels::DecodeCall pav_kernel_call(const PavKernelOptions& o, const DecodeRequest& r);
+
 // pav's kernels' own check: their validation (kernels/validate.hpp) and the
 // limits of the description above. Empty when accepted, else the reason.
 std::string pav_kernel_refusal(const PavKernelOptions& o, const DecodeRequest& r);

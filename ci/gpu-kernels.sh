@@ -13,9 +13,20 @@
 #   6. the adapter overhead benchmark (bench/adapter_bench: CPU only, but the
 #      GPU host is a quiet machine to time it on), into adapter-bench.json.
 # Writes summary.md (for people and the docs) and summary.json plus one log per
-# step under --out DIR (default BUILD/gpu-kernels). Exits 1 if any step fails.
+# step under --out DIR (default BUILD/gpu-kernels); with --tar FILE also packs
+# that folder (logs, saved cases) into one file. Exits 1 if any step fails.
 #
-#   ci/gpu-kernels.sh [--build-dir B] [--no-build] [--python PY] [--minutes M] [--out DIR]
+#   ci/gpu-kernels.sh [--build-dir B] [--no-build] [--python PY] [--minutes M] [--out DIR] [--tar FILE]
+#                     [--step-limit SECONDS (each step's, default 240)]
+#   ci/gpu-kernels.sh --pack DIR
+#
+# A GPU runner without pav's build dependencies (fmt, TBB, CLI11, rapidcheck, ...)
+# runs a build made elsewhere: --pack DIR (on a machine with nvcc and those
+# packages) builds the nvidia preset's pav, GPU plugin, adapter bench and its
+# null kernel, and copies them into DIR in the build tree's layout, with the
+# shared libraries they need beyond glibc and the driver in DIR/devlib (pav and
+# the plugin link libstdc++ statically). Then, on the runner:
+#   ci/gpu-kernels.sh --no-build --build-dir DIR
 set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 build=$root/build/nvidia
@@ -23,6 +34,9 @@ do_build=1
 python=python3
 minutes=2
 out=""
+tarball=""
+pack=""
+step_limit=240
 
 while [[ $# -gt 0 ]]; do
   case $1 in
@@ -31,15 +45,42 @@ while [[ $# -gt 0 ]]; do
     --python) python=$2; shift 2 ;;
     --minutes) minutes=$2; shift 2 ;;
     --out) out=$2; shift 2 ;;
-    -h|--help) sed -n '2,18p' "$0"; exit 0 ;;
+    --tar) tarball=$2; shift 2 ;;
+    --step-limit) step_limit=$2; shift 2 ;;
+    --pack) pack=$2; shift 2 ;;
+    -h|--help) sed -n '2,29p' "$0"; exit 0 ;;
     *) echo "ci/gpu-kernels.sh: unknown argument $1" >&2; exit 2 ;;
   esac
 done
+# ---- --pack: build here, copy what the runner needs ---------------------------------
+if [[ -n $pack ]]; then
+  set -e
+  (cd "$root" && cmake --preset nvidia -B "$build" >/dev/null &&
+    cmake --build "$build" -j "${PAV_JOBS:-$(nproc)}" --target pav pav_gpu_kernel adapter_bench pav_null_kernel)
+  rm -rf "$pack"
+  mkdir -p "$pack/adapters" "$pack/bench" "$pack/devlib"
+  cp "$build/pav" "$pack/"
+  cp "$build/adapters/libpav_gpu_kernel.so" "$pack/adapters/"
+  cp "$build/bench/adapter_bench" "$build/bench/libpav_null_kernel.so" "$pack/bench/"
+  # Every resolved library but glibc's own, the dynamic loader and the driver.
+  for f in "$pack/pav" "$pack/adapters/libpav_gpu_kernel.so" "$pack/bench/adapter_bench"; do
+    ldd "$f" | awk '$2 == "=>" && $3 ~ /^\// {print $3}'
+  done | sort -u | grep -Ev '/(libc|libm|libdl|libpthread|librt|libcuda|ld-linux[^/]*)\.so' |
+    while read -r lib; do cp -L "$lib" "$pack/devlib/"; done
+  # Debug info stays here: the pack travels (a device machine takes 64 MiB).
+  find "$pack" -type f -exec strip --strip-debug {} +
+  echo "packed into $pack ($(du -sh "$pack" | cut -f1)):"
+  (cd "$pack" && find . -type f | sort)
+  exit 0
+fi
+
 out=${out:-$build/gpu-kernels}
 mkdir -p "$out"
 out=$(cd "$out" && pwd)
 export PYTHONDONTWRITEBYTECODE=1
 
+# Shared libraries carried beside a build made elsewhere (--pack).
+[[ -d $build/devlib ]] && export LD_LIBRARY_PATH=$build/devlib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 pav=$build/pav
 gpu_plugin=$build/adapters/libpav_gpu_kernel.so
 torch_worker="exec:$python $root/examples/workers/torch_decode.py --device cuda"
@@ -53,7 +94,9 @@ step() {
   shift 2
   echo "== $name: $*"
   local t0=$SECONDS
-  "$@" >"$out/$name.log" 2>&1
+  # A step past its limit is stopped (SIGINT: pav ends cleanly and says so),
+  # so the summary is always written.
+  timeout -s INT -k 15 "$step_limit" "$@" >"$out/$name.log" 2>&1
   local rc=$? secs=$((SECONDS - t0))
   local verdict=ok
   if [[ $rc -ne $want ]]; then verdict="FAILED (exit $rc, expected $want)"; status=1; fi
@@ -88,7 +131,9 @@ else
   status=1
 fi
 step gpu-plugin-verify 0 "$pav" verify --kernel "lib:$gpu_plugin"
-step adapter-bench 0 "$build/bench/adapter_bench" --calls 200 --json-out "$out/adapter-bench.json"
+step adapter-bench 0 "$build/bench/adapter_bench" --calls 200 --json-out "$out/adapter-bench.json" \
+  --pav "$pav" --python "$python" --null-kernel "$build/bench/libpav_null_kernel.so" \
+  --null-worker "$root/bench/adapter/null_worker.py"
 
 # Cases per second of the timed fuzz run, as pav fuzz printed them.
 fuzz_line=$(grep -E 'cases' "$out/torch-fuzz.log" | tail -n 1)
@@ -119,4 +164,5 @@ fuzz_line=$(grep -E 'cases' "$out/torch-fuzz.log" | tail -n 1)
   echo "], \"passed\": $([[ $status -eq 0 ]] && echo true || echo false)}"
 } >"$out/summary.json"
 cat "$out/summary.md"
+[[ -z $tarball ]] || tar -czf "$tarball" -C "$(dirname "$out")" "$(basename "$out")"
 exit $status

@@ -103,9 +103,13 @@ std::string outcome_text(const CallResult& r) {
 
 reference::ReferenceResult reference_for(const kernels::DecodeCall& call, const adapters::Profile& p,
                                          reference::Precision precision) {
+  kernels::DecodeCall c = call;
+  // Q and P are quantized to the cache's fp8 flavour (a foreign kernel has no
+  // fp8 compute dtype of its own).
+  c.opt.compute = DType::bf16;
   reference::ReferenceOptions o;
   o.precision = precision;
-  return reference::decode(call, p.numerics(), o);
+  return reference::decode(c, p.numerics(), o);
 }
 
 KernelJudgement judge_kernel_output(const adapters::DecodeRequest& r, const KernelDescription& d,
