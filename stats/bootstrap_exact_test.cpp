@@ -2,6 +2,7 @@
 // every resample (seed-independent), and by redoing the documented draws (the
 // standard-fixed mt19937_64 stream through multiply-shift with rejection) with
 // this file's own few lines, never by the code under test.
+#include "stats/bench.hpp"
 #include "stats/bootstrap.hpp"
 
 #include <gtest/gtest.h>
@@ -121,6 +122,46 @@ TEST(StatsBootstrapExact, DrawIndexIsTheDocumentedMultiplyShift) {
     std::mt19937_64 mine(17), theirs(17);
     for (int i = 0; i < 300; ++i) ASSERT_EQ(draw_index(theirs, n), documented_index(mine, n)) << "n " << n << " draw " << i;
     EXPECT_EQ(theirs(), mine()) << "n " << n << ": the two consumed different numbers of draws";
+  }
+}
+
+// The bench comparison's metrics each get their own interval, by name: A = {10}
+// (every resample is 10), B = {20, 40}. B's resamples are {20, 20}, {20, 40}
+// (either order) and {40, 40} with probability 1/4, 1/2, 1/4. The middle one
+// has p50 30, p90 38, p99 39.8, interactivity 1000/38 and throughput 1000/30
+// (mean 30), so at confidence 0.2 every interval is exactly that metric's
+// delta: 2, 2.8, 2.98, (1000/38)/100 - 1 and (1000/30)/100 - 1 (the point
+// deltas, from B's sample itself, are the same). At confidence 0.6 the ends
+// fall in the outer blocks: latencies 20/10 - 1 = 1 to 40/10 - 1 = 3, rates
+// (1000/40)/100 - 1 = -0.75 to (1000/20)/100 - 1 = -0.5.
+TEST(StatsBootstrapExact, BenchMetricsGetTheirOwnIntervals) {
+  const BenchRun a{"a", {10.0}, std::nullopt, std::nullopt}, b{"b", {20.0, 40.0}, std::nullopt, std::nullopt};
+  struct Want {
+    const char* metric;
+    double middle, lo, hi;
+  };
+  const Want want[] = {{"p50_ms", 2.0, 1.0, 3.0},
+                       {"p90_ms", 2.8, 1.0, 3.0},
+                       {"p99_ms", 2.98, 1.0, 3.0},
+                       {"interactivity_tok_s", 10.0 / 38.0 - 1.0, -0.75, -0.5},
+                       {"throughput_tok_s", 1.0 / 3.0 - 1.0, -0.75, -0.5}};
+  for (std::uint64_t seed : {4u, 31u}) {
+    std::cout << "bootstrap seed " << seed << "\n";
+    const auto narrow = compare_bench(a, b, {.seed = seed, .resamples = 4000, .confidence = 0.2});
+    const auto wide = compare_bench(a, b, {.seed = seed, .resamples = 4000, .confidence = 0.6});
+    ASSERT_EQ(narrow.deltas.size(), 5u);
+    ASSERT_EQ(wide.deltas.size(), 5u);
+    for (size_t k = 0; k < 5; ++k) {
+      const Want& w = want[k];
+      ASSERT_EQ(narrow.deltas[k].metric, w.metric);
+      EXPECT_NEAR(narrow.deltas[k].delta, w.middle, 1e-12) << w.metric;
+      ASSERT_TRUE(narrow.deltas[k].ci) << w.metric;
+      EXPECT_NEAR(narrow.deltas[k].ci->lo, w.middle, 1e-12) << w.metric;
+      EXPECT_NEAR(narrow.deltas[k].ci->hi, w.middle, 1e-12) << w.metric;
+      ASSERT_TRUE(wide.deltas[k].ci) << w.metric;
+      EXPECT_NEAR(wide.deltas[k].ci->lo, w.lo, 1e-12) << w.metric;
+      EXPECT_NEAR(wide.deltas[k].ci->hi, w.hi, 1e-12) << w.metric;
+    }
   }
 }
 
