@@ -24,8 +24,8 @@
 # runs a build made elsewhere: --pack DIR (on a machine with nvcc and those
 # packages) builds the nvidia preset's pav, GPU plugin, adapter bench and its
 # null kernel, and copies them into DIR in the build tree's layout, with the
-# shared libraries they need beyond glibc and the driver in DIR/devlib (pav and
-# the plugin link libstdc++ statically). Then, on the runner:
+# shared libraries they need beyond glibc, the driver and libstdc++ in DIR/devlib
+# (pav and the plugin link libstdc++ statically). Then, on the runner:
 #   ci/gpu-kernels.sh --no-build --build-dir DIR
 set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -62,10 +62,13 @@ if [[ -n $pack ]]; then
   cp "$build/pav" "$pack/"
   cp "$build/adapters/libpav_gpu_kernel.so" "$pack/adapters/"
   cp "$build/bench/adapter_bench" "$build/bench/libpav_null_kernel.so" "$pack/bench/"
-  # Every resolved library but glibc's own, the dynamic loader and the driver.
+  # Every resolved library but glibc's own, the dynamic loader, the driver and
+  # the C++ runtime: the runner's own libstdc++ serves libtbb and libfmt, and one
+  # carried here would, through LD_LIBRARY_PATH, also be the one the Python
+  # workers (PyTorch) load, older than theirs.
   for f in "$pack/pav" "$pack/adapters/libpav_gpu_kernel.so" "$pack/bench/adapter_bench"; do
     ldd "$f" | awk '$2 == "=>" && $3 ~ /^\// {print $3}'
-  done | sort -u | grep -Ev '/(libc|libm|libdl|libpthread|librt|libcuda|ld-linux[^/]*)\.so' |
+  done | sort -u | grep -Ev '/(libc|libm|libdl|libpthread|librt|libcuda|libstdc\+\+|libgcc_s|ld-linux[^/]*)\.so' |
     while read -r lib; do cp -L "$lib" "$pack/devlib/"; done
   # Debug info stays here: the pack travels (a device machine takes 64 MiB).
   find "$pack" -type f -exec strip --strip-debug {} +
