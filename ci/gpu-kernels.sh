@@ -24,8 +24,8 @@
 # runs a build made elsewhere: --pack DIR (on a machine with nvcc and those
 # packages) builds the nvidia preset's pav, GPU plugin, adapter bench and its
 # null kernel, and copies them into DIR in the build tree's layout, with the
-# shared libraries they need beyond glibc and the driver in DIR/devlib (pav and
-# the plugin link libstdc++ statically). Then, on the runner:
+# shared libraries they need beyond glibc, the driver and libstdc++ in DIR/devlib
+# (pav and the plugin link libstdc++ statically). Then, on the runner:
 #   ci/gpu-kernels.sh --no-build --build-dir DIR
 set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -62,10 +62,13 @@ if [[ -n $pack ]]; then
   cp "$build/pav" "$pack/"
   cp "$build/adapters/libpav_gpu_kernel.so" "$pack/adapters/"
   cp "$build/bench/adapter_bench" "$build/bench/libpav_null_kernel.so" "$pack/bench/"
-  # Every resolved library but glibc's own, the dynamic loader and the driver.
+  # Every resolved library but glibc's own, the dynamic loader, the driver and
+  # the C++ runtime: the runner's own libstdc++ serves libtbb and libfmt, and one
+  # carried here would, through LD_LIBRARY_PATH, also be the one the Python
+  # workers (PyTorch) load, older than theirs.
   for f in "$pack/pav" "$pack/adapters/libpav_gpu_kernel.so" "$pack/bench/adapter_bench"; do
     ldd "$f" | awk '$2 == "=>" && $3 ~ /^\// {print $3}'
-  done | sort -u | grep -Ev '/(libc|libm|libdl|libpthread|librt|libcuda|ld-linux[^/]*)\.so' |
+  done | sort -u | grep -Ev '/(libc|libm|libdl|libpthread|librt|libcuda|libstdc\+\+|libgcc_s|ld-linux[^/]*)\.so' |
     while read -r lib; do cp -L "$lib" "$pack/devlib/"; done
   # Debug info stays here: the pack travels (a device machine takes 64 MiB).
   find "$pack" -type f -exec strip --strip-debug {} +
@@ -87,6 +90,39 @@ torch_worker="exec:$python $root/examples/workers/torch_decode.py --device cuda"
 declare -a rows=()
 status=0
 
+# summary.md, summary.json (and --tar) as they stand: written after every step,
+# so a run stopped from outside still leaves what it had done.
+report() {
+  local fuzz_line
+  fuzz_line=$(grep -E 'cases' "$out/torch-fuzz.log" 2>/dev/null | tail -n 1)
+  {
+    echo "# Kernels under test on the GPU ($(date -u +%Y-%m-%d))"
+    echo
+    sed 's/^/    /' "$out/environment.log"
+    echo
+    echo "| step | exit | expected | seconds | verdict |"
+    echo "|---|---|---|---|---|"
+    for r in "${rows[@]}"; do echo "| ${r//|/ | } |"; done
+    echo
+    echo "Timed fuzz run ($minutes min): ${fuzz_line:-(not run)}"
+    echo
+    echo "Adapter overhead per call (bench/adapter_bench):"
+    echo
+    sed -n '/^adapter/,$p' "$out/adapter-bench.log" 2>/dev/null | sed 's/^/    /'
+  } >"$out/summary.md"
+  {
+    echo "{\"date\": \"$(date -u +%FT%TZ)\", \"minutes\": $minutes, \"steps\": ["
+    local sep="" n rc want secs verdict
+    for r in "${rows[@]}"; do
+      IFS='|' read -r n rc want secs verdict <<<"$r"
+      echo "$sep{\"step\": \"$n\", \"exit\": \"$rc\", \"expected\": $want, \"seconds\": $secs, \"verdict\": \"$verdict\"}"
+      sep=","
+    done
+    echo "], \"passed\": $([[ $status -eq 0 ]] && echo true || echo false)}"
+  } >"$out/summary.json"
+  [[ -z $tarball ]] || tar -czf "$tarball" -C "$(dirname "$out")" "$(basename "$out")"
+}
+
 # step NAME EXPECTED_EXIT CMD...: runs CMD with its output in $out/NAME.log and
 # records the exit code and the time.
 step() {
@@ -103,6 +139,7 @@ step() {
   echo "   exit $rc in ${secs}s: $verdict"
   tail -n 15 "$out/$name.log" | sed 's/^/   | /'
   rows+=("$name|$rc|$want|$secs|$verdict")
+  report
   return 0
 }
 
@@ -117,7 +154,7 @@ if ((do_build)); then
   step build 0 bash -c "cd '$root' && cmake --preset nvidia -B '$build' && cmake --build '$build' -j \$(nproc) --target pav pav_gpu_kernel split_decode adapter_bench"
 fi
 
-step torch-verify 0 "$pav" verify --kernel "$torch_worker"
+step torch-verify 0 "$pav" verify --kernel "$torch_worker" --save "$out/verify-cases"
 step torch-fuzz 0 "$pav" fuzz --kernel "$torch_worker" --property decode --minutes "$minutes" --save "$out/fuzz-cases"
 rm -rf "$out/defect-cases"
 step torch-defect-fuzz 1 "$pav" fuzz --kernel "$torch_worker --defect no-max-subtract" --property decode \
@@ -129,40 +166,13 @@ if [[ -n "$defect_case" ]]; then
 else
   rows+=("torch-defect-replay|-|1|0|FAILED (no case saved)")
   status=1
+  report
 fi
-step gpu-plugin-verify 0 "$pav" verify --kernel "lib:$gpu_plugin"
+step gpu-plugin-verify 0 "$pav" verify --kernel "lib:$gpu_plugin" --save "$out/verify-cases"
 step adapter-bench 0 "$build/bench/adapter_bench" --calls 200 --json-out "$out/adapter-bench.json" \
   --pav "$pav" --python "$python" --null-kernel "$build/bench/libpav_null_kernel.so" \
   --null-worker "$root/bench/adapter/null_worker.py"
 
-# Cases per second of the timed fuzz run, as pav fuzz printed them.
-fuzz_line=$(grep -E 'cases' "$out/torch-fuzz.log" | tail -n 1)
-
-{
-  echo "# Kernels under test on the GPU ($(date -u +%Y-%m-%d))"
-  echo
-  sed 's/^/    /' "$out/environment.log"
-  echo
-  echo "| step | exit | expected | seconds | verdict |"
-  echo "|---|---|---|---|---|"
-  for r in "${rows[@]}"; do echo "| ${r//|/ | } |"; done
-  echo
-  echo "Timed fuzz run ($minutes min): $fuzz_line"
-  echo
-  echo "Adapter overhead per call (bench/adapter_bench):"
-  echo
-  sed -n '/^adapter/,$p' "$out/adapter-bench.log" | sed 's/^/    /'
-} >"$out/summary.md"
-{
-  echo "{\"date\": \"$(date -u +%FT%TZ)\", \"minutes\": $minutes, \"steps\": ["
-  sep=""
-  for r in "${rows[@]}"; do
-    IFS='|' read -r n rc want secs verdict <<<"$r"
-    echo "$sep{\"step\": \"$n\", \"exit\": \"$rc\", \"expected\": $want, \"seconds\": $secs, \"verdict\": \"$verdict\"}"
-    sep=","
-  done
-  echo "], \"passed\": $([[ $status -eq 0 ]] && echo true || echo false)}"
-} >"$out/summary.json"
+report
 cat "$out/summary.md"
-[[ -z $tarball ]] || tar -czf "$tarball" -C "$(dirname "$out")" "$(basename "$out")"
 exit $status

@@ -2,7 +2,8 @@
 # Installs every build and test dependency of pav from Debian 12 packages.
 # Idempotent; run as root (or through sudo). Nothing is downloaded at build time.
 #   PAV_DEPS_GPU=0    skip the HIP toolchain (hipcc, libamdhip64-dev, rocm-device-libs)
-#   PAV_DEPS_TORCH=0  skip PyTorch (the torch worker example's CPU tests are then not registered)
+#   PAV_DEPS_TORCH=1  also PyTorch (CPU), for the torch worker example's tests (labelled slow;
+#                     without it they are not registered)
 set -euo pipefail
 
 pkgs=(
@@ -16,8 +17,8 @@ pkgs=(
 )
 # python3-yaml: the fleet runners' manifests are parsed in the CPU tests.
 # The example workers run on Debian's /usr/bin/python3 (examples/workers/):
-# NumPy always, PyTorch (CPU) for the torch worker's tests.
-if [[ "${PAV_DEPS_TORCH:-1}" != 0 ]]; then
+# NumPy always; PyTorch (CPU) on request, for the torch worker's slow tests.
+if [[ "${PAV_DEPS_TORCH:-0}" != 0 ]]; then
   pkgs+=(python3-torch)
 fi
 if [[ "${PAV_DEPS_GPU:-1}" != 0 ]]; then

@@ -108,6 +108,21 @@ class Generator(unittest.TestCase):
 
 
 class BuildAndCoverage(unittest.TestCase):
+    def test_compile_commands_keyed_by_object_with_or_without_output(self):
+        # A test binary that runs another executable names it in a compile
+        # definition; the definition is found through its object's command.
+        db = [{"directory": "/b", "file": "/s/t.cpp",
+               "command": "/usr/bin/c++ -DBIN=\\\"/b/k/tool\\\" -O2 -o k/CMakeFiles/t.dir/t.cpp.o -c /s/t.cpp"},
+              {"directory": "/b", "file": "/s/u.cpp", "output": "k/u.o",
+               "command": "/usr/bin/c++ -DX=1 -c /s/u.cpp -ok/ignored.o"},
+              {"directory": "/b", "file": "/s/v.cpp",
+               "arguments": ["/usr/bin/c++", "-DY=2", "-o", "k/v.o", "-c", "/s/v.cpp"]}]
+        by_obj = sweep.compile_commands_by_object(db)
+        self.assertEqual(sorted(by_obj), ["k/CMakeFiles/t.dir/t.cpp.o", "k/u.o", "k/v.o"])
+        self.assertTrue(sweep.named("/b/k/tool", by_obj["k/CMakeFiles/t.dir/t.cpp.o"]))
+        self.assertIn("-DX=1", by_obj["k/u.o"])
+        self.assertIn("-DY=2", by_obj["k/v.o"])
+
     def test_parse_ninja_link_edges(self):
         import tempfile
         with tempfile.TemporaryDirectory() as d:

@@ -143,3 +143,18 @@ TEST(CodecsSpecial, Fp8E4m3fnuz) {
   EXPECT_EQ(f32_to_fp8(std::nextafter(std::ldexp(1.0f, -11), 1.0f), f), 0x01);
   EXPECT_EQ(f32_to_fp8(-std::ldexp(3.0f, -11), f), 0x82);
 }
+
+// A NaN comes out of the 16-bit encoders quiet (the top mantissa bit set, as
+// IEEE conversions do) and with its sign, whatever its payload: a signalling
+// or low-payload NaN must not leave as a signalling one.
+TEST(CodecsSpecial, EncodedNaNsAreQuietAndKeepTheirSign) {
+  for (uint32_t n : kNaNs) {
+    const bool negative = (n >> 31) != 0;
+    const uint16_t b = f32_to_bf16(from_bits(n));
+    EXPECT_EQ(b & 0x7fc0, 0x7fc0) << std::hex << "bf16 of f32 NaN 0x" << n << " is 0x" << b;
+    EXPECT_EQ((b >> 15) != 0, negative) << std::hex << "bf16 of f32 NaN 0x" << n << " is 0x" << b;
+    const uint16_t h = f32_to_f16(from_bits(n));
+    EXPECT_EQ(h & 0x7e00, 0x7e00) << std::hex << "f16 of f32 NaN 0x" << n << " is 0x" << h;
+    EXPECT_EQ((h >> 15) != 0, negative) << std::hex << "f16 of f32 NaN 0x" << n << " is 0x" << h;
+  }
+}

@@ -17,8 +17,8 @@ std::string progress_line(const DriftProgress& p, int width) {
   std::string eta = frac > 0.02 && frac < 1.0 ? ", ~" + clock(p.elapsed_s * (1.0 - frac) / frac) + " left" : "";
   std::string line = fmt::format("drift [{}{}] {:3.0f}%  {}  {}{}", std::string(filled, '#'),
                                  std::string(bar - filled, '.'), 100.0 * frac, p.what, clock(p.elapsed_s), eta);
-  if (int(line.size()) > width) line = line.substr(0, width);
-  return "\r" + line + std::string(std::max(0, width - int(line.size())), ' ');
+  if (int(line.size()) > width) line.resize(width);
+  return line;
 }
 
 }  // namespace pav::props

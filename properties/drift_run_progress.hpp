@@ -10,7 +10,9 @@ struct DriftProgress {
   double elapsed_s = 0;
 };
 
-// One-line progress bar for stderr: "\r  drift [#####.....]  42%  cell 2/6 ...  1m02s, ~1m30s left".
+// The text of the progress line, cut to `width` characters:
+// "drift [#####.....]  42%  cell 2/6 ...  1m02s, ~1m30s left". ProgressReporter
+// (common/progress.hpp) draws it, in place on a terminal.
 std::string progress_line(const DriftProgress& p, int width = 100);
 
 }  // namespace pav::props

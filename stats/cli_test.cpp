@@ -295,4 +295,33 @@ TEST_F(StatsCli, TraceStatsErrors) {
   expect_bad_input("trace-stats", {"TRACE"});
 }
 
+// The text report shows the figures the JSON report holds: every p value (6
+// significant digits) and both chi-square statistics (4 decimals), for counts
+// and for run files, pooled or not.
+TEST_F(StatsCli, McnemarTextShowsTheJsonFigures) {
+  const std::string files2 = fixture("gsm8k-a.jsonl") + " " + fixture("gsm8k-b.jsonl");
+  const std::string files4 = files2 + " " + fixture("gsm8k-b2.jsonl") + " " + fixture("gsm8k-a2.jsonl") +
+                             " --variant 32,128,128,32";
+  for (const std::string& args : {std::string("mcnemar --counts 121,59"), std::string("mcnemar --counts 6,2"),
+                                   "mcnemar " + files2, "mcnemar " + files4}) {
+    SCOPED_TRACE(args);
+    const auto text = run(args);
+    const auto js = run(args + " --json");
+    ASSERT_EQ(text.code, 0) << text.err;
+    ASSERT_EQ(js.code, 0) << js.err;
+    const auto j = json::parse(js.out);
+    char buf[64];
+    for (const char* key : {"exact_p", "mid_p", "chi2_cc_p", "chi2_p"}) {
+      std::snprintf(buf, sizeof buf, "%.6g", j[key].get<double>());
+      EXPECT_NE(text.out.find(std::string("  ") + buf), std::string::npos) << key << " " << buf << "\n" << text.out;
+    }
+    for (const char* key : {"chi2_cc", "chi2"}) {
+      std::snprintf(buf, sizeof buf, "%.4f", j[key].get<double>());
+      EXPECT_NE(text.out.find(buf), std::string::npos) << key << " " << buf << "\n" << text.out;
+    }
+    EXPECT_NE(text.out.find("b = " + std::to_string(j["b"].get<int64_t>())), std::string::npos) << text.out;
+    EXPECT_NE(text.out.find("c = " + std::to_string(j["c"].get<int64_t>())), std::string::npos) << text.out;
+  }
+}
+
 }  // namespace

@@ -340,6 +340,15 @@ TEST_F(PavCli, ExitCodeTableOverEveryCommand) {
       {"trace-stats {fix}/stats/trace-small.jsonl --budget 0", 2, "--budget"},
       {"trace-stats {fix}/stats/trace-small.jsonl --budget \"\"", 2, "--budget"},
       {"trace-stats {fix}/stats/trace-small.jsonl --json-out /dev/full", 3, "No space left"},
+      // settings: the values here; a malformed value exits 2 naming the variable and the value
+      {"settings", 0, "PAV_WORK_PLAN"},
+      {"settings --markdown", 0, "| `PAV_PLANNED_DECODE` | `0` |"},
+      {"settings", 0, "PAV_PLANNED_DECODE   0             1 ", {"PAV_PLANNED_DECODE=1", "PAV_WORK_PLAN=0"}},
+      {"settings", 2, "PAV_WORK_PLAN='2'", {"PAV_WORK_PLAN=2"}},
+      {"settings", 2, "PAV_PLANNED_DECODE='-1'", {"PAV_PLANNED_DECODE=-1"}},
+      {"settings", 2, "PAV_PLAN_POLICY='nosuch'", {"PAV_PLAN_POLICY=nosuch"}},
+      {"settings --nosuch", 2, "--nosuch"},
+      {"settings --json-out /dev/full", 3, "No space left"},
   };
   std::vector<Row> all = rows;
   if (!gpu_build)
@@ -395,6 +404,7 @@ TEST_F(PavCli, JsonOnStdoutForEveryCommand) {
       {"mcnemar", "mcnemar --counts 10,0 --fail-if-worse 0.01 --json"},
       {"bench-compare", "bench-compare {dir}/bench-a.json {dir}/bench-b10.json --max-regression 5 --json"},
       {"trace-stats", "trace-stats {fix}/stats/trace-small.jsonl --json"},
+      {"settings", "settings --json"},
   };
   for (const auto& [command, args] : runs) {
     const Outcome o = run(args);
@@ -443,7 +453,7 @@ TEST_F(PavCli, JsonOutWritesTheSameReportBesideTheText) {
 
 TEST_F(PavCli, HelpShowsEveryCommandsOptionsWithDefaults) {
   for (const std::string cmd :
-       {"verify", "fuzz", "replay", "gate", "drift", "plan", "mcnemar", "bench-compare", "trace-stats"}) {
+       {"verify", "fuzz", "replay", "gate", "drift", "plan", "mcnemar", "bench-compare", "trace-stats", "settings"}) {
     const Outcome h = run("help " + cmd);
     const Outcome dash = run(cmd + " --help");
     EXPECT_EQ(h.code, 0) << cmd;

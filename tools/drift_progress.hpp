@@ -18,10 +18,7 @@ struct DriftStopped {};
 inline std::function<void(const props::DriftProgress&)> drift_progress(std::shared_ptr<ProgressReporter> reporter) {
   return [reporter](const props::DriftProgress& p) {
     if (stop_requested() && p.done < p.total) throw DriftStopped{};  // a finished run keeps its report
-    std::string line = props::progress_line(p);
-    const size_t first = line.find_first_not_of('\r');
-    const size_t last = line.find_last_not_of(' ');
-    reporter->show(first == std::string::npos ? std::string() : line.substr(first, last + 1 - first));
+    reporter->show(props::progress_line(p));
   };
 }
 

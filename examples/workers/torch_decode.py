@@ -166,6 +166,10 @@ def main():
     if opts.list_defects:
         pav_worker.list_defects(DEFECTS)
         return
+    try:  # a device that cannot run stops the worker before it describes itself
+        torch.zeros(1, device=opts.device)
+    except (AssertionError, RuntimeError) as e:
+        sys.exit("torch_decode.py: --device %s cannot be used: %s" % (opts.device, e))
     kernel = TorchDecode(opts.device, opts.defect)
     desc = dict(DESCRIPTION)
     desc["version"] = "1.0 torch %s %s" % (torch.__version__, opts.device)

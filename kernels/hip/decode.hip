@@ -580,26 +580,39 @@ __global__ void __launch_bounds__(kThreads) attend_fast_kernel(const Params p) {
 // added to the fp32 accumulator by an ordinary add. The k order inside an
 // instruction is permuted (a sum does not depend on it) so that a lane's four
 // k slots {2t, 2t+1, 2t+8, 2t+9} are four consecutive bytes of the cache.
-// Data movement: cp.async of whole 256-token tiles (K, then V, 16 bytes per
-// request, page by page) into a shared-memory ring that holds one tile of each;
-// the next tile's K is in flight while this tile's PV runs and its V while the
-// next scores run. Tokens past the context are never loaded; their V bytes are
-// zeroed in shared memory (0 * NaN would poison a masked product).
+//
+// Data movement: whole 256-token tiles of K and of V are copied with cp.async
+// into a ring of kSlots tile slots (K of tile 0, V of tile 0, K of tile 1, ...),
+// kSlots - 1 tiles' worth in flight while one is consumed. A copy request is
+// served at full width only when the eight 16-byte pieces of each quarter warp
+// come from one 128-byte run of the cache and land in one 128-byte row of
+// shared memory (in any order): the slot layouts below keep the cache's own
+// 128-byte runs together as rows and permute 16-byte pieces only inside a
+// row. The page of every 16-token chunk is looked up once per tile, two tiles
+// ahead, into a small shared table. Bytes past the context are never read: the
+// copy fills them with zeros (cp.async's source size), so masked V tokens are
+// +0 in shared memory (0 * NaN would poison a masked product).
 #if defined(PAV_HIP_NVIDIA)
 namespace mma {
 
-constexpr int kStageTokens = 64;                         // tokens of one ring stage
-constexpr int kStagesPerTile = kTileTokens / kStageTokens;  // K stages, then as many V stages
-constexpr int kPStride = kTileTokens + 8;                // f16 per P row: conflict-free B loads
+constexpr int kChunks = kTileTokens / 16;                  // 16-token chunks per tile (pages hold whole chunks)
+constexpr int kChunkRing = 3;                              // tiles whose chunk table is kept (this one, two ahead)
+constexpr int kPStride = kTileTokens + 8;                  // f16 per P row: conflict-free B loads
 
 __device__ inline uint32_t smem_addr(const void* p) { return uint32_t(__cvta_generic_to_shared(p)); }
-__device__ inline void cp_async16(void* dst, const void* src) {
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(smem_addr(dst)), "l"(src) : "memory");
+// Copies `bytes` (0..16) from src and fills the rest of the 16 with zeros.
+__device__ inline void cp_async16(void* dst, const void* src, uint32_t bytes) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(smem_addr(dst)), "l"(src), "r"(bytes)
+               : "memory");
+}
+// Copies 16 bytes (all of them in the context).
+__device__ inline void cp_async16_all(uint32_t dst, const void* src) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(dst), "l"(src) : "memory");
 }
 __device__ inline void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
-// Waits until at most one committed group is still in flight.
-__device__ inline void cp_async_wait_all_but_one() { asm volatile("cp.async.wait_group 1;\n" ::: "memory"); }
-__device__ inline void cp_async_wait_all() { asm volatile("cp.async.wait_group 0;\n" ::: "memory"); }
+// Waits until at most kPending committed groups are still in flight.
+template <int kPending>
+__device__ inline void cp_async_wait() { asm volatile("cp.async.wait_group %0;\n" ::"n"(kPending) : "memory"); }
 
 // Two e4m3 codes (the low byte first) as one f16x2 register (the low half
 // first), exactly.
@@ -626,84 +639,134 @@ __device__ inline void mma_add(float (&d)[4], uint32_t a0, uint32_t a1, uint32_t
 
 __device__ inline uint32_t word_of(const uint4& v, int i) { return i == 0 ? v.x : i == 1 ? v.y : i == 2 ? v.z : v.w; }
 
-// The 16 head dims (a K group) lane t feeds in pass j of the score product;
-// the low three bits of the group differ between lanes of one shared-memory
-// phase (see k_swizzle).
+// The 16 head dims (a K group) lane t feeds in pass j of the score product.
 template <int kD>
 __device__ inline int k_group(int t, int j) {
   if constexpr (kD == 64) return t;
   else return 2 * t + (j & 1) + 8 * (j >> 1);
 }
-// K stage layout: token ts of the stage at ts * kD, its group grp at 16-byte
-// slot grp ^ k_swizzle(ts): cp.async writes (8 consecutive tokens of a group)
-// and the score reads (tokens g, g + 1 of lanes 4g..4g+7) are conflict-free.
+// K slot layout: a 128-byte row per (8-token octet, group) -- the cache's own
+// 128-byte runs (8 consecutive tokens of one group) -- at row (token / 8) *
+// groups + group; token i of the octet at 16-byte piece i ^ k_swizzle(group).
+// A quarter warp of the score reads takes tokens {2q, 2q + 1} of four groups
+// whose swizzles are {0, 2, 4, 6}: eight distinct pieces, no bank conflict.
 template <int kD>
-__device__ inline int k_swizzle(int ts) {
-  if constexpr (kD == 64) return (ts >> 1) & 3;
-  else return ts & 7;
+__device__ inline int k_swizzle(int grp) {
+  if constexpr (kD == 64) return 2 * (grp & 3);
+  else return 2 * ((grp >> 1) & 3);
 }
-// V stage layout: dim d at d * 64, its 16-token chunk c at slot c ^ ((d >> 1) & 3).
-__device__ inline int v_slot(int d, int c) { return c ^ ((d >> 1) & 3); }
+template <int kD>
+__device__ inline int k_offset(int tok, int grp) {
+  return (((tok >> 3) * (kD / 16) + grp) << 7) + 16 * ((tok & 7) ^ k_swizzle<kD>(grp));
+}
+// V slot layout: a 128-byte row per (16-token chunk, 8 dims) -- the cache's
+// 128-byte runs in either V layout hold 16 tokens of 8 consecutive dims -- at
+// row chunk * (kD / 8) + dim / 8; dim d's 16 tokens at piece (d & 7) ^ 2 (chunk & 3).
+template <int kD>
+__device__ inline int v_offset(int c, int d) {
+  return ((c * (kD / 8) + (d >> 3)) << 7) + 16 * ((d & 7) ^ (2 * (c & 3)));
+}
 
 template <int kD>
-constexpr int stage_bytes() { return kStageTokens * kD; }
+constexpr int tile_bytes() { return kTileTokens * kD; }
 
-// Enqueues the K codes of tile tokens [t0, t0 + 256) below len into stages
-// 0..3 of the ring. Consecutive threads take consecutive 16-byte pieces of one
-// page's group, so each warp request reads whole sectors.
+// Ring slots per block: three tiles in flight where two blocks per SM (one at
+// head_dim 256) still fit the shared memory, else two.
+template <int kD, int kNT>
+constexpr int ring_slots() { return kNT >= 4 ? 2 : 3; }
+
+// Chunk c of tile `tile`: its page (block-table entry) and offset in it, or
+// not `in` the context.
+struct ChunkPage {
+  int64_t blk;
+  uint32_t off;
+  bool in;
+};
+__device__ inline ChunkPage chunk_page(const Params& p, const int32_t* table, int64_t len, int64_t tile, int c) {
+  const int64_t t = tile * kTileTokens + 16 * c;
+  ChunkPage cp{0, 0, t < len};
+  if (cp.in) {
+    uint32_t col;
+    page_of(p, uint32_t(t), col, cp.off);
+    cp.blk = table[col];
+  }
+  return cp;
+}
+// The byte offsets of the chunk's first token in the K and V caches into the
+// chunk table, -1 past the context.
 template <int kD>
-__device__ void issue_k(const Params& p, int h, const int32_t* table, int64_t len, int64_t t0, uint8_t* ring) {
+__device__ void write_chunk(const Params& p, int h, const ChunkPage& cp, int c, int64_t* kofs, int64_t* vofs) {
+  int64_t ko = -1, vo = -1;
+  if (cp.in) {
+    const int64_t page = (cp.blk * p.hkv + h) * int64_t(kD) * p.block_size;
+    ko = page + int64_t(cp.off) * 16;
+    vo = page + (p.v_trans ? int64_t(cp.off) * kD : int64_t(cp.off));
+  }
+  kofs[c] = ko;
+  vofs[c] = vo;
+}
+
+// Enqueues the K codes of a tile holding n tokens of the context into a slot:
+// piece i of the 16-token chunk c of group grp; tokens past the context are
+// zero-filled, never read. Consecutive threads take consecutive tokens of one
+// group of one chunk. A thread's token in its chunk and its group are the same
+// in every iteration (the block is a multiple of one chunk's 16 x groups
+// pieces), so only the chunk's page offset changes from one copy to the next.
+template <int kD>
+__device__ void issue_k(const Params& p, const int64_t* kofs, int n, uint8_t* slot) {
   constexpr int kNG = kD / 16;
-  const int bs = p.block_size;
-  const int piece_shift = bs % 64 == 0 ? 6 : 4;  // tokens of a page read in one run: 64 or 16
-  const int piece = 1 << piece_shift;
-  for (int x = threadIdx.x; x < kTileTokens * kNG; x += kThreads) {
-    const int rest = x >> piece_shift;
-    const int grp = rest % kNG;
-    const int tok = (rest / kNG) * piece + (x & (piece - 1));
-    const int64_t t = t0 + tok;
-    if (t >= len) continue;  // past the context: never read
-    uint32_t col, off;
-    page_of(p, uint32_t(t), col, off);
-    const int64_t blk = table[col];
-    const uint8_t* src = p.k + ((blk * p.hkv + h) * kNG + grp) * int64_t(bs) * 16 + off * 16;
-    const int ts = tok % kStageTokens;
-    cp_async16(ring + (tok / kStageTokens) * stage_bytes<kD>() + ts * kD + 16 * (grp ^ k_swizzle<kD>(ts)), src);
+  constexpr int kStep = kThreads / (16 * kNG);  // chunks per round of the block
+  static_assert(kStep >= 1 && kThreads % (16 * kNG) == 0, "a round of the block covers whole chunks");
+  const int i = threadIdx.x & 15, grp = (threadIdx.x >> 4) % kNG, c0 = (threadIdx.x >> 4) / kNG;
+  const uint8_t* const src0 = p.k + int64_t(grp) * p.block_size * 16 + i * 16;
+  uint8_t* dst = slot + k_offset<kD>(16 * c0 + i, grp);
+  if (n == kTileTokens) {  // a whole tile: no bounds
+    uint32_t sdst = smem_addr(dst);
+#pragma unroll 2
+    for (int c = c0; c < kChunks; c += kStep, sdst += kStep * 2 * kNG * 128) cp_async16_all(sdst, src0 + kofs[c]);
+    return;
+  }
+  // Not unrolled: an unrolled copy loop keeps every iteration's addresses in
+  // registers across the whole tile loop. No branch: a copy past the context
+  // reads nothing from its (valid) address.
+#pragma unroll 1
+  for (int c = c0; c < kChunks; c += kStep, dst += kStep * 2 * kNG * 128) {
+    const bool in = 16 * c + i < n;
+    const int64_t ofs = kofs[c];
+    cp_async16(dst, src0 + (in ? ofs : 0), in ? 16u : 0u);
   }
 }
 
-// Enqueues the V codes of the tile's 16-token chunks that start below len
-// into stages 4..7 (a chunk never crosses a page: pages are multiples of 16).
+// Enqueues the V codes of a tile holding n tokens of the context: dim d of
+// chunk c (16 tokens, 16 contiguous bytes in either layout); the bytes of
+// tokens past the context are zero-filled. Consecutive threads take
+// consecutive dims of one chunk; a thread's dim is the same in every iteration.
 template <int kD>
-__device__ void issue_v(const Params& p, int h, const int32_t* table, int64_t len, int64_t t0, uint8_t* ring) {
-  const int bs = p.block_size;
-  const int cpp = bs % 64 == 0 ? 4 : 1;  // plain layout: chunks of one dim contiguous in a page
-  for (int x = threadIdx.x; x < (kTileTokens / 16) * kD; x += kThreads) {
-    int c, d;
-    if (p.v_trans) {
-      d = x % kD;
-      c = x / kD;
-    } else {
-      const int rest = x / cpp;
-      d = rest % kD;
-      c = (rest / kD) * cpp + x % cpp;
-    }
-    const int64_t t = t0 + c * 16;
-    if (t >= len) continue;  // past the context: never read
-    uint32_t col, off;
-    page_of(p, uint32_t(t), col, off);
-    const int64_t blk = table[col];
-    const uint8_t* src = p.v_trans ? p.v + ((blk * p.hkv + h) * (bs / 16) + off / 16) * int64_t(kD) * 16 + d * 16
-                                   : p.v + ((blk * p.hkv + h) * kD + d) * int64_t(bs) + off;
-    cp_async16(ring + (kStagesPerTile + c / 4) * stage_bytes<kD>() + d * kStageTokens + 16 * v_slot(d, c % 4), src);
+__device__ void issue_v(const Params& p, const int64_t* vofs, int n, uint8_t* slot) {
+  constexpr int kStep = kThreads / kD;  // chunks per round of the block
+  static_assert(kStep >= 1 && kThreads % kD == 0, "a round of the block covers whole chunks");
+  const int d = threadIdx.x % kD, c0 = threadIdx.x / kD;
+  const uint8_t* const src0 = p.v + int64_t(d) * (p.v_trans ? 16 : p.block_size);
+  if (n == kTileTokens) {  // a whole tile: no bounds
+    const uint32_t sslot = smem_addr(slot);
+#pragma unroll 2
+    for (int c = c0; c < kChunks; c += kStep) cp_async16_all(sslot + v_offset<kD>(c, d), src0 + vofs[c]);
+    return;
+  }
+#pragma unroll 1
+  for (int c = c0; c < kChunks; c += kStep) {
+    const int rest = n - 16 * c;
+    const uint32_t bytes = rest <= 0 ? 0u : rest >= 16 ? 16u : uint32_t(rest);
+    const int64_t ofs = vofs[c];
+    cp_async16(slot + v_offset<kD>(c, d), src0 + (bytes ? ofs : 0), bytes);
   }
 }
 
-// Dynamic shared memory of one block: the ring (one tile of K and of V), P as
-// f16 [rows][kPStride], and Q as B fragments [kNT][passes][2][32 lanes] x 16 bytes.
+// Dynamic shared memory of one block: the ring, P as f16 [rows][kPStride], and
+// Q as B fragments [kNT][passes][2][32 lanes] x 16 bytes.
 template <int kD, int kNT>
 constexpr int smem_bytes() {
-  return 2 * kStagesPerTile * stage_bytes<kD>() + 8 * kNT * kPStride * 2 + 8 * kNT * kD * 2;
+  return ring_slots<kD, kNT>() * tile_bytes<kD>() + 8 * kNT * kPStride * 2 + 8 * kNT * kD * 2;
 }
 
 template <int kD, int kNT>
@@ -712,17 +775,19 @@ __global__ void __launch_bounds__(kThreads, kD <= 128 ? 2 : 1) attend_mma_kernel
   constexpr int kNJ = kD / 64;                     // 16-byte K reads per token per lane
   constexpr int kMT = kD / 16;                     // 16-dim m tiles of the PV product
   constexpr int kMTw = kMT >= kWarps ? kMT / kWarps : 1;   // m tiles per warp
-  constexpr int kSplit = kMT >= kWarps ? 1 : kWarps / kMT; // warps sharing an m tile (by stages)
+  constexpr int kSplit = kMT >= kWarps ? 1 : kWarps / kMT; // warps sharing an m tile (by chunk quarters)
+  constexpr int kSlots = ring_slots<kD, kNT>();
   static_assert(kWarpSize == 32 && kWarps == 8, "fragment layouts assume 8 warps of 32 lanes");
   static_assert(kNJ >= 1 && kMTw * kWarps == kMT * kSplit, "head_dim 64, 128 or 256");
+  static_assert(kSlots >= 2 && kSlots <= kChunkRing, "the chunk table runs kSlots - 1 tiles ahead at most");
   extern __shared__ uint4 smem_raw[];
   uint8_t* ring = reinterpret_cast<uint8_t*>(smem_raw);
-  uint16_t* p16 = reinterpret_cast<uint16_t*>(ring + 2 * kStagesPerTile * stage_bytes<kD>());
+  uint16_t* p16 = reinterpret_cast<uint16_t*>(ring + kSlots * tile_bytes<kD>());
   uint4* qfrag = reinterpret_cast<uint4*>(p16 + kR * kPStride);
-  __shared__ float qscale[kR], row_m[kR], row_l[kR], row_alpha[kR], row_mnew[kR];
-  __shared__ int row_vis[kR];
-  __shared__ float red[kWarps][kR];
+  __shared__ float qscale[kR], row_m[kR], row_l[kR];
+  __shared__ float redmax[kWarps][kR], redsum[kWarps][kR];
   __shared__ float kscale[kTileTokens];
+  __shared__ int64_t chunk_k[kChunkRing][kChunks], chunk_v[kChunkRing][kChunks];
   __shared__ int flag;
 
   const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
@@ -736,18 +801,34 @@ __global__ void __launch_bounds__(kThreads, kD <= 128 ? 2 : 1) attend_mma_kernel
   const int32_t* table = p.tables + int64_t(seq) * p.tables_s0;
   const bool token_kscale = p.k_scale_kind == kScaleToken;
   const float kscale_all = token_kscale ? 1.0f : scale_at(p.k_scale, p.k_scale_kind, 0, h, 0, p);
+  // Tiles of this task that hold tokens: local tiles 0 .. ntl - 1.
+  // (int: a context holds fewer than 2^31 tokens.)
+  const int ntl = int(max64(0, min64(tile1, ceil_div64(max64(len, 0), kTileTokens)) - tile0));
+
+  // Item j of the ring: K (even j) or V (odd j) of local tile j / 2, in slot j % kSlots.
+  auto issue_item = [&](int j) {
+    const int lt = j >> 1;
+    if (lt < ntl) {
+      const int n = int(min64(kTileTokens, len - (tile0 + lt) * kTileTokens));
+      uint8_t* dst = ring + (j % kSlots) * tile_bytes<kD>();
+      const int e = lt % kChunkRing;
+      if (j & 1) issue_v<kD>(p, chunk_v[e], n, dst);
+      else issue_k<kD>(p, chunk_k[e], n, dst);
+    }
+    cp_async_commit();  // empty past the last tile: the wait counts stay uniform
+  };
 
   for (int r0 = 0; r0 < p.rows; r0 += kR) {
     const int nr = min(kR, p.rows - r0);
     __syncthreads();  // the previous pass is done with shared memory
-    const bool any = tile0 < tile1 && tile0 * kTileTokens < len;
-    if (any) issue_k<kD>(p, h, table, len, tile0 * kTileTokens, ring);
-    cp_async_commit();
-    if (any) issue_v<kD>(p, h, table, len, tile0 * kTileTokens, ring);
-    cp_async_commit();
+    if (tid < 2 * kChunks && tid / kChunks < ntl)
+      write_chunk<kD>(p, h, chunk_page(p, table, len, tile0 + tid / kChunks, tid % kChunks), tid % kChunks,
+                      chunk_k[tid / kChunks], chunk_v[tid / kChunks]);
     // Q: padding rows of the last n tile stay zero.
     for (int i = tid; i < kR * kD / 8; i += kThreads) qfrag[i] = make_uint4(0, 0, 0, 0);
     __syncthreads();
+#pragma unroll
+    for (int j = 0; j < kSlots; ++j) issue_item(j);
     quantize_q_rows(p, seq, h, r0, nr, qscale, row_m, row_l, [&](int r, int d, float v) {
       const int grp = d / 16, low = grp & 7;
       const int tq = kD == 64 ? grp : low >> 1;
@@ -764,22 +845,36 @@ __global__ void __launch_bounds__(kThreads, kD <= 128 ? 2 : 1) attend_mma_kernel
 #pragma unroll
         for (int e = 0; e < 4; ++e) o[mi][nt][e] = 0.0f;
 
-    for (int64_t tile = tile0; tile < tile1; ++tile) {
-      const int64_t t0 = tile * kTileTokens;
+    for (int lt = 0; lt < ntl; ++lt) {
+      const int64_t t0 = (tile0 + lt) * kTileTokens;
       const int n = int(min64(kTileTokens, len - t0));
-      if (n <= 0) break;
-      const bool next = tile + 1 < tile1 && t0 + kTileTokens < len;
+      // The chunk table two tiles ahead: the block-table entries are loaded
+      // here and written after this tile's V barrier (the load's latency hides
+      // behind the scores); their first reader issues copies after this
+      // tile's last barrier. The ring entry was last read for tile lt - 1.
+      const bool ahead = tid < kChunks && lt + 2 < ntl;
+      const ChunkPage ahead_page = ahead ? chunk_page(p, table, len, tile0 + lt + 2, tid) : ChunkPage{0, 0, false};
       if (token_kscale && tid < n) {
         uint32_t col, off;
         page_of(p, uint32_t(t0 + tid), col, off);
         kscale[tid] = scale_at(p.k_scale, p.k_scale_kind, table[col], h, off, p);
       }
-      if (tid < kR)
-        row_vis[tid] = tid < nr ? int(min64(n, len - p.q_len + 1 + (r0 + tid) / p.group - t0)) : 0;
-      cp_async_wait_all_but_one();  // this tile's K
+      // This lane's rows 8nt + 2t + c: their scales and visible counts.
+      float qs_r[kNT][2];
+      int vis_r[kNT][2];
+#pragma unroll
+      for (int nt = 0; nt < kNT; ++nt)
+#pragma unroll
+        for (int c = 0; c < 2; ++c) {
+          const int row = 8 * nt + 2 * t + c;
+          vis_r[nt][c] = row < nr ? int(min64(n, len - p.q_len + 1 + (r0 + row) / p.group - t0)) : 0;
+        }
+      cp_async_wait<kSlots - 1>();  // this tile's K
       __syncthreads();
+      const uint8_t* kst = ring + ((2 * lt) % kSlots) * tile_bytes<kD>();
+      const uint8_t* vst = ring + ((2 * lt + 1) % kSlots) * tile_bytes<kD>();
 
-      // Scores: warp w takes tokens 32w .. 32w + 31 (stage w / 2).
+      // Scores: warp w takes tokens 32w .. 32w + 31.
       float s[2][kNT][4];
 #pragma unroll
       for (int mt = 0; mt < 2; ++mt)
@@ -788,7 +883,6 @@ __global__ void __launch_bounds__(kThreads, kD <= 128 ? 2 : 1) attend_mma_kernel
 #pragma unroll
           for (int e = 0; e < 4; ++e) s[mt][nt][e] = 0.0f;
       {
-        const uint8_t* kst = ring + (warp >> 1) * stage_bytes<kD>();
         // One pass over a lane's groups at a time: unrolling the passes would
         // hold every pass's K and Q fragments in registers at once.
 #pragma unroll 1
@@ -798,10 +892,8 @@ __global__ void __launch_bounds__(kThreads, kD <= 128 ? 2 : 1) attend_mma_kernel
 #pragma unroll
           for (int mt = 0; mt < 2; ++mt)
 #pragma unroll
-            for (int hf = 0; hf < 2; ++hf) {
-              const int ts = 32 * (warp & 1) + 16 * mt + g + 8 * hf;
-              ka[mt][hf] = *reinterpret_cast<const uint4*>(kst + ts * kD + 16 * (grp ^ k_swizzle<kD>(ts)));
-            }
+            for (int hf = 0; hf < 2; ++hf)
+              ka[mt][hf] = *reinterpret_cast<const uint4*>(kst + k_offset<kD>(32 * warp + 16 * mt + 8 * hf + g, grp));
           uint4 qb[kNT][2];
 #pragma unroll
           for (int nt = 0; nt < kNT; ++nt)
@@ -824,16 +916,12 @@ __global__ void __launch_bounds__(kThreads, kD <= 128 ? 2 : 1) attend_mma_kernel
 
       // Online softmax of the tile on the fragments: element e of (mt, nt) is
       // token 32w + 16mt + g + 8(e >> 1), row 8nt + 2t + (e & 1).
-      // This lane's rows 8nt + 2t + c: their scales and visible counts, once.
-      float qs_r[kNT][2];
-      int vis_r[kNT][2];
       float rmax[kNT][2];
 #pragma unroll
       for (int nt = 0; nt < kNT; ++nt)
 #pragma unroll
         for (int c = 0; c < 2; ++c) {
           qs_r[nt][c] = qscale[8 * nt + 2 * t + c];
-          vis_r[nt][c] = row_vis[8 * nt + 2 * t + c];
           rmax[nt][c] = neg_inf();
         }
 #pragma unroll
@@ -855,32 +943,31 @@ __global__ void __launch_bounds__(kThreads, kD <= 128 ? 2 : 1) attend_mma_kernel
           v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, 4));
           v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, 8));
           v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, 16));
-          if (g == 0) red[warp][8 * nt + 2 * t + c] = v;
+          if (g == 0) redmax[warp][8 * nt + 2 * t + c] = v;
         }
-      __syncthreads();  // every warp is done with this tile's K stages
-      if (next) issue_k<kD>(p, h, table, len, t0 + kTileTokens, ring);
-      cp_async_commit();
-      if (tid < kR) {
-        const int r = tid;
-        if (row_vis[r] > 0) {
-          float tmax = red[0][r];
-          for (int w2 = 1; w2 < kWarps; ++w2) tmax = fmaxf(tmax, red[w2][r]);
-          const float m_old = row_m[r];
-          const float m_new = fmaxf(m_old, tmax);
-          row_mnew[r] = m_new;
-          row_alpha[r] = m_old == neg_inf() ? 0.0f : expf(m_old - m_new);
-        } else {
-          row_alpha[r] = 1.0f;  // sees no token of this tile: unchanged
-        }
-      }
-      __syncthreads();
-      float lsum[kNT][2], mnew_r[kNT][2];
+      __syncthreads();  // every warp is done with this tile's K slot; the maxima are in
+      issue_item(2 * lt + kSlots);
+      // Every lane derives its own rows' new max and rescale factor (the same
+      // values in every lane: no further barrier). A row that sees no token of
+      // this tile keeps its max and sum.
+      float mnew_r[kNT][2], alpha_r[kNT][2], lsum[kNT][2];
 #pragma unroll
       for (int nt = 0; nt < kNT; ++nt)
 #pragma unroll
         for (int c = 0; c < 2; ++c) {
+          const int r = 8 * nt + 2 * t + c;
+          mnew_r[nt][c] = 0.0f;
+          alpha_r[nt][c] = 1.0f;
           lsum[nt][c] = 0.0f;
-          mnew_r[nt][c] = row_mnew[8 * nt + 2 * t + c];
+          if (vis_r[nt][c] > 0) {
+            const float m_old = row_m[r];
+            float tmax = redmax[0][r];
+#pragma unroll
+            for (int w2 = 1; w2 < kWarps; ++w2) tmax = fmaxf(tmax, redmax[w2][r]);
+            const float m_new = fmaxf(m_old, tmax);
+            mnew_r[nt][c] = m_new;
+            alpha_r[nt][c] = m_old == neg_inf() ? 0.0f : expf(m_old - m_new);
+          }
         }
 #pragma unroll
       for (int mt = 0; mt < 2; ++mt)
@@ -905,52 +992,52 @@ __global__ void __launch_bounds__(kThreads, kD <= 128 ? 2 : 1) attend_mma_kernel
           v += __shfl_xor_sync(0xffffffffu, v, 4);
           v += __shfl_xor_sync(0xffffffffu, v, 8);
           v += __shfl_xor_sync(0xffffffffu, v, 16);
-          if (g == 0) red[warp][8 * nt + 2 * t + c] = v;
+          if (g == 0) redsum[warp][8 * nt + 2 * t + c] = v;
         }
-      cp_async_wait_all_but_one();  // this tile's V (the next K may still fly)
+      cp_async_wait<kSlots - 1>();  // this tile's V (later tiles may still fly)
       __syncthreads();
-      if (tid < kR && row_vis[tid] > 0) {
-        float sum = 0.0f;
-        for (int w2 = 0; w2 < kWarps; ++w2) sum += red[w2][tid];
-        row_l[tid] = row_l[tid] * row_alpha[tid] + sum;
-        row_m[tid] = row_mnew[tid];
-      }
-      if (n < kTileTokens) {
-        // V bytes of tokens past the context (never loaded, or the tail of the
-        // last page) become +0: their weight is 0 and 0 * NaN must not appear.
-        for (int x = tid; x < (kTileTokens / 16) * kD; x += kThreads) {
-          const int d = x % kD, c = x / kD, first = c * 16;
-          if (first + 16 <= n) continue;
-          uint8_t* base = ring + (kStagesPerTile + c / 4) * stage_bytes<kD>() + d * kStageTokens + 16 * v_slot(d, c % 4);
-          for (int i = max(0, n - first); i < 16; ++i) base[i] = 0;
-        }
-        __syncthreads();
+      if (ahead) write_chunk<kD>(p, h, ahead_page, tid, chunk_k[(lt + 2) % kChunkRing], chunk_v[(lt + 2) % kChunkRing]);
+      // The running max and sum, written once per row (warp 0 holds every row
+      // in its lanes g == 0); every lane has read row_m above.
+      if (warp == 0 && g == 0) {
+#pragma unroll
+        for (int nt = 0; nt < kNT; ++nt)
+#pragma unroll
+          for (int c = 0; c < 2; ++c) {
+            const int r = 8 * nt + 2 * t + c;
+            if (vis_r[nt][c] > 0) {
+              float sum = 0.0f;
+              for (int w2 = 0; w2 < kWarps; ++w2) sum += redsum[w2][r];
+              row_l[r] = row_l[r] * alpha_r[nt][c] + sum;
+              row_m[r] = mnew_r[nt][c];
+            }
+          }
       }
 
-      // PV: warp w owns dim m tiles (and, at D 64, half of the stages).
+      // PV: warp w owns dim m tiles (and, at D 64, half of the chunks).
 #pragma unroll
       for (int mi = 0; mi < kMTw; ++mi)
 #pragma unroll
         for (int nt = 0; nt < kNT; ++nt)
 #pragma unroll
-          for (int e = 0; e < 4; ++e) o[mi][nt][e] *= row_alpha[8 * nt + 2 * t + (e & 1)];
-      constexpr int kStagesPerWarp = kStagesPerTile / kSplit;
+          for (int e = 0; e < 4; ++e) o[mi][nt][e] *= alpha_r[nt][e & 1];
+      constexpr int kQuartersPerWarp = 4 / kSplit;  // 64-token quarters of the tile
 #pragma unroll
-      for (int qs = 0; qs < kStagesPerWarp; ++qs) {
-        const int q = (warp / (kWarps / kSplit)) * kStagesPerWarp + qs;
-        const uint8_t* vst = ring + (kStagesPerTile + q) * stage_bytes<kD>();
+      for (int qs = 0; qs < kQuartersPerWarp; ++qs) {
+        const int q = (warp / (kWarps / kSplit)) * kQuartersPerWarp + qs;
+        const int c = 4 * q + t;  // this lane's chunk: tokens 16c .. 16c + 15
         uint4 pb[kNT][2];
 #pragma unroll
         for (int nt = 0; nt < kNT; ++nt)
 #pragma unroll
           for (int hf = 0; hf < 2; ++hf)
-            pb[nt][hf] = *reinterpret_cast<const uint4*>(p16 + (8 * nt + g) * kPStride + kStageTokens * q + 16 * t + 8 * hf);
+            pb[nt][hf] = *reinterpret_cast<const uint4*>(p16 + (8 * nt + g) * kPStride + 16 * c + 8 * hf);
 #pragma unroll
         for (int mi = 0; mi < kMTw; ++mi) {
           const int mtile = kSplit == 1 ? warp * kMTw + mi : warp % kMT;
           const int d0 = 16 * mtile + g, d1 = d0 + 8;
-          const uint4 va = *reinterpret_cast<const uint4*>(vst + d0 * kStageTokens + 16 * v_slot(d0, t));
-          const uint4 vb = *reinterpret_cast<const uint4*>(vst + d1 * kStageTokens + 16 * v_slot(d1, t));
+          const uint4 va = *reinterpret_cast<const uint4*>(vst + v_offset<kD>(c, d0));
+          const uint4 vb = *reinterpret_cast<const uint4*>(vst + v_offset<kD>(c, d1));
 #pragma unroll
           for (int s4 = 0; s4 < 4; ++s4) {
             const uint32_t wa = word_of(va, s4), wb = word_of(vb, s4);
@@ -963,14 +1050,13 @@ __global__ void __launch_bounds__(kThreads, kD <= 128 ? 2 : 1) attend_mma_kernel
           }
         }
       }
-      __syncthreads();  // V stages and P consumed
-      if (next) issue_v<kD>(p, h, table, len, t0 + kTileTokens, ring);
-      cp_async_commit();
+      __syncthreads();  // the V slot and P are consumed
+      issue_item(2 * lt + 1 + kSlots);
     }
-    cp_async_wait_all();
+    cp_async_wait<0>();
     __syncthreads();
 
-    // Warps that shared an m tile by stages add their sums (D 64).
+    // Warps that shared an m tile by chunk quarters add their sums (D 64).
     if constexpr (kSplit > 1) {
       float* part = reinterpret_cast<float*>(ring);
       if (warp >= kWarps / kSplit) {
@@ -1011,13 +1097,41 @@ __global__ void __launch_bounds__(kThreads, kD <= 128 ? 2 : 1) attend_mma_kernel
 #endif  // PAV_HIP_NVIDIA
 
 // ---- reduce -----------------------------------------------------------------------------
-// One block per (sequence, KV head). Each thread owns kVec consecutive dims of
-// one row and computes its row's merge weights itself (docs/numerics.md, "The reduce"):
+// The partials of one (sequence, KV head) merged per row (docs/numerics.md, "The reduce"):
 // M = max m_p (0 if all are -inf), w_p = l_p exp(m_p - M) for l_p > 0,
-// out = sum (w_p / L) O_p, or 0 when L == 0.
-// kBounded: walks `ceiling` (<= 64) slots; reads past `count` return zero
-// weight and never touch memory, so they cannot wrap into another sequence's
-// partitions. Otherwise walks exactly `count` slots.
+// L = sum w_p in partition order, out = sum (w_p / L) O_p in partition order,
+// or 0 when L == 0.
+
+// kVec consecutive partial values from element e0 (16-bit partials: kVec 8,
+// one 16-byte load).
+template <int kVec>
+__device__ inline void load_partials(const Params& p, int64_t e0, float (&x)[kVec]) {
+  if constexpr (kVec == 8) {
+    const uint4 v = *reinterpret_cast<const uint4*>(static_cast<const uint16_t*>(p.partial) + e0);
+    const uint32_t w4[4] = {v.x, v.y, v.z, v.w};
+#pragma unroll
+    for (int j = 0; j < 8; ++j) {
+      const uint16_t bits = uint16_t(w4[j / 2] >> (16 * (j % 2)));
+      x[j] = p.partial_kind == PartialKind::bf16 ? bf16_to_f32(bits) : f16_to_f32(bits);
+    }
+  } else {
+#pragma unroll
+    for (int j = 0; j < kVec; ++j) x[j] = load_partial(p.partial, e0 + j, p.partial_kind);
+  }
+}
+
+// Rows of the unbounded reduce whose M and L one pass holds in shared memory.
+constexpr int kReduceRowBatch = 64;
+
+// One block per (sequence, KV head); each thread owns kVec consecutive dims of
+// one row.
+// kBounded: walks `ceiling` (<= 64) slots per thread, computing its row's
+// weights itself; reads past `count` return zero weight and never touch
+// memory, so they cannot wrap into another sequence's partitions.
+// Otherwise (up to 1024 partitions): a warp computes each row's M and L once
+// (L summed in partition order, as one thread would), then every thread walks
+// exactly `count` partitions with their loads issued ahead of the weights, so
+// that a long walk waits on memory once per eight partitions.
 template <bool kBounded, int kVec>
 __global__ void __launch_bounds__(kThreads) reduce_kernel(const Params p) {
   __shared__ int flag;
@@ -1039,61 +1153,110 @@ __global__ void __launch_bounds__(kThreads) reduce_kernel(const Params p) {
     base = (int64_t(seq) * p.hkv + h) * p.splits;
     count = p.splits;
   }
-  const int64_t walk = kBounded ? p.ceiling : count;
   const int groups = D / kVec;
-  for (int idx = threadIdx.x; idx < p.rows * groups; idx += kThreads) {
-    const int row = idx / groups, d0 = (idx % groups) * kVec;
-    float M = neg_inf();
-    // The walks are unrolled so that several partitions' loads are in flight
-    // at once: one at a time, a sequence of ~100 partitions waited ~300 times
-    // on memory latency.
-#pragma unroll 8
-    for (int64_t q = 0; q < walk; ++q) {
-      const bool in = q < count;
-      const float mq = in ? p.m[(base + q) * p.rows + row] : neg_inf();
-      M = fmaxf(M, mq);
-    }
-    if (M == neg_inf()) M = 0.0f;
-    float L = 0.0f;
-#pragma unroll 8
-    for (int64_t q = 0; q < walk; ++q) {
-      const bool in = q < count;
-      const int64_t at = (base + q) * p.rows + row;
-      const float lq = in ? p.l[at] : 0.0f;
-      const float mq = in ? p.m[at] : neg_inf();
-      L += lq > 0.0f ? lq * expf(mq - M) : 0.0f;
-    }
-    float o[kVec];
-#pragma unroll
-    for (int j = 0; j < kVec; ++j) o[j] = 0.0f;
-    if (L > 0.0f) {
-#pragma unroll 4
-      for (int64_t q = 0; q < walk; ++q) {
-        const bool in = q < count;
-        const int64_t at = (base + q) * p.rows + row;
-        const float lq = in ? p.l[at] : 0.0f;
-        if (!(lq > 0.0f)) continue;
-        const float wq = lq * expf(p.m[at] - M) / L;
-        const int64_t e0 = at * D + d0;
-        if constexpr (kVec == 8) {
-          // 16-bit partials, 8 per 16-byte load.
-          const uint4 v = *reinterpret_cast<const uint4*>(static_cast<const uint16_t*>(p.partial) + e0);
-          const uint32_t w4[4] = {v.x, v.y, v.z, v.w};
-#pragma unroll
-          for (int j = 0; j < 8; ++j) {
-            const uint16_t bits = uint16_t(w4[j / 2] >> (16 * (j % 2)));
-            o[j] += wq * (p.partial_kind == PartialKind::bf16 ? bf16_to_f32(bits) : f16_to_f32(bits));
-          }
-        } else {
-#pragma unroll
-          for (int j = 0; j < kVec; ++j) o[j] += wq * load_partial(p.partial, e0 + j, p.partial_kind);
-        }
-      }
-    }
+  auto store = [&](int row, int d0, const float (&o)[kVec]) {
     const int pos = row / G, g = row % G;
     uint16_t* dst = p.out + (int64_t(seq) * p.q_len + pos) * p.out_s0 + int64_t(h * G + g) * p.out_s1 + d0;
 #pragma unroll
     for (int j = 0; j < kVec; ++j) dst[j] = to_half(o[j], p.half_bf16);
+  };
+  if constexpr (kBounded) {
+    const int64_t walk = p.ceiling;
+    for (int idx = threadIdx.x; idx < p.rows * groups; idx += kThreads) {
+      const int row = idx / groups, d0 = (idx % groups) * kVec;
+      float M = neg_inf();
+#pragma unroll 8
+      for (int64_t q = 0; q < walk; ++q) {
+        const bool in = q < count;
+        const float mq = in ? p.m[(base + q) * p.rows + row] : neg_inf();
+        M = fmaxf(M, mq);
+      }
+      if (M == neg_inf()) M = 0.0f;
+      float L = 0.0f;
+#pragma unroll 8
+      for (int64_t q = 0; q < walk; ++q) {
+        const bool in = q < count;
+        const int64_t at = (base + q) * p.rows + row;
+        const float lq = in ? p.l[at] : 0.0f;
+        const float mq = in ? p.m[at] : neg_inf();
+        L += lq > 0.0f ? lq * expf(mq - M) : 0.0f;
+      }
+      float o[kVec];
+#pragma unroll
+      for (int j = 0; j < kVec; ++j) o[j] = 0.0f;
+      if (L > 0.0f) {
+#pragma unroll 4
+        for (int64_t q = 0; q < walk; ++q) {
+          const bool in = q < count;
+          const int64_t at = (base + q) * p.rows + row;
+          const float lq = in ? p.l[at] : 0.0f;
+          if (!(lq > 0.0f)) continue;
+          const float wq = lq * expf(p.m[at] - M) / L;
+          float x[kVec];
+          load_partials<kVec>(p, at * D + d0, x);
+#pragma unroll
+          for (int j = 0; j < kVec; ++j) o[j] += wq * x[j];
+        }
+      }
+      store(row, d0, o);
+    }
+  } else {
+    __shared__ float row_M[kReduceRowBatch], row_L[kReduceRowBatch];
+    const int lane = threadIdx.x % kWarpSize, warp = threadIdx.x / kWarpSize;
+    for (int rb = 0; rb < p.rows; rb += kReduceRowBatch) {
+      const int nb = min(kReduceRowBatch, p.rows - rb);
+      __syncthreads();  // the previous batch is done with row_M / row_L
+      for (int r = warp; r < nb; r += kWarps) {
+        const int row = rb + r;
+        float M = neg_inf();
+        for (int64_t q = lane; q < count; q += kWarpSize) M = fmaxf(M, p.m[(base + q) * p.rows + row]);
+        M = warp_max(M);
+        if (M == neg_inf()) M = 0.0f;
+        // Each lane weighs one partition of the round; every lane then adds
+        // the round's weights in partition order (slots past count weigh +0,
+        // which leaves a sum of non-negative terms unchanged).
+        float L = 0.0f;
+        for (int64_t q0 = 0; q0 < count; q0 += kWarpSize) {
+          float e = 0.0f;
+          if (q0 + lane < count) {
+            const int64_t at = (base + q0 + lane) * p.rows + row;
+            const float lq = p.l[at];
+            e = lq > 0.0f ? lq * expf(p.m[at] - M) : 0.0f;
+          }
+#pragma unroll
+          for (int k = 0; k < kWarpSize; ++k) L += PAV_SHFL(e, k);
+        }
+        if (lane == 0) {
+          row_M[r] = M;
+          row_L[r] = L;
+        }
+      }
+      __syncthreads();
+      for (int idx = threadIdx.x; idx < nb * groups; idx += kThreads) {
+        const int r = idx / groups, row = rb + r, d0 = (idx % groups) * kVec;
+        const float M = row_M[r], L = row_L[r];
+        float o[kVec];
+#pragma unroll
+        for (int j = 0; j < kVec; ++j) o[j] = 0.0f;
+        if (L > 0.0f) {
+#pragma unroll 8
+          for (int64_t q = 0; q < count; ++q) {
+            const int64_t at = (base + q) * p.rows + row;
+            // Loaded whatever the weight (every slot below count is scratch
+            // of this launch), so that the loads do not wait on the test.
+            const float lq = p.l[at], mq = p.m[at];
+            float x[kVec];
+            load_partials<kVec>(p, at * D + d0, x);
+            if (lq > 0.0f) {
+              const float wq = lq * expf(mq - M) / L;
+#pragma unroll
+              for (int j = 0; j < kVec; ++j) o[j] += wq * x[j];
+            }
+          }
+        }
+        store(row, d0, o);
+      }
+    }
   }
 }
 
@@ -1256,6 +1419,11 @@ void launch_mma_shape(const Params& p, unsigned grid, hipStream_t s) {
   if (!(raised.load() & bit)) {
     check(cudaFuncSetAttribute(mma::attend_mma_kernel<kD, kNT>, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes),
           "matrix-unit attention: shared-memory limit");
+    // All of the unified L1/shared storage as shared memory: two blocks of a
+    // three-tile ring need nearly all of it.
+    check(cudaFuncSetAttribute(mma::attend_mma_kernel<kD, kNT>, cudaFuncAttributePreferredSharedMemoryCarveout,
+                               int(cudaSharedmemCarveoutMaxShared)),
+          "matrix-unit attention: shared-memory carveout");
     raised.fetch_or(bit);
   }
   mma::attend_mma_kernel<kD, kNT><<<grid, kThreads, bytes, s>>>(p);

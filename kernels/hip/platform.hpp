@@ -19,6 +19,7 @@
 // HIP 5.2 has no *_sync shuffles; every lane of the wavefront takes part.
 #define PAV_SHFL_XOR(v, mask) __shfl_xor((v), (mask))
 #define PAV_SHFL_UP(v, delta) __shfl_up((v), (delta))
+#define PAV_SHFL(v, lane) __shfl((v), (lane))
 // Lanes whose predicate holds, as a bit mask (bit i = lane i).
 #define PAV_BALLOT(pred) static_cast<unsigned long long>(__ballot(pred))
 // Orders shared-memory accesses among the lanes of one wavefront.
@@ -36,6 +37,7 @@ inline hipError_t pav_graph_instantiate(hipGraphExec_t* exec, hipGraph_t graph) 
 
 #define PAV_SHFL_XOR(v, mask) __shfl_xor_sync(0xffffffffu, (v), (mask))
 #define PAV_SHFL_UP(v, delta) __shfl_up_sync(0xffffffffu, (v), (delta))
+#define PAV_SHFL(v, lane) __shfl_sync(0xffffffffu, (v), (lane))
 #define PAV_BALLOT(pred) static_cast<unsigned long long>(__ballot_sync(0xffffffffu, (pred)))
 // Orders shared-memory accesses among the lanes of one warp (independent
 // thread scheduling: a shuffle is not a memory barrier).

@@ -1,0 +1,118 @@
+#!/usr/bin/env bash
+# One call on an H200 over binaries built elsewhere (nvidia preset): the GPU suite,
+# the sanitizers, prebuilt mutants, the bench and Nsight Compute, as one command.
+#
+#   bench/gpu/device_call.sh STEPS
+#
+# Run from a folder holding gpu_test, pav_gpu_bench, lib/ (shared libraries the
+# binaries need) and mutxz/NAME.tar.xz (one per mutant: NAME/gpu_test,
+# NAME/filter, NAME/what, as `ci/gpu.sh --build-mutants` writes them). Logs go to
+# $OUT (default ./out). STEPS: letters of the steps to run:
+#   t  gpu_test, then compute-sanitizer memcheck and racecheck over GpuSanitize.*
+#   m  every prebuilt mutant: caught when its filtered suite fails
+#   b  pav_gpu_bench, every config (JSON and log), within what is left of BUDGET
+#      seconds (default 570) for the whole script
+#   n  Nsight Compute on the matrix attention of equal32-h8g8 (balanced)
+#   s  SASS instruction counts of attend_mma_kernel<128, 1>
+#   r  Nsight Compute on the balanced refresh at Hkv 1, batch 256
+#   x  Nsight Compute on the attention of trace16-h8g8-q4 (32 rows per pass) and
+#      trace32-h1g16-q1 (G 16), and the bench of the reduce at budget 8 x SMs
+# Exit 1 when the suite, a sanitizer or a mutant fails.
+cd "$(dirname "$0")" || exit 3
+W=$PWD
+OUT=${OUT:-$W/out}
+mkdir -p "$OUT"
+export LD_LIBRARY_PATH=$W/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+steps=${1:-tbn}
+t0=$(date +%s)
+fail=0
+stamp() { echo "[$(($(date +%s) - t0)) s] $*"; }
+has() { [[ $steps == *$1* ]]; }
+stamp start
+nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,temperature.gpu,power.draw --format=csv,noheader
+ncu=$(command -v ncu || ls /usr/local/cuda/bin/ncu /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -1)
+cs=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
+
+if has t; then
+  timeout 300 ./gpu_test --gtest_brief=1 >"$OUT/gpu_test.log" 2>&1
+  rc=$?; stamp "gpu_test rc=$rc"; [[ $rc == 0 ]] || fail=1
+  grep -E "^\[  FAILED|^\[  PASSED|tests ran" "$OUT/gpu_test.log" | head -30
+  for tool in memcheck racecheck; do
+    timeout 150 "$cs" --tool $tool --error-exitcode 99 ./gpu_test --gtest_filter='GpuSanitize.*' >"$OUT/san-$tool.log" 2>&1
+    rc=$?; stamp "$tool rc=$rc"; [[ $rc == 0 ]] || fail=1
+    grep -E "ERROR SUMMARY|RACECHECK SUMMARY|PASSED|FAILED" "$OUT/san-$tool.log" | tail -3
+  done
+fi
+
+if has m; then
+  mkdir -p mut
+  for f in mutxz/*.tar.xz; do [[ -f $f ]] && tar xJf "$f" -C mut; done
+  caught=0 total=0
+  for dir in mut/*/; do
+    name=$(basename "$dir"); total=$((total + 1))
+    if timeout 200 "$dir/gpu_test" --gtest_brief=1 --gtest_filter="$(cat "$dir/filter")" >"$dir/log" 2>&1; then
+      echo "  MISSED  $name: $(cat "$dir/what")"; fail=1
+    else
+      n=$(grep -cE '^\[  FAILED  \] .* \([0-9]+ ms\)$' "$dir/log")
+      echo "  caught  $name ($n failing test(s))"; caught=$((caught + 1))
+    fi
+  done | tee "$OUT/mutants.log"
+  grep -q MISSED "$OUT/mutants.log" && fail=1
+  stamp "mutants: $(grep -c caught "$OUT/mutants.log") of $(ls -d mut/*/ | wc -l) caught"
+fi
+
+if has n; then
+  timeout 150 "$ncu" --clock-control none -k regex:attend_mma --launch-skip 3 -c 1 \
+    --section SpeedOfLight --section Occupancy --section LaunchStats --section MemoryWorkloadAnalysis \
+    --section WarpStateStats --section SchedulerStats --section InstructionStats --section ComputeWorkloadAnalysis \
+    --section MemoryWorkloadAnalysis_Tables --section SourceCounters --print-details all \
+    ./pav_gpu_bench --only equal32-h8g8 --variants balanced --iters 1 --warmup 0 --bandwidth-gb 0.5 >"$OUT/ncu.log" 2>&1
+  stamp "ncu rc=$?"
+  grep -E "DRAM Throughput|L2 Cache Throughput|  Duration|Issue Slots Busy|Executed Instructions  |Registers Per|Achieved Occ|L2: T Tag|lts__t_requests_srcunit_tex_op_read.sum |lts__t_sectors_srcunit_tex.sum  |ldgsts_cache_bypass.sum  |L2 Hit Rate  " "$OUT/ncu.log" | head -20
+fi
+
+if has b; then
+  # The bench gets what is left of BUDGET seconds (default 570) for the whole script.
+  left=$((${BUDGET:-570} - ($(date +%s) - t0) - 40))
+  [[ $left -gt 170 ]] && left=170; [[ $left -lt 30 ]] && left=30
+  timeout $((left + 40)) ./pav_gpu_bench --json "$OUT/bench.json" --max-seconds $left >"$OUT/bench.log" 2>&1
+  stamp "bench rc=$?"
+  grep -E "^\| (peer|trace|equal)[^|]*\| (uniform|balanced) \||^\| refresh" "$OUT/bench.log" | cut -c1-150
+fi
+
+if has s; then
+  cuobjdump -sass ./gpu_test 2>/dev/null | awk '/Function : /{f = /attend_mma_kernelILi128ELi1E/} f' >"$OUT/sass.txt"
+  echo "SASS of attend_mma_kernel<128, 1>:"
+  grep -oE "(LDGSTS|LDG|STG|LDS|STS|HMMA|BAR|MUFU|F2FP)[.A-Z0-9_]*" "$OUT/sass.txt" | sort | uniq -c | sort -rn | head -12
+  cuobjdump -res-usage ./gpu_test 2>/dev/null | grep -A1 "attend_mma_kernel" | grep -oE "(_Z[A-Za-z0-9_]*attend_mma_kernelILi[0-9]+ELi[0-9]+E|REG:[0-9]+|STACK:[0-9]+|SHARED:[0-9]+|LOCAL:[0-9]+)" |
+    paste -sd' ' | sed 's/ _Z/\n_Z/g' >"$OUT/resources.txt"
+  cat "$OUT/resources.txt"
+fi
+
+if has r; then
+  timeout 100 "$ncu" --clock-control none -k regex:balanced_refresh --launch-skip 3 -c 1 \
+    --section SpeedOfLight --section LaunchStats --section WarpStateStats --section SchedulerStats \
+    --section InstructionStats --section SourceCounters \
+    ./pav_gpu_bench --only refresh --refresh-kv-heads 1 --variants uniform --iters 20 --bandwidth-gb 0.5 \
+    >"$OUT/ncu-refresh.log" 2>&1
+  stamp "ncu refresh rc=$?"
+  grep -E "  Duration|Executed Instructions  |Warp Cycles Per Issued|Issue Slots Busy" "$OUT/ncu-refresh.log" | head
+fi
+if has x; then
+  for cfg in trace16-h8g8-q4 trace32-h1g16-q1; do
+    timeout 100 "$ncu" --clock-control none -k regex:attend_mma --launch-skip 3 -c 1 \
+      --section SpeedOfLight --section Occupancy --section LaunchStats --section WarpStateStats \
+      --section SchedulerStats --section InstructionStats --section MemoryWorkloadAnalysis \
+      ./pav_gpu_bench --only $cfg --variants balanced --iters 1 --warmup 0 --bandwidth-gb 0.5 \
+      >"$OUT/ncu-$cfg.log" 2>&1
+    stamp "ncu $cfg rc=$?"
+    grep -E "DRAM Throughput|  Duration|Issue Slots Busy|Executed Instructions  |Registers Per|Eligible Warps|Grid Size|Waves Per SM" \
+      "$OUT/ncu-$cfg.log" | head -10
+  done
+  timeout 120 ./pav_gpu_bench --only trace32-h1g16 --variants uniform,proportional@8,balanced@8 \
+    --json "$OUT/bench-reduce.json" >"$OUT/bench-reduce.log" 2>&1
+  stamp "reduce bench rc=$?"
+  grep -E "^\| trace32" "$OUT/bench-reduce.log" | cut -c1-150
+fi
+stamp "done (fail=$fail)"
+exit $fail
