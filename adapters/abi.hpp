@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // Conversions between pav's C++ types and the C ABI of include/pav/kernel_abi.h,
 // used on both sides of the boundary: by the lib adapter (pav calling a

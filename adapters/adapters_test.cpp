@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The kernel contract and its adapters: .npy files, descriptions (JSON and the
 // C ABI), the contract's admission rule at every edge, the lib adapter against
 // pav's CPU plugin and broken plugins, the worker adapter against a worker that

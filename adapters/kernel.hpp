@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // A kernel under test: what it supports and how it computes (a description),
 // an optional check entry (accept or refuse a call) and a decode entry. pav's

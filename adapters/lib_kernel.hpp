@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // The shared-library adapter: a kernel behind include/pav/kernel_abi.h, loaded
 // with dlopen into pav's process (lib:PATH.so), or run in a child process

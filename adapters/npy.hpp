@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // NumPy .npy files: the tensor format of the worker protocol. A file is the
 // magic "\x93NUMPY", a format version (1.0, 2.0 or 3.0), the header length

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // open_kernel: --kernel text to an adapter.
 #include "adapters/kernel.hpp"
 #include "adapters/lib_kernel.hpp"

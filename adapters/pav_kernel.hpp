@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // pav's own decode kernels as a kernel under test (pav:cpu, pav:gpu), and the
 // same kernels behind the C ABI (libpav_cpu_kernel.so). Configuration words:

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # Tests of the kernel contract that need the pav executable or the Python the
 # examples found: included after tools/ and examples/.
 if(TARGET adapters_test AND PAV_PYTHON)

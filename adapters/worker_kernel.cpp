@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #include "adapters/worker_kernel.hpp"
 
 #include <fcntl.h>

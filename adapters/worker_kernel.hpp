@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // The process-worker adapter (exec:'CMD ARGS'): pav starts the command once
 // through /bin/sh, in its own process group, and speaks the line-delimited

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #include "adapters/worker_protocol.hpp"
 
 #include <fmt/core.h>

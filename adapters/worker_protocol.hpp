@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // The worker protocol's messages (docs/verify-your-kernel.md, "Worker
 // protocol"), shared by pav's side (worker_kernel) and pav's own worker

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // pav's side of a worker: serves any kernel under test over the worker protocol
 // on a pair of file descriptors. `pav kernel-worker --kernel SPEC` runs it, and

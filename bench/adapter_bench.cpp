@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Adapter overhead per decode call: what pav spends getting one call to a
 // kernel under test and its output back, without the kernel's own work. Each
 // adapter is timed with a kernel that does no attention (bench/adapter/: a

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The reference (fp32) and the CPU backend on one 131072-token context:
 // Hkv 1, G 16, D 128, q_len 1, block size 16, fp8 e4m3fn cache, per-tensor
 // scales. GFLOP/s counts 4*D*G*q_len flops per token per KV head (QK and PV,

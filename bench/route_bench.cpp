@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // route() cost per call (Google Benchmark): with the planned kernel off (the
 // goal is under 50 ns: one flag test and a counter), and on (under 200 ns:
 // plan_matches over the batch's lengths plus the gate's clause walk). Figures

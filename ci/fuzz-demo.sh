@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Demonstration that pav fuzz finds, shrinks, saves and replays a defect:
 #   1. apply an injected defect (a ci/mutants patch) to a scratch copy of the
 #      tree and build pav there;

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Time-boxed fuzz run: the nightly CPU job, and GPU runners (--backend gpu when a
 # device is present). Runs every property of `pav fuzz` until the budget is
 # spent or the first failure; a failure is shrunk and saved as a case file.

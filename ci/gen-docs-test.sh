@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Checks ci/gen-docs.sh itself on scratch pages: a stale block fails --check
 # (exit 1, naming the page and the command that regenerates it), a rewrite
 # makes it pass and leaves hand-written text alone, a fenced block is fenced,

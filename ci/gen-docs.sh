@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Regenerates the parts of docs/*.md whose source is the code: the gate clause
 # table, the settings table and every command's options. A generated block is
 #

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Compiles the GPU presets on a machine without a GPU: nvidia (nvcc, sm_90) and
 # amd (hipcc, gfx90a + gfx940, compile only). Fails on any compile error.
 set -euo pipefail

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Kernels under test on an NVIDIA GPU machine, in one call: what pav's "verify any
 # kernel" work claims on a GPU, checked and written down.
 #   1. build the nvidia preset's pav and plugins (skipped with --no-build);

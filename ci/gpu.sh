@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # The GPU runner gate. On a machine with NVIDIA GPUs:
 #   1. configure and build the nvidia preset (skipped with --no-build),
 #   2. run every test labelled gpu through CTest, one GPU per test, spread over

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Installs every build and test dependency of pav from Debian 12 packages.
 # Idempotent; run as root (or through sudo). Nothing is downloaded at build time.
 #   PAV_DEPS_GPU=0    skip the HIP toolchain (hipcc, libamdhip64-dev, rocm-device-libs)

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Tests of ci/mutants-refresh.sh on a scratch tree: an exact patch passes the
 # check; a patch whose context moved fails it, is regenerated to apply exactly
 # with the same changed lines and header; a fuzzed context is regenerated too; a

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Keeps ci/mutants/*.patch applying exactly to the current tree.
 #
 # A kept mutant is only worth something while it injects its defect where it was

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Re-injects every defect kept under ci/mutants/ and proves the suite catches it.
 #
 # Each ci/mutants/*.patch starts with a header, then a git diff:

@@ -1,4 +1,5 @@
 #!/usr/bin/python3
+# SPDX-License-Identifier: Apache-2.0
 """Tests of ci/mutation-sweep's mutant generator (the part a wrong heuristic
 would silently bias): what it mutates, what it must leave alone, stable ids."""
 import importlib.machinery

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # The sanitizer job: the cpu test suite and the hostile-input corpus built with
 # AddressSanitizer and UBSan (signed overflow included, every finding fatal) in
 # build/sanitize, then run. Any report fails a test, so the job passes only

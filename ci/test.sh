@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # The whole CPU test suite: configure the cpu preset, build, run every test
 # labelled cpu (gpu, fuzz and slow tests are separate gates). JUnit XML lands in
 # build/cpu/test-results/.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // pav_common: durable writes under faults (a full file system, a file size
 // limit, a folder that takes no files), the progress reporter on a terminal and
 // in a log, and the comma-list parser.

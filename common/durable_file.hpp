@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // Writing evidence (counterexamples, reports) so that it survives faults: a
 // reader finds either the old file or the whole new one, never a part of it,

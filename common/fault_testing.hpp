@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // Test support (no production code includes this): faults the durable-write and
 // clean-stop tests inject honestly. A file size limit (RLIMIT_FSIZE, the

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // The one progress reporter of the command line. On a terminal it redraws one
 // live line in place; anywhere else (a CI log, a file) it prints a plain line

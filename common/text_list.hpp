@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // The one comma-list parser of the command line ("A,B,B,A", "5,0,9000",
 // "120k/b8,3").

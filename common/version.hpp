@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // Which pav this is: the project version and the source commit it was built
 // from, for `pav --version`, every JSON report and every saved case file.

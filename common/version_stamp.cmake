@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # Writes the source commit into a one-line C++ file at build time. The file is
 # rewritten only when its text changes, so a new commit recompiles that file
 # and relinks, nothing more. Without git (or outside a checkout) the commit is

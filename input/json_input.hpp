@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // Reading JSON that other tools wrote: the one path every pav reader (case
 // files, drift sweeps, JSONL accuracy runs, bench runs, traces) takes from a

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The shared JSON reader: exact messages, both sides of every limit, and input
 // built to hurt (deep nesting, huge values, garbage, special files).
 #include "input/json_input.hpp"

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // The views of one paged-attention decode call (docs/numerics.md, "Tensors and
 // layouts") and the

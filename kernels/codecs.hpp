@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // fp8 (e4m3fn, e4m3fnuz), bf16 and f16 codecs, shared by host and GPU code.
 // Encoders round to nearest even; the fp8 encoders saturate to the largest

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Special values through every codec, both ways: NaN (several payloads,
 // including ones whose high bits alone would read as infinity), +-inf, +-0,
 // subnormals of the target format and of f32, and the largest finite values.

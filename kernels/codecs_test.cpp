@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Codecs against independent formulas: every fp8 code decoded by the textbook
 // expression, encoding checked against a brute-force nearest-even search.
 #include <gtest/gtest.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // The launch entries of the two decode kernels. Each validates the call (the
 // only place in the launch path that rejects: kernels/validate.hpp) and then

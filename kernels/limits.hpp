@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // pav's resource limits, in one place: what one decode call, one work plan and
 // one input file may be. Every reader and option parser checks its values

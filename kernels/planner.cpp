@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #include "kernels/planner.hpp"
 
 #include "kernels/planner_balanced.hpp"

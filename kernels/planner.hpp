@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // The work planner ("proportional" policy, docs/numerics.md) and the uniform
 // split count (section 5). The arithmetic below is PAV_HD: the GPU refresh

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // The "balanced" planner policy: cost-aware split counts over the same plan
 // layout as "proportional" (docs/numerics.md). Same work_info /

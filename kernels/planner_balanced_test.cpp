@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The balanced planner policy: hand-computed plans, and properties over
 // generated uneven batches (the proportional suite's length mix). The oracle
 // below restates the documented algorithm with a plain linear chunk scan, so a

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Exact plans and metamorphic properties of the planner. Structural checks pass
 // for any plan that covers every tile; these pin the counts themselves:
 // - hand-computed plans where the shares are not capped by tile counts or by

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Planner: hand-computed plans, and properties over generated uneven batches
 // (heavy-tailed, zero, negative and near-INT32_MAX lengths).
 #include <gtest/gtest.h>

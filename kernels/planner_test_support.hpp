@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // Shared by the planner suites (planner_test.cpp, planner_balanced_test.cpp):
 // row access, tile counts computed without the planner's helpers, and the

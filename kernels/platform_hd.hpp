@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // PAV_HD marks code shared by the host and the GPU kernels (planner arithmetic,
 // codecs, partition maths), so each rule has one source for both backends.

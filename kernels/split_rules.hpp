@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // Split and reduce rules shared by every backend (CPU, GPU), validation and the
 // test generators, so each rule has one source: how many partitions a uniform

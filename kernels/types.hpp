@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // Element types, target architectures and strided tensor views of a decode call.
 #include <array>

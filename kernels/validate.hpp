@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // The decode kernels' hard rejects (docs/numerics.md, docs/gate.md). One clause walk serves
 // the kernel's own validation (validate_planned / validate_uniform, which throw)

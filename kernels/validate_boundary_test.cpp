@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Every validated limit of the clause walk, on both sides: at the limit, one
 // inside and one outside, with the verdict each kernel must give (the planned
 // kernel's rules are narrower than the uniform kernel's). For each case the

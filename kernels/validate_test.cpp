@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The clause walk (kernels/validate.hpp) and the launch entries that run it.
 #include <gtest/gtest.h>
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #include "properties/case_format.hpp"
 
 #include "common/durable_file.hpp"

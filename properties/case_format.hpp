@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // The JSON case format: one whole decode call (shapes, dtypes, layouts,
 // lengths, block tables, scales, options), tensors inline when small or

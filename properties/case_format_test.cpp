@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The case-file reader, field by field: every limit accepted at itself and
 // refused one past it on both sides, every field refused with the wrong type,
 // each message naming the file and the field; inline tensors against shapes.

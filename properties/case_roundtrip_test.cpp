@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Saving a case and reading it back gives the same case, field by field. The
 // reader falls back to a default for every absent field, so a writer that drops
 // or garbles a field goes unnoticed wherever the value happens to equal the

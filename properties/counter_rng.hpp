@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // Counter-based random numbers for generated test data (decode cases, drift
 // data). Every value is a pure function of (key, index), computed with 64-bit

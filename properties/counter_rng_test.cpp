@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Generated test data is the same bytes everywhere: generator 2's primitives
 // and build_case's tensors against values pinned by an independent Python
 // implementation (fixtures/generator-pins.json, properties/rng_reference.py);

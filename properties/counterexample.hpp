@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // Saving failing cases, for `pav verify`, `pav fuzz` and the property suites
 // alike: one default folder, one naming rule, one durable write.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The engine front shared by pav verify and pav fuzz: where cases are saved,
 // how they are named, that two different failures give two files with the first
 // one reported, that the failure reported is the first in case order whatever

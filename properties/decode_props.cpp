@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Decode properties: planned and uniform CPU decode against the reference on
 // generated uneven calls (boundary lengths, NaN-poisoned outputs, scratch and
 // out-of-context cache bytes), and bit-exact batch invariance for a fixed split.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // The drift sweep (docs/drift.md): does the decode error grow with the split
 // ceiling? For each cell (context length x batch x heads) and each data seed it

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // The drift sweep's data: counter-based normal source values, the batch's
 // trace-like lengths, and the decode call of one (cell, data seed) with the

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #include "properties/drift_run_plot.hpp"
 
 #include <fmt/core.h>

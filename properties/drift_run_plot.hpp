@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // The drift plot: gnuplot data, script and PNG of a drift report.
 #include <string>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // Progress of a drift run, and its one-line rendering for a terminal.
 #include <string>

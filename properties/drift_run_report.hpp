@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // The drift report writers: JSON (format pav-drift-report/1) for machines,
 // Markdown for people.

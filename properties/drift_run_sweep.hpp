@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // The drift sweep file (format pav-drift-sweep/1) and what it expands to: the
 // cells (context x batch x heads, with the batch's lengths) and the arms run in

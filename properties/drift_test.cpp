@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The drift sweep: its file format, cells, data, the control hook, and the quick
 // sweep end to end (no growth in the kernel; the positive control flips).
 #include "properties/drift_run.hpp"

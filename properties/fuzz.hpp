@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // The fuzz engine behind `pav fuzz`: runs property generators at scale over a
 // seed stream, stops at the first failure or at the budget, shrinks the failing

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The properties of a kernel under test (pav fuzz / verify / replay --kernel).
 #include <fmt/core.h>
 

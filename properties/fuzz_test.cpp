@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The fuzz engine: disjoint seeds across jobs and shards, greedy shrinking to a
 // local minimum, a planted defect found, shrunk to its known minimal case,
 // saved and replayed through the same property, and replay dispatch by the

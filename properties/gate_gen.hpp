@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // Generators for the gate-mirror properties: tiny valid calls for the planned
 // kernel (with or without a work plan), and for every clause of

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The gate mirrors the planned kernel: for every call, gate() accepts exactly
 // when launch_planned() with the same arguments runs, and on reject names the
 // clause launch_planned throws with. Calls come from one generator per clause

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // RapidCheck generators of uneven decode batches and whole decode cases.
 #include <rapidcheck.h>

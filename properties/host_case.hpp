@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // An owning decode call: the shapes and options of one call (CaseSpec) and the
 // host buffers built from them (HostCase). Every cache byte outside the context,

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // Generators for a kernel under test: decode cases inside what the kernel's
 // description claims (the decode property), and calls at and just past the

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """An independent implementation of pav's generator 2 (properties/counter_rng.hpp)
 and of how build_case turns a seed into tensors, written from the algorithm's
 description, in plain Python integers and IEEE doubles (no NumPy).

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // Runs a HostCase through a kernel path via the real launch entries, and checks
 // it against the reference with the comparison standard (docs/numerics.md).

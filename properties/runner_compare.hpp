@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // Two kernels under test on identical generated cases: per-case correctness of
 // each (the comparison standard under each kernel's own profile) for McNemar's

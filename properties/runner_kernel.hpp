@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // Runs a case through a kernel under test and holds the result to the
 // reference under the kernel's declared numerics profile.

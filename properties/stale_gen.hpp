@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // Scenarios for the stale-plan properties: a captured forward over live
 // lengths, then one mutation a serving engine can make to those lengths or to

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Stale plans are never attended silently. A captured forward is mutated the
 // ways a serving engine mutates it (draft steps advancing lengths in place,
 // shrunk or zeroed lengths, one length grown alone, a changed batch or KV-head

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // The comparison standard for a kernel output against the reference, and a
 // plain elementwise check for kernel vs kernel.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The comparison standard at its limits, on references built by hand: every
 // term of the allowed error against values computed here, an element exactly
 // at the allowed error accepted and the next float beyond it refused on both

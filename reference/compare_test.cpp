@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The comparison standard: each rule fails when broken and only then.
 #include "reference/compare.hpp"
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The CPU backend (uniform and planned) against the reference, under the
 // comparison standard: the fp8 standard with the P term under fp8 compute,
 // the plain one under bf16 compute.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // The reference decode: exact softmax attention over the *dequantized* fp8
 // cache (code -> float, times the K/V scale, per tensor or per token), in fp32

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The reference decode against an independent double-precision loop, and its
 // own promises: layouts, scales, causality, empty rows, chunking, poison.
 #include "reference/decode.hpp"

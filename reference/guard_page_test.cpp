@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The reference reads nothing past the end of a cache view. Each cache is
 // copied so that its last byte sits just before an inaccessible page: a read
 // one token (or one element) too far is a fault, not a silent read of whatever

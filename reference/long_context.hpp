@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // The long-context check shared by the quick (cpu) and the 764k (slow) tests:
 // one sequence, Hkv 1, D 128, streamed by the reference and checked against

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // A 764k-token context (label slow): never materialized whole, still exact.
 #include "reference/long_context.hpp"
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // ~100k-token context: the streaming path at a length the cpu label can afford.
 #include "reference/long_context.hpp"
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // The numerics profile of a kernel under test: how it quantizes Q, how it
 // rounds the softmax weights P before P.V, and the dtype of the partials it

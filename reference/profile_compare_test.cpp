@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The comparison standard follows the declared numerics profile: a kernel
 // that rounds as it declares passes, the same kernel declaring less rounding
 // than it does fails where the difference is visible, and the output dtype

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Numerics profiles: the stable names, their parsers, and pav's own profile.
 #include "reference/profile.hpp"
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // The end-to-end reference: exact softmax attention over *given float* K, V and
 // q (the unquantized source values a cache was quantized from), in fp64.

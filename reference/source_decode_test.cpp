@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // source_decode against the naive fp64 decode and reference::decode, fed the
 // dequantized values of a cache as its "source": the same maths over the same
 // numbers must agree to rounding.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // Hand-built decode calls for the reference tests: owned buffers, random
 // in-context values, and NaN in every cache byte, scale and output element

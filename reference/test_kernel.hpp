@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // A plain decode kernel for the comparison-standard tests, with selectable
 // numerics: Q quantized per row to fp8 or not, P rounded to fp8 (against the

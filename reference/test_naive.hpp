@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // An independent, deliberately plain double-precision decode for the tests:
 // per row, two passes over the visible tokens, no Eigen, no chunking, offsets

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The reference refuses what it cannot compute (options the call cannot carry,
 // negative strides, a bad profile), naming the field; and it computes strided
 // views exactly as their contiguous copies: a K or V half sliced from a

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Defect 9: with the feature off the per-call cost is nil: no gate check, no
 // environment read, nothing allocated. This binary replaces the global
 // operator new to count allocations, so it holds only these tests.

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # pav fuzz: command-line tests, the fuzz demonstration, and re-discovery of the
 # counterexample replay tests. Included after regression/ and tools/ are added
 # (it names the pav and regression_test targets).

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // One test per hostile-input finding: each reproduced what a demanding user saw
 // (a crash, a hang, a wrong exit, garbage passing) before the readers were
 // fixed. The CLI side of each is also in the hostile corpus

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Replays every saved counterexample under fixtures/counterexamples/ through
 // the property its "meta" names (a file without one replays as a decode case,
 // as `pav replay` does). A committed counterexample documents a fixed defect, so

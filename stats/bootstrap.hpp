@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // Seeded percentile bootstrap. Draws come from std::mt19937_64 (whose output the
 // standard fixes) through our own index mapping, so a seed gives the same

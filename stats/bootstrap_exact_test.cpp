@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Exact small-sample oracles for the bootstrap: answers computed by enumerating
 // every resample (seed-independent), and by redoing the documented draws (the
 // standard-fixed mt19937_64 stream through multiply-shift with rejection) with

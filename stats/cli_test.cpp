@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Runs the stats commands as a user would: through the pav main() with the
 // three stats commands linked in (PAV_STATS_CLI), checking exit codes, messages
 // and JSON output.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // The paired growth test of the drift sweep (docs/drift.md): does an error
 // measure grow from the lowest to the highest split ceiling, beyond its spread

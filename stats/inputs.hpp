@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // Readers for the files the stats commands take. Every failure throws
 // InputError whose message names the file and the line ("a.jsonl:3: ...") or

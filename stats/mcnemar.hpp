@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // McNemar's test on paired binary outcomes of two variants A and B.
 //

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // Paired per-item correctness of several runs of two variants: per-run accuracy,
 // same-variant agreement, matched-pair McNemar tests and their pooled test.

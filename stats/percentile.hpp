@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // Percentiles by linear interpolation between order statistics (Hyndman-Fan
 // type 7, numpy's default): h = (n-1)*q, x[floor h] + frac(h)*(x[floor h + 1] - x[floor h]).

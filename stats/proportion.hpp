@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // Confidence intervals for a binomial proportion.
 #include "stats/interval.hpp"

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // Unevenness of decode batches in a trace, and the room a length-proportional
 // work planner has over the uniform split.

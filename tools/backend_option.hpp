@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // --backend cpu|gpu|auto, shared by the commands that run kernels.
 #include <string>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The pav command line as users and CI drive it: the real binary (PAV_BINARY),
 // run in a child process. One exit-code scheme over every command (0 pass, 1 a
 // defect found, 2 bad input or usage, 3 could not run), JSON on stdout with

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // pav bench-compare: latency percentiles, interactivity and throughput of two
 // benchmark runs, with seeded bootstrap intervals for the relative deltas.
 #include "stats/bench.hpp"

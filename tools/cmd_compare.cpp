@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // pav compare --kernel A --kernel B: two kernels under test on identical
 // generated cases; per-case verdicts as JSONL per kernel (pav mcnemar reads
 // them) and McNemar's paired test in the summary.

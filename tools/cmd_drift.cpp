@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // pav drift: does the decode error grow with the split ceiling? Runs a drift
 // sweep (docs/drift.md) and reports error figures, realized split counts, a
 // paired growth test per cell, and the positive control.

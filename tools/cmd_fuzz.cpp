@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // pav fuzz: long property runs that find, shrink, save and replay. See
 // docs/cli.md and docs/fuzzing.md.
 #include <fmt/core.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // pav gate: the routing gate from the command line. `pav gate CASE.json` prints
 // the route a decode call takes (and, on reject, the clause and message);
 // `pav gate --clauses` lists every hard-reject clause of the planned kernel.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // pav kernel-worker --kernel SPEC: serves a kernel under test over the worker
 // protocol on stdin and stdout. --isolate starts this in a child process so a
 // library that crashes takes only the child down.

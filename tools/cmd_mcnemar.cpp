@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // pav mcnemar: paired comparison of two variants' per-item correctness.
 #include "stats/inputs.hpp"
 #include "stats/mcnemar.hpp"

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // pav plan: prints the work plan the planner builds for a batch of lengths.
 #include <fmt/core.h>
 #include <fmt/ranges.h>

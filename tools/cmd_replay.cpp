@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // pav replay CASE.json: runs one saved decode call through a kernel path and
 // the reference, prints the error figures and a verdict.
 #include <fmt/core.h>

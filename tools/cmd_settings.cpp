@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // pav settings: the routing settings the kernels' dispatch reads at start-up,
 // their defaults, what they do and the values this environment gives them.
 // `--markdown` prints the table docs/lifecycle.md carries (ci/gen-docs.sh).

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // pav trace-stats: how uneven the decode batches of a trace are, and how much a
 // length-proportional planner could shorten the longest request's critical path.
 #include "stats/inputs.hpp"

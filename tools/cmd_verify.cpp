@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // pav verify: the main job. A quick verification of the planner and the decode
 // kernels against the reference: the planner and decode properties through the
 // same engine as pav fuzz (first failure shrunk and saved), then the quick

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // The pav command line: each command lives in its own tools/cmd_*.cpp and
 // registers itself with PAV_COMMAND, so adding a command touches no other file.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // Drift runs' progress through the one reporter, and their clean stop: the
 // callback run_drift calls before each step shows the line and, once a stop

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // What pav fuzz and pav verify say about a property run, in JSON and in text,
 // so both commands report the engine's findings the same way.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // The paired comparison of two kernels under test, shared by pav compare and
 // pav verify --kernel A --kernel B: identical generated cases through both,

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // --kernel and its companions (--isolate, --timeout, --exchange-dir), shared by
 // the commands that run a kernel under test (docs/verify-your-kernel.md).

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The pav executable: the dispatcher (tools/command.cpp) over the commands
 // linked in, each of which registers itself.
 #include "tools/backend_option.hpp"

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Every bounded option of every command, from a table written here: its help
 // names exactly the bounds the table gives, a value one past either bound (or
 // the bound itself where the range is open) exits 2 naming the option, and

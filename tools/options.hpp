@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // Option values read strictly, before CLI11 converts them: integers that would
 // wrap, negative seeds, NaN and infinite durations and empty values are refused

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // A --json report says what ran: the options a run was given come back in its
 // report (seed, shard, jobs, backend, save folder, per-property case counts),
 // each checked against the value passed on the command line, for two runs

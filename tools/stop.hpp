@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // Clean stops of long runs: the first SIGINT or SIGTERM asks the run to stop
 // (it finishes or abandons the case at hand, saves what it found, prints the

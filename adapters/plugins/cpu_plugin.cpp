@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // libpav_cpu_kernel.so: pav's CPU decode kernels behind the C ABI of
 // include/pav/kernel_abi.h, so the contract is exercised by real kernels.
 // Configuration words: see adapters/pav_kernel.hpp (--path, --partial, --arch, --cu).

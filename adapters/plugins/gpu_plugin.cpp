@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // libpav_gpu_kernel.so (nvidia preset): pav's GPU decode kernels behind the C
 // ABI, on the device memory side: pav stages every tensor on the device and
 // passes its stream; the plugin allocates its scratch there, launches, and

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #include "adapters/plugins/plugin_glue.hpp"
 
 #include <fmt/core.h>

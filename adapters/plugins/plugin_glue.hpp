@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // The C entry points of a plugin whose instances are kernels under test made
 // from configuration words: a plugin's .cpp defines the exported symbols by

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # A fault of a kernel under test, end to end through pav's command line:
 #   fault_cli.sh PAV FAULTY_KERNEL FIXED_KERNEL EXPECTED [OPTIONS...]
 # pav fuzz on FAULTY_KERNEL must fail (exit 1) with EXPECTED in its report and

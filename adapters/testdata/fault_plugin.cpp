@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Test fixture: pav's CPU kernel as a plugin with one fault compiled in.
 //   PAV_FAULT_MISSING_DECODE  no pav_kernel_decode symbol
 //   PAV_FAULT_ABI_VERSION     reports an ABI version pav does not speak

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Test fixture: a worker that serves pav's CPU kernel over the worker protocol
 // and misbehaves in one chosen way on every call whose longest context reaches
 // --min-len tokens (so shrinking has a boundary to find).

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // A kernel of the ABI that does no attention: it writes zeros to out (and -inf
 // to lse). The adapter benchmark runs it so that what it times is the adapter's
 // own cost per call, not a kernel's.

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """A worker that does no attention: it answers each decode request with a zero
 out.npy (and a -inf lse.npy). The adapter benchmark runs it so that what it
 times is the protocol's cost per call, not a kernel's.

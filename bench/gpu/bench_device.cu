@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Device helpers of the GPU benchmark (see bench_device.hpp). CUDA only: the
 // benchmark is built in the nvidia preset alone.
 #include <cuda_runtime.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // Device helpers of the GPU benchmark (bench_device.cu, compiled as CUDA):
 // event timing, L2 flush, a read-bandwidth probe, random fills, and

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # GPU mutant binaries without a second build tree: for each ci/mutants/gpu-*.patch
 # (pav-preset nvidia), compile the one patched source with the nvidia build's own
 # command, swap it into a copy of its static library, and relink gpu_test with the

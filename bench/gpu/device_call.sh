@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # One call on an H200 over binaries built elsewhere (nvidia preset): the GPU suite,
 # the sanitizers, prebuilt mutants, the bench and Nsight Compute, as one command.
 #

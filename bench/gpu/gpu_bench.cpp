@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // pav_gpu_bench: the GPU decode paths on trace-like batches (docs/performance.md).
 // For each configuration: the uniform split, the planned split under both
 // planner policies (and larger workgroup budgets), each timed with device

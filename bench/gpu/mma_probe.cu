@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // pav_mma_probe: how the H200's tensor cores sum exact products, for the two
 // matrix instructions an fp8 attention body could use. For k = 1..24 it asks
 // each instruction for 1 * 1 + x * y with x * y = 2^-k (both products exact

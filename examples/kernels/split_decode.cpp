@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // split_decode: a small split-KV paged-attention decode written against pav's
 // kernel ABI (include/pav/kernel_abi.h), independent of pav's own kernels.
 //

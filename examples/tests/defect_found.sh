@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # One example kernel, one injected defect, end to end through pav:
 #   1. pav fuzz --kernel "KERNEL --defect NAME" finds a failure within CASES
 #      cases from SEED, shrinks it and saves exactly one case file;

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """A plain NumPy paged-attention decode, run by pav as a worker:
 
     pav verify --kernel exec:'python3 examples/workers/numpy_decode.py'

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Plumbing for a pav worker: the request loop of the worker protocol, `.npy`
 inputs and outputs with their raw-bit dtypes, and a check of a call against the
 worker's own description.

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """A PyTorch paged-attention decode, run by pav as a worker, on the CPU or a
 CUDA device:
 

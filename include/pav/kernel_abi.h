@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /* pav kernel ABI: the contract between pav and a paged-attention decode kernel
  * that pav did not build with itself (a shared library loaded with dlopen).
  *

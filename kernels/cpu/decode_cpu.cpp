@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #include "kernels/cpu/decode_cpu.hpp"
 
 #include <tbb/parallel_for.h>

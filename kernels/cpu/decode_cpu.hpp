@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // The CPU backend: a real, multithreaded implementation of the same decode
 // numerics as the GPU kernels (docs/numerics.md). It trusts its inputs:

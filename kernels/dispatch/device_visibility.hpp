@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // Physical device index of a logical device, for NUMA binding (docs/lifecycle.md,
 // section 8). ROCR_VISIBLE_DEVICES filters and renumbers the device table

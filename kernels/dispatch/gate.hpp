@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // The routing gate: the per-call pre-check in front of the planned kernel. It
 // accepts a call exactly when launch_planned() with the same arguments would

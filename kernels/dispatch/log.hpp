@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // Where routing and plan-lifecycle events go: one line per event, no trailing
 // newline. The default writes "pav: <line>" to stderr; tests capture lines.

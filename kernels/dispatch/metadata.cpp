@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #include "kernels/dispatch/metadata.hpp"
 
 namespace pav::kernels::dispatch {

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // Per-forward attention metadata and its builder (docs/lifecycle.md). The
 // plan and its scratch belong to the metadata of one forward (shared with the

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The per-forward lifecycle: which builder variants attach a plan, when plans
 // are minted and refreshed, and what dummy runs leave alone.
 #include <gtest/gtest.h>

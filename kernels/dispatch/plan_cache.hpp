@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // Persistent work plans and their scratch (docs/lifecycle.md). A plan is
 // minted only while graphs are captured, one per (num_seqs, Hkv, device) and

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // Routing of decode calls (docs/lifecycle.md): two opt-ins in series, the
 // gate, and the fallback to the uniform kernel; then decode(), the dispatcher

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Routing: the two opt-ins, dense and sparse sites, fallbacks, counters, the
 // route log, and decode() running whichever kernel the route names.
 #include <gtest/gtest.h>

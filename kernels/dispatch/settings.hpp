@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // The two opt-ins of the planned decode path (docs/lifecycle.md). They are
 // read from the environment once per process, never per call, and can be

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // A small owning decode call for the kernels' unit tests: zero-filled fp8
 // caches (every score 0, every value 0), identity-ordered block tables, and

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The decode kernels: one attention body fed by two work sources (uniform
 // splits or a plan's tasks), the reduce (bounded variant for ceilings <= 64,
 // vectorized for head_dim 128 with 16-bit partials; general variant above),

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // Helpers shared by the .hip sources of the backend (device code and error
 // checks). Not part of the host API.

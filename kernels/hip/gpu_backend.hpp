@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // Host API of the HIP backend (built by nvcc for NVIDIA or hipcc for AMD).
 // Plain C++: no HIP or CUDA type appears here, so the launch layer, tools and

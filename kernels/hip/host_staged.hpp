@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // The GPU backend behind the launch layer's Backend::gpu, for callers whose
 // tensors live in host memory: pav replay / verify / drift / fuzz and the

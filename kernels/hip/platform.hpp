@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // The one platform header of the HIP backend. Kernel sources are HIP C++:
 // - built by hipcc for AMD it includes hip/hip_runtime.h;

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The planner refreshes: one block rewrites work_info and reduce_info in place
 // from device lengths, for either policy. They run the host planner's PAV_HD
 // formulas (plan_tiles, plan_count, plan_task; the balanced steps of

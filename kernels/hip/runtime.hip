@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Devices, memory, streams and graphs of the host API (gpu_backend.hpp).
 // device_common.hpp first: on AMD the runtime header must precede <cstring>.
 #include "kernels/hip/device_common.hpp"

@@ -1,4 +1,5 @@
 #!/usr/bin/python3
+# SPDX-License-Identifier: Apache-2.0
 """The hostile-input corpus: malformed inputs for every pav command, generated
 here (never hand-listed) and run against the real binary.
 

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # The hostile-input corpus (regression/hostile/corpus.py) against the real pav:
 # no signal, no hang, bounded output, exit 2 naming the field for every input
 # that must be rejected. The default set runs in about a minute; the large

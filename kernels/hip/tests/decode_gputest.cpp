@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // GPU decode vs the CPU backend (inside the enclosure model of
 // gpu_test_support.cpp) and vs the reference standard, over boundary lengths,
 // long contexts, generated cases, stale plans and both reduce variants. Every

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // gtest main of the GPU suites: binds the process to the device CTest's
 // resource allocation assigned (ci/gpu.sh), and refuses to run without one:
 // a GPU test that cannot run fails, it is never reported as passed.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #include "kernels/hip/tests/gpu_test_support.hpp"
 
 #include <tbb/parallel_for.h>

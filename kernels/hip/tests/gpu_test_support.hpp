@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // Support for the GPU suites: a decode case mirrored in device memory, the
 // partition layout of both split strategies, and the enclosure model that

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Graph capture and replay with changed lengths, and two streams with
 // separate metadata running at once.
 #include <gtest/gtest.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The device planner refresh against the host planner, bit for bit.
 #include <gtest/gtest.h>
 #include <rapidcheck.h>

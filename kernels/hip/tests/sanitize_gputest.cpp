@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Small cases for compute-sanitizer (memcheck, racecheck): every kernel runs
 // at least once with out-of-context bytes, MTP rows, several row chunks,
 // both reduce variants and the vectorized one, and every attention body. ci/gpu.sh runs GpuSanitize.*
