@@ -15,28 +15,4 @@ std::unique_ptr<pav::adapters::KernelUnderTest> make(const std::vector<std::stri
 
 }  // namespace
 
-extern "C" {
-
-PAV_KERNEL_EXPORT uint32_t pav_kernel_abi_version(void) { return PAV_KERNEL_ABI_VERSION; }
-
-PAV_KERNEL_EXPORT int pav_kernel_init(int argc, const char* const* argv, void** instance, char* err,
-                                      size_t err_size) {
-  return pav::adapters::plugin::init(make, argc, argv, instance, err, err_size);
-}
-
-PAV_KERNEL_EXPORT void pav_kernel_fini(void* instance) { pav::adapters::plugin::fini(instance); }
-
-PAV_KERNEL_EXPORT int pav_kernel_describe(void* instance, pav_kernel_desc* desc, char* err, size_t err_size) {
-  return pav::adapters::plugin::describe(instance, desc, err, err_size);
-}
-
-PAV_KERNEL_EXPORT int pav_kernel_check(void* instance, const pav_decode_args* args, char* reason,
-                                       size_t reason_size) {
-  return pav::adapters::plugin::check(instance, args, reason, reason_size);
-}
-
-PAV_KERNEL_EXPORT int pav_kernel_decode(void* instance, const pav_decode_args* args, char* err, size_t err_size) {
-  return pav::adapters::plugin::decode(instance, args, err, err_size);
-}
-
-}  // extern "C"
+PAV_PLUGIN_ENTRY_POINTS(make)
