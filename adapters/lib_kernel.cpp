@@ -204,6 +204,8 @@ std::unique_ptr<KernelUnderTest> open_lib_kernel(const std::string& path, const 
     for (const auto& w : words) argv.push_back(w.c_str());
     argv.push_back(nullptr);
     const int rc = e.init(int(words.size()), argv.data(), &instance, message, sizeof message);
+    if (rc == PAV_UNAVAILABLE)
+      throw KernelUnavailable(fmt::format("{}: the kernel cannot run on this machine: {}", where, message));
     if (rc != PAV_OK) throw KernelSpecError(fmt::format("{}: pav_kernel_init failed ({}): {}", where, rc, message));
   }
   pav_kernel_desc desc{};

@@ -61,3 +61,10 @@ foreach(fault_and_text
             $<TARGET_FILE:pav> $<TARGET_FILE:pav_fault_${fault}> "${text}")
   set_tests_properties(KernelCli.PluginFault.${fault} PROPERTIES LABELS cpu TIMEOUT 60)
 endforeach()
+
+# A plugin that cannot run on this machine (a GPU kernel without a device) is
+# not bad input: exit 3, with the plugin's reason.
+add_test(NAME KernelCli.PluginUnavailable
+  COMMAND sh -c "out=$(\"$0\" verify --kernel \"lib:$1\" 2>&1); rc=$?; printf '%s\\n' \"$out\"; [ $rc -eq 3 ] && printf '%s' \"$out\" | grep -qF -- 'cannot run on this machine: no usable GPU device'"
+          $<TARGET_FILE:pav> $<TARGET_FILE:pav_fault_unavailable>)
+set_tests_properties(KernelCli.PluginUnavailable PROPERTIES LABELS cpu TIMEOUT 60)

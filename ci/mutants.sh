@@ -60,6 +60,13 @@ fi
 
 declare -a results=()
 status=0
+# Each verdict is printed as it is reached (a run stopped part way keeps what it
+# judged) and summarised again at the end.
+verdict() {
+  results+=("$1")
+  echo "   $1"
+  [[ $1 == caught* ]] || status=1
+}
 count=0
 for patch in "$root"/ci/mutants/*.patch; do
   [[ -e "$patch" ]] || continue
@@ -80,13 +87,13 @@ for patch in "$root"/ci/mutants/*.patch; do
   started=$SECONDS
   printf '%s\n' $touched >"$scratch/applied"
   if ! (cd "$src" && patch -p1 --forward --batch --fuzz=0 -s < "$patch"); then
-    results+=("BROKEN  $name (patch does not apply without fuzz: ci/mutants-refresh.sh $name)"); status=1
+    verdict "BROKEN  $name (patch does not apply without fuzz: ci/mutants-refresh.sh $name)"
     sync_tree; for f in $touched; do touch "$src/$f"; done
     continue
   fi
   for f in $touched; do
     if cmp -s "$src/$f" "$root/$f"; then
-      results+=("BROKEN  $name (patch left $f unchanged)"); status=1; continue 2
+      verdict "BROKEN  $name (patch left $f unchanged)"; continue 2
     fi
   done
   if [[ ! -f "$bld/build.ninja" ]]; then
@@ -95,7 +102,7 @@ for patch in "$root"/ci/mutants/*.patch; do
         $([[ $preset == nvidia ]] && echo -DPAV_GPU_NVIDIA=ON) >/dev/null
   fi
   if ! cmake --build "$bld" -j "$jobs" ${targets:+--target $targets} >"$scratch/$name.build.log" 2>&1; then
-    results+=("BROKEN  $name (build failed: $scratch/$name.build.log)"); status=1
+    verdict "BROKEN  $name (build failed: $scratch/$name.build.log)"
     sync_tree; for f in $touched; do touch "$src/$f"; done
     continue
   fi
@@ -108,13 +115,13 @@ for patch in "$root"/ci/mutants/*.patch; do
   sync_tree
   for f in $touched; do touch "$src/$f"; done
   if [[ $test_rc -eq 0 ]]; then
-    results+=("MISSED  $name: $what ($((SECONDS - started)) s)"); status=1
+    verdict "MISSED  $name: $what ($((SECONDS - started)) s)"
   else
     failed=$(grep -cE '\(Failed\)|\(SEGFAULT\)|\(Subprocess aborted\)|\(Timeout\)' "$scratch/$name.test.log")
     if grep -q "No tests were found" "$scratch/$name.test.log"; then
-      results+=("BROKEN  $name (no test matches '$tests')"); status=1
+      verdict "BROKEN  $name (no test matches '$tests')"
     else
-      results+=("caught  $name ($failed failing test(s), $((SECONDS - started)) s)")
+      verdict "caught  $name ($failed failing test(s), $((SECONDS - started)) s)"
     fi
   fi
 done

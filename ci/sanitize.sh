@@ -9,9 +9,11 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 jobs=${PAV_JOBS:-$(nproc)}
 # Reports go to stderr and stop the process with codes of their own, so a
-# sanitizer death never reads as one of pav's exit codes (0..3).
-export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:exitcode=86:abort_on_error=0:strict_string_checks=1:check_initialization_order=1}
-export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1:exitcode=87}
+# sanitizer death never reads as one of pav's exit codes (0..3). A segfault
+# stays a signal (handle_segv=0): the fault tests' fixtures crash on purpose and
+# expect signal 11, and any other crash fails its test as a signal all the same.
+export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:exitcode=86:abort_on_error=0:strict_string_checks=1:check_initialization_order=1:handle_segv=0}
+export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1:exitcode=87:handle_segv=0}
 start=$SECONDS
 cmake --preset sanitize
 cmake --build --preset sanitize -j "$jobs"

@@ -28,8 +28,10 @@ T get_num(const json& j, const std::string& field, T lo, T hi) {
   if (!j.is_number()) bad(field, "must be a number");
   if constexpr (std::is_integral_v<T>) {
     if (!j.is_number_integer()) bad(field, "must be an integer");
-    const auto v = j.get<int64_t>();
-    if (v < int64_t(lo) || v > int64_t(hi)) bad(field, fmt::format("{} is outside {}..{}", v, lo, hi));
+    // 128 bits hold every JSON integer (int64 and uint64 alike), so a value
+    // past either is compared, and quoted, as written.
+    const __int128 v = j.is_number_unsigned() ? __int128(j.get<uint64_t>()) : __int128(j.get<int64_t>());
+    if (v < __int128(lo) || v > __int128(hi)) bad(field, fmt::format("{} is outside {}..{}", j.dump(), lo, hi));
     return T(v);
   } else {
     const double v = j.get<double>();

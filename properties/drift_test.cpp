@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include <cmath>
+#include <limits>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -77,6 +78,17 @@ TEST(DriftSweepFormat, BadFieldsAreNamed) {
   EXPECT_NE(parse_error(with("ceiling", {8, 64})).find("ceiling: unknown field"), std::string::npos);
   EXPECT_NE(parse_error(with("growth", {{"alpha", 0.7}})).find("growth.alpha"), std::string::npos);
   EXPECT_NE(parse_error(with("shorter", {{"ratio_p50", 30.0}})).find("shorter.ratio_p90"), std::string::npos);
+  // Integers past int64 are quoted as written, not wrapped to negatives.
+  EXPECT_NE(parse_error(with("seed", json(std::numeric_limits<uint64_t>::max())))
+                .find("seed: 18446744073709551615 is outside 0..4611686018427387904"),
+            std::string::npos)
+      << parse_error(with("seed", json(std::numeric_limits<uint64_t>::max())));
+  EXPECT_NE(parse_error(with("lengths_seed", json((uint64_t(1) << 62) + 1)))
+                .find("lengths_seed: 4611686018427387905 is outside"),
+            std::string::npos);
+  EXPECT_EQ(parse_drift_sweep(with("seed", json(uint64_t(1) << 62))).seed, uint64_t(1) << 62);  // the limit itself
+  EXPECT_NE(parse_error(with("cu", json(std::numeric_limits<int64_t>::min()))).find("cu: -9223372036854775808 is outside"),
+            std::string::npos);
   json no_ctx = minimal();
   no_ctx.erase("contexts");
   EXPECT_NE(parse_error(no_ctx).find("contexts: is required"), std::string::npos);

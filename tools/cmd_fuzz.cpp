@@ -119,7 +119,7 @@ int replay_files(const std::vector<std::string>& files, const fz::CheckContext& 
       throw cli::BadInput(e.what());
     }
     if (output.text())
-      fmt::print("{}: {} ({}): {}\n", file, property, runner, v.passed ? "PASS" : "FAIL: " + v.message);
+      fmt::print("{}: {} ({}): {}\n", file, property, runner, cli::verdict_text(v.passed, v.message));
     j["replays"].push_back({{"case", file}, {"property", property}, {"passed", v.passed}, {"verdict", v.message}});
     if (!v.passed) ++failures;
   }

@@ -90,7 +90,7 @@ int run(std::vector<std::string> args) {
                                  {"verdict", v.message}});
       if (!json)
         fmt::print("case      {}\nproperty  {}\nkernel    {}{}\nverdict   {}\n\n", file, ran, adapters::identity(k),
-                   recorded ? " (recorded in the case)" : "", v.passed ? "PASS" : "FAIL: " + v.message);
+                   recorded ? " (recorded in the case)" : "", cli::verdict_text(v.passed, v.message));
       continue;
     }
     if (property != "decode") {
@@ -106,7 +106,7 @@ int run(std::vector<std::string> args) {
           {{"case", file}, {"property", ran}, {"passed", v.passed}, {"verdict", v.message}});
       if (!json) {
         fmt::print("case      {}\nproperty  {}\nbackend   {}\nverdict   {}\n\n", file, ran,
-                   cli::backend_name(backend), v.passed ? "PASS" : "FAIL: " + v.message);
+                   cli::backend_name(backend), cli::verdict_text(v.passed, v.message));
       }
       continue;
     }
@@ -156,7 +156,7 @@ int run(std::vector<std::string> args) {
         if (r.first.index >= 0)
           fmt::print("first     seq {} pos {} head {} d {}: out {} ref {} allowed {:.3e} ({})\n", r.first.seq,
                      r.first.pos, r.first.head, r.first.d, r.first.out, r.first.ref, r.first.allowed, r.first.kind);
-        fmt::print("verdict   {}\n\n", k.passed ? "PASS" : "FAIL: " + k.verdict);
+        fmt::print("verdict   {}\n\n", cli::verdict_text(k.passed, k.verdict));
       }
     } catch (const kernels::RejectError& e) {
       ++failures;

@@ -23,6 +23,12 @@ Registrar::Registrar(std::string name, std::string summary, CommandFn fn) {
   registry().push_back({std::move(name), std::move(summary), std::move(fn)});
 }
 
+std::string verdict_text(bool passed, const std::string& message) {
+  if (passed) return "PASS";
+  if (message.rfind("FAIL", 0) == 0) return message;
+  return "FAIL: " + message;
+}
+
 std::string version_line() { return fmt::format("pav {} (commit {})", pav::version(), pav::source_commit()); }
 
 nlohmann::ordered_json report_header(const std::string& command) {

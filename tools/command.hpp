@@ -62,6 +62,11 @@ int run_main(int argc, char** argv);
 // "pav <version> (commit <source commit>)".
 std::string version_line();
 
+// The verdict word of a case for the text tables: "PASS", or "FAIL: <why>"
+// with exactly one FAIL (a message that already says FAIL is not prefixed
+// again).
+std::string verdict_text(bool passed, const std::string& message);
+
 // The fields every JSON report starts with: the command, pav's version and the
 // source commit it was built from.
 nlohmann::ordered_json report_header(const std::string& command);

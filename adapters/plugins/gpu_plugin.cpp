@@ -89,7 +89,7 @@ class DeviceKernel final : public adapters::KernelUnderTest {
 };
 
 std::unique_ptr<adapters::KernelUnderTest> make(const std::vector<std::string>& words) {
-  if (!kernels::gpu::available()) throw std::runtime_error("no usable GPU device");
+  if (!kernels::gpu::available()) throw adapters::plugin::Unavailable("no usable GPU device");
   adapters::PavKernelOptions o = adapters::parse_pav_kernel_words(words);
   o.backend = kernels::Backend::gpu;
   return std::make_unique<DeviceKernel>(o);

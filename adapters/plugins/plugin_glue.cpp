@@ -58,9 +58,13 @@ int init(const Factory& make, int argc, const char* const* argv, void** instance
   return guarded(err, err_size, [&] {
     std::vector<std::string> words;
     for (int i = 0; i < argc; ++i) words.emplace_back(argv[i]);
-    auto* inst = new Instance{make(words)};
-    *instance = inst;
-    return PAV_OK;
+    try {
+      *instance = new Instance{make(words)};
+    } catch (const Unavailable& e) {
+      abi::set_message(err, err_size, e.what());
+      return int(PAV_UNAVAILABLE);
+    }
+    return int(PAV_OK);
   });
 }
 

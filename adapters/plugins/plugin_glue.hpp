@@ -5,6 +5,7 @@
 // forwarding to these. No exception crosses the C boundary.
 #include <functional>
 #include <memory>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -12,6 +13,13 @@
 #include "pav/kernel_abi.h"
 
 namespace pav::adapters::plugin {
+
+// Thrown by a factory when the kernel cannot run on this machine (no device):
+// pav_kernel_init returns PAV_UNAVAILABLE with the message.
+class Unavailable : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
 
 using Factory = std::function<std::unique_ptr<KernelUnderTest>(const std::vector<std::string>& words)>;
 

@@ -4,6 +4,7 @@
 //   PAV_FAULT_ABI_VERSION     reports an ABI version pav does not speak
 //   PAV_FAULT_SEGV            decode dereferences NULL when a context reaches 300 tokens
 //   PAV_FAULT_DESCRIBE        describes an empty head_dims list
+//   PAV_FAULT_UNAVAILABLE     init says the kernel cannot run on this machine
 #include <cstdint>
 
 #include "adapters/pav_kernel.hpp"
@@ -12,9 +13,21 @@
 namespace {
 
 std::unique_ptr<pav::adapters::KernelUnderTest> make(const std::vector<std::string>& words) {
+#ifdef PAV_FAULT_UNAVAILABLE
+  throw pav::adapters::plugin::Unavailable("no usable GPU device (fault fixture)");
+#endif
   pav::adapters::PavKernelOptions o = pav::adapters::parse_pav_kernel_words(words);
   return pav::adapters::make_pav_kernel(o, "fault plugin");
 }
+
+#ifdef PAV_FAULT_SEGV
+// The fault itself: a real store through a null pointer, left uninstrumented so
+// that a sanitizer build (ci/sanitize.sh) sees the same signal 11 as any other.
+__attribute__((no_sanitize("address", "undefined"), noinline)) void store_through_null() {
+  volatile int* volatile nowhere = nullptr;  // opaque: no trap in place of the store
+  *nowhere = 1;
+}
+#endif
 
 }  // namespace
 
@@ -53,10 +66,7 @@ PAV_KERNEL_EXPORT int pav_kernel_decode(void* instance, const pav_decode_args* a
 #ifdef PAV_FAULT_SEGV
   const auto* lens = static_cast<const int32_t*>(args->context_lens.data);
   for (int64_t s = 0; s < args->context_lens.shape[0]; ++s)
-    if (lens[s] >= 300) {
-      volatile int* nowhere = nullptr;
-      *nowhere = 1;
-    }
+    if (lens[s] >= 300) store_through_null();
 #endif
   return pav::adapters::plugin::decode(instance, args, err, err_size);
 }

@@ -5,7 +5,9 @@
 #      cases from SEED, shrinks it and saves exactly one case file;
 #   2. the file records a shrunk case (at least one shrink or simplify step);
 #   3. pav replay of that file with the defect fails (exit 1);
-#   4. pav replay of that file without the defect passes (exit 0).
+#   4. pav replay of that file without the defect passes (exit 0);
+#   5. both failing replays (pav replay, pav fuzz --replay) print one verdict
+#      line that says FAIL once.
 # Usage: defect_found.sh PAV PYTHON 'KERNEL' NAME CASES SEED WORKDIR
 # (PYTHON reads the case file's JSON.) Every command and its output is printed.
 set -uo pipefail
@@ -17,11 +19,16 @@ pav=$1 python=$2 kernel=$3 defect=$4 cases=$5 seed=$6 work=$7
 broken="$kernel --defect $defect"
 
 fail() { echo "defect_found: FAIL: $*"; exit 1; }
-run() {  # run CMD...: prints the command and its output; sets rc
+run() {  # run CMD...: prints the command and its output; sets rc and out
   echo "+ $*"
-  "$@"
+  out=$("$@" 2>&1)
   rc=$?
+  printf '%s\n' "$out"
   echo "[exit $rc]"
+}
+one_fail() {  # one_fail WHAT: the output of the last run says FAIL once, on a verdict line
+  grep -q 'FAIL: FAIL' <<<"$out" && fail "$1 repeats FAIL in its verdict"
+  grep -qE '(^verdict   |: )FAIL' <<<"$out" || fail "$1 prints no FAIL verdict"
 }
 
 rm -rf "$work"
@@ -49,6 +56,10 @@ PY
 
 run "$pav" replay --kernel "$broken" "$case_file"
 ((rc == 1)) || fail "replay with the defect exited $rc, expected 1"
+one_fail "pav replay"
+run "$pav" fuzz --kernel "$broken" --replay "$case_file"
+((rc == 1)) || fail "fuzz --replay with the defect exited $rc, expected 1"
+one_fail "pav fuzz --replay"
 run "$pav" replay --kernel "$kernel" "$case_file"
 ((rc == 0)) || fail "replay without the defect exited $rc, expected 0"
 echo "defect_found: PASS: $defect found, shrunk, saved ($case_file), replay fails with it and passes without"

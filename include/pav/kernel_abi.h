@@ -106,7 +106,10 @@ typedef enum pav_status {
                          decode: the kernel refused the call it was handed */
   PAV_STALE_PLAN = 2, /* decode (split = plan): the plan does not match the live
                          context_lens; the kernel did not attend over it */
-  PAV_ERROR = 3       /* anything else (message filled in) */
+  PAV_ERROR = 3,      /* anything else (message filled in) */
+  PAV_UNAVAILABLE = 4 /* init: the kernel cannot run on this machine (no device,
+                         no driver); pav says it cannot run here (exit 3)
+                         instead of blaming the kernel's configuration (exit 2) */
 } pav_status;
 
 /* ---- tensors ---- */
