@@ -110,6 +110,23 @@ TEST(Validate, MessageNamesClauseFieldAndValue) {
   }
 }
 
+// Each scratch tensor of the wrong dtype is named, with the dtype it has and the
+// one it must have, in that order.
+TEST(Validate, ScratchDtypeMessagesNameTheTensorAndBothDtypes) {
+  for (const char* which : {"partial", "m", "l"}) {
+    TinyCall t;
+    Scratch s = t.make_uniform_scratch();
+    TensorView& v = std::string(which) == "partial" ? s.partial : std::string(which) == "m" ? s.m : s.l;
+    ASSERT_TRUE(v.present()) << which;
+    v.dtype = DType::bf16;
+    const Finding f = first_violation(t.call, KernelKind::uniform, nullptr, &s);
+    ASSERT_EQ(f.clause, Clause::scratch_dtype) << which;
+    const std::string m = describe(f);
+    EXPECT_NE(m.find(std::string("scratch.") + which + ".dtype = bf16"), std::string::npos) << m;
+    EXPECT_NE(m.find("expected f32"), std::string::npos) << m;
+  }
+}
+
 // head_dim 256 over a cache whose num_hgroups encodes 128: the kernel rejects it,
 // so no caller may treat it as accepted (defect 12, docs/numerics.md).
 TEST(Validate, HeadDimMustAgreeWithCacheGroups) {

@@ -261,6 +261,7 @@ TEST_F(StatsCli, TraceStatsFixtureJson) {
   EXPECT_DOUBLE_EQ(j["ratio"]["p90"].get<double>(), 23.0);
   EXPECT_DOUBLE_EQ(j["ratio"]["max"].get<double>(), 40.0);
   EXPECT_DOUBLE_EQ(j["frac_ratio_above_4"].get<double>(), 2.0 / 6.0);
+  EXPECT_EQ(j["ratio_above_4"], 2);
   EXPECT_DOUBLE_EQ(j["headroom"]["p90"].get<double>(), 3.328125);
   EXPECT_DOUBLE_EQ(j["headroom"]["max"].get<double>(), 4.0);
   ASSERT_EQ(j["batch_histogram"].size(), 6u);

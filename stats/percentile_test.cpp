@@ -5,6 +5,9 @@
 #include <rapidcheck/gtest.h>
 
 #include <cmath>
+#include <limits>
+#include <span>
+#include <vector>
 
 namespace pav::stats {
 namespace {
@@ -26,6 +29,23 @@ TEST(StatsPercentile, EmptyIsNanAndBadQThrows) {
   EXPECT_TRUE(std::isnan(percentile({}, 0.5)));
   EXPECT_THROW(percentile({1.0}, 1.5), std::invalid_argument);
   EXPECT_THROW(percentile({1.0}, -0.1), std::invalid_argument);
+}
+
+// Both percentile forms read only the values they are given: a NaN right past
+// the span's end must never reach the result, at q = 1 (the last value, where
+// there is no next one to interpolate towards) or with a single value.
+TEST(StatsPercentile, NothingPastTheSpanIsRead) {
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  for (double q : {0.0, 0.5, 0.999, 1.0}) {
+    std::vector<double> buf{30, 10, 20, nan};
+    const double want = q == 1.0 ? 30.0 : q == 0.0 ? 10.0 : 10.0 + 2 * q * 10.0;
+    EXPECT_DOUBLE_EQ(percentile_select(std::span<double>(buf.data(), 3), q), want) << "q " << q;
+    std::vector<double> sorted{10, 20, 30, nan};
+    EXPECT_DOUBLE_EQ(percentile_sorted(std::span<const double>(sorted.data(), 3), q), want) << "q " << q;
+    std::vector<double> one{7, nan};
+    EXPECT_DOUBLE_EQ(percentile_select(std::span<double>(one.data(), 1), q), 7.0) << "q " << q;
+    EXPECT_DOUBLE_EQ(percentile_sorted(std::span<const double>(one.data(), 1), q), 7.0) << "q " << q;
+  }
 }
 
 RC_GTEST_PROP(StatsPercentile, SelectionAgreesWithSorting, (std::vector<int> ints)) {

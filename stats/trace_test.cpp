@@ -72,6 +72,15 @@ TEST(StatsTrace, StepByHand) {
   EXPECT_DOUBLE_EQ(*n.headroom, 256.0 / 170.0);  // floor(512*20/30) = 341 -> 256
 }
 
+// The model's limits on both sides: 1 is a budget and a ceiling, 0 is neither.
+TEST(StatsTrace, ModelLimitsOnBothSides) {
+  const std::vector<std::int64_t> lens{10, 20};
+  EXPECT_NO_THROW(step_stats(lens, PlannerModel{1, 1}));
+  EXPECT_EQ(step_stats(lens, PlannerModel{1, 1}).planned_parts, 1);  // a ceiling of 1: one partition
+  EXPECT_THROW(step_stats(lens, PlannerModel{0, 1}), std::invalid_argument);
+  EXPECT_THROW(step_stats(lens, PlannerModel{1, 0}), std::invalid_argument);
+}
+
 TEST(StatsTrace, BatchBeyondBudgetKeepsOnePartitionEach) {
   const PlannerModel m;
   // 1000 equal requests: W/B = 0 -> u = 1; c = max(1, floor(512/1000)) = 1.

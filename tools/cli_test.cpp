@@ -271,7 +271,7 @@ TEST_F(PavCli, ExitCodeTableOverEveryCommand) {
       {"replay --backend cpu {dir}/case.json --json-out /dev/full", 3, "No space left"},
       // gate
       {"gate --clauses", 0, "head_dim"},
-      {"gate {dir}/case.json", 0, "route:"},
+      {"gate {dir}/case.json", 0, "route: planned[1 seqs]\nreason: accepted"},  // the plan a dense site gets
       {"gate", 2, "CASE.json"},
       {"gate --planned-decode 2 {dir}/case.json", 2, "--planned-decode"},
       {"gate {dir}/bad.json", 2, "bad.json"},
@@ -280,7 +280,7 @@ TEST_F(PavCli, ExitCodeTableOverEveryCommand) {
       {"drift --list", 0, "cell 0"},
       {"drift --json {dir}/r.json", 2, "--json-out"},
       {"drift --json={dir}/r.json", 2, "--json-out"},
-      {"drift --list --cells nosuch", 2, "--cells: no cell 'nosuch'"},
+      {"drift --list --cells nosuch", 2, "--cells: no cell 'nosuch' in this sweep (cells: 70k/b1 (0), 70k/b4 (1))"},
       {"drift --list --cells 0,,1", 2, "--cells"},
       {"drift --list --cells \"\"", 2, "--cells"},
       {"drift --seeds 1", 2, "--seeds"},
@@ -664,6 +664,35 @@ TEST_F(PavCli, AHugeValueIsNotEchoedWhole) {
 // request needs ceil(36/5) = 8 tasks, 9 in all), so ceil(36/6) = 6 tasks of 6 tiles.
 // --max-partitions 4 --budget 10: per head 5, capacity 5, remaining 3: counts 1, 0,
 // min(1 + 3, 4) = 4 of 9 tiles each.
+// drift --list applies the cell selection: --cells keeps exactly the cells
+// named, --max-context keeps cells at most that long (the limit itself
+// included), and a single long request takes every partition its ceiling
+// allows (the split counts of its one row are the ceiling).
+TEST_F(PavCli, DriftSelectsExactlyTheCellsAsked) {
+  const Outcome one = run("drift --list --cells 1");
+  ASSERT_EQ(one.code, 0) << one.err;
+  EXPECT_NE(one.out.find("cell 1 70k/b4"), std::string::npos) << one.out;
+  EXPECT_EQ(one.out.find("cell 0 "), std::string::npos) << "--cells 1 listed cell 0:\n" << one.out;
+  const Outcome by_name = run("drift --list --cells 70k/b1");
+  ASSERT_EQ(by_name.code, 0) << by_name.err;
+  EXPECT_NE(by_name.out.find("cell 0 70k/b1"), std::string::npos) << by_name.out;
+  EXPECT_EQ(by_name.out.find("cell 1 "), std::string::npos) << by_name.out;
+  // Every cell of the built-in sweep is 70000 tokens long.
+  const Outcome at = run("drift --list --max-context 70000");
+  ASSERT_EQ(at.code, 0) << at.err;
+  EXPECT_NE(at.out.find("cell 0 "), std::string::npos);
+  EXPECT_NE(at.out.find("cell 1 "), std::string::npos);
+  for (const char* below : {"drift --list --max-context 69999", "drift --list --max-context 1"}) {
+    const Outcome o = run(below);
+    EXPECT_EQ(o.code, 2) << below << "\n" << o.out;
+    EXPECT_NE(o.err.find("no cell of the sweep is left"), std::string::npos) << below << ": " << o.err;
+  }
+  for (const char* line : {"planned c8 bf16      capacity     8, splits min/median/max 8/8/8",
+                           "planned c256 f32     capacity   256, splits min/median/max 256/256/256",
+                           "control c64 bf16     capacity    64, splits min/median/max 64/64/64"})
+    EXPECT_NE(by_name.out.find(line), std::string::npos) << line << "\n" << by_name.out;
+}
+
 TEST_F(PavCli, PlanPrintsTheHandComputedPlans) {
   const Outcome p = run("plan --lengths 5,0,9000 --kv-heads 2 --cu 8 --json");
   ASSERT_EQ(p.code, 0) << p.err;

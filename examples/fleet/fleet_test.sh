@@ -53,6 +53,9 @@ for p in fleet["properties"]:
     assert p["cases"] == runs[name]["cases"] == n, name
     assert p["seed_prefix"] == single["resume"][name]["next_case"] == n, name
 assert [p["property"] for p in fleet["properties"]] == single["properties"]
+# The merged report names the pav that wrote the shards (here the same one).
+assert fleet["reports_pav_version"] == single["pav_version"], fleet.get("reports_pav_version")
+assert fleet["reports_source_commit"] == single["source_commit"], fleet.get("reports_source_commit")
 PY
 
 step "2. a defective kernel: the merged first failure is the unsharded one"

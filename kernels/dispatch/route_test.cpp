@@ -3,6 +3,7 @@
 // route log, and decode() running whichever kernel the route names.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <string>
 #include <vector>
@@ -160,6 +161,76 @@ TEST(PlanMatches, RefusesShapeMismatches) {
   EXPECT_FALSE(plan_matches(plan, u.call));
 }
 
+// Every limit plan_matches checks, on both sides: the value at the limit is
+// accepted, one past it is refused. Each case starts from a fresh plan of a
+// batch with an empty row beside long ones.
+// A fresh plan of a batch with an empty row beside long ones.
+struct UnevenPlan {
+  TinySpec spec = [] {
+    TinySpec s;
+    s.lens = {0, 5000, 37, 1};
+    return s;
+  }();
+  TinyCall t{spec};
+  PlanView plan = t.make_plan();
+};
+
+TEST(PlanMatches, EveryLimitOnBothSides) {
+  UnevenPlan u;
+  const TinySpec& spec = u.spec;
+  TinyCall& t = u.t;
+  const PlanView& plan = u.plan;
+  ASSERT_TRUE(plan_matches(plan, t.call));
+  const int64_t B = int64_t(spec.lens.size());
+  // Tasks the plan uses: first + count of the last row that has any.
+  int64_t used = 0;
+  for (int64_t b = 0; b < B; ++b)
+    if (plan.reduce_info[2 * b + 1] > 0) used = std::max<int64_t>(used, plan.reduce_info[2 * b] + plan.reduce_info[2 * b + 1]);
+  ASSERT_GT(used, B) << "the long row must be split for the capacity limits to differ";
+  auto with = [&](auto edit) {
+    PlanView p = plan;
+    edit(p);
+    return plan_matches(p, t.call);
+  };
+  // max_partitions: 1..cu (the plan's tasks stay inside the capacity either way).
+  EXPECT_TRUE(with([&](PlanView& p) { p.max_partitions = t.call.opt.cu; }));
+  EXPECT_FALSE(with([&](PlanView& p) { p.max_partitions = t.call.opt.cu + 1; }));
+  EXPECT_FALSE(with([&](PlanView& p) { p.max_partitions = 0; }));
+  // capacity: at least one task per row, at most max_partitions per row, and
+  // every row's tasks inside it.
+  EXPECT_TRUE(with([&](PlanView& p) { p.capacity = B * p.max_partitions; }));
+  EXPECT_FALSE(with([&](PlanView& p) { p.capacity = B * p.max_partitions + 1; }));
+  EXPECT_TRUE(with([&](PlanView& p) { p.capacity = used; }));
+  EXPECT_FALSE(with([&](PlanView& p) { p.capacity = used - 1; }));
+  EXPECT_FALSE(with([&](PlanView& p) {
+    p.max_partitions = t.call.opt.cu;
+    p.capacity = B - 1;
+  }));
+  // Shapes.
+  EXPECT_FALSE(with([&](PlanView& p) { p.num_seqs = B - 1; }));
+  EXPECT_FALSE(with([&](PlanView& p) { p.num_seqs = B + 1; }));
+  EXPECT_FALSE(with([&](PlanView& p) { p.kv_heads = spec.hkv + 1; }));
+  EXPECT_FALSE(with([&](PlanView& p) { p.work_info = nullptr; }));
+  EXPECT_FALSE(with([&](PlanView& p) { p.reduce_info = nullptr; }));
+}
+
+// A row's first and last task both carry its live length: growing, shrinking
+// or emptying any one row (the empty one included) makes the plan stale.
+TEST(PlanMatches, AnyOneRowChangedIsStale) {
+  UnevenPlan u;
+  TinyCall& t = u.t;
+  ASSERT_TRUE(plan_matches(u.plan, t.call));
+  for (size_t b = 0; b < t.lens.size(); ++b)
+    for (int32_t delta : {-1, 1}) {
+      const int32_t was = t.lens[b];
+      if (was + delta < 0) continue;
+      t.lens[b] = was + delta;
+      EXPECT_FALSE(plan_matches(u.plan, t.call)) << "row " << b << " from " << was << " to " << was + delta;
+      t.lens[b] = was;
+    }
+  EXPECT_TRUE(plan_matches(u.plan, t.call));
+}
+
 // decode() runs the kernel the route names, end to end, on real buffers.
 TEST(Decode, RunsEachRoute) {
   for (int mode = 0; mode < 3; ++mode) {
@@ -172,6 +243,7 @@ TEST(Decode, RunsEachRoute) {
     const RouteKind want[] = {RouteKind::uniform, RouteKind::planned, RouteKind::planned_fixed_splits};
     EXPECT_EQ(o.route.kind, want[mode]);
     EXPECT_EQ(o.result.status, DecodeStatus::ok);
+    EXPECT_EQ(r.counts().stale_results, 0u) << "a fresh plan counted as stale, mode " << mode;
     for (uint16_t h : t.out) ASSERT_EQ(bf16_to_f32(h), 0.0f) << "mode " << mode;
   }
 }
