@@ -47,7 +47,7 @@ inline void check_long_context(int32_t len, double max_seconds) {
   EXPECT_EQ(decode(sc.call, opt).chunk_buffer_bytes, r.chunk_buffer_bytes);
   // Split (sequence, head) pairs keep one O(rows*D) state per 8192-token segment.
   const int64_t segments = (len + 8191) / 8192;
-  EXPECT_LE(r.segment_state_bytes, segments * int64_t(sizeof(float)) * (2 * rows + 4 * rows * 128));
+  EXPECT_EQ(r.segment_state_bytes, segments * int64_t(sizeof(float)) * (2 * rows + 4 * rows * 128));
 
   const auto n = naive_decode(c, true);
   double worst = 0;

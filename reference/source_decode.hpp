@@ -129,7 +129,8 @@ inline ReferenceResult source_decode(const SourceGeometry& g, const float* q, co
   const double scale = g.softmax_scale != 0.0 ? g.softmax_scale : 1.0 / std::sqrt(double(D));
   const int64_t seg_tokens = o.chunk_tokens * o.segment_chunks;
 
-  // Tasks: (seq, h, segment); a sequence with no tokens still gets one (empty) task.
+  // Tasks: (seq, h, segment). A sequence with no tokens has none: its rows see
+  // no token and keep out 0 and lse -inf below.
   struct Task {
     int64_t seq, h, t0, t1;
   };
@@ -139,7 +140,6 @@ inline ReferenceResult source_decode(const SourceGeometry& g, const float* q, co
     for (int64_t h = 0; h < H; ++h) {
       first_task[b * H + h] = int64_t(tasks.size());
       const int64_t len = std::max<int64_t>(g.lens[b], 0);
-      if (len == 0) tasks.push_back({b, h, 0, 0});
       for (int64_t t0 = 0; t0 < len; t0 += seg_tokens) tasks.push_back({b, h, t0, std::min(len, t0 + seg_tokens)});
     }
   std::vector<source_detail::SegmentState> states(tasks.size());

@@ -20,6 +20,7 @@
 #include <functional>
 #include <map>
 #include <regex>
+#include <set>
 #include <sstream>
 #include <thread>
 
@@ -398,6 +399,7 @@ TEST_F(PavCli, JsonOnStdoutForEveryCommand) {
       {"fuzz", "fuzz --list --json"},
       {"fuzz", "fuzz --backend cpu --replay {dir}/case.json --json"},
       {"replay", "replay --backend cpu {dir}/case.json --json"},
+      {"compare", "compare --kernel pav:cpu --kernel pav:cpu --cases 3 --out-dir {dir} --quiet --gate --json"},
       {"gate", "gate --clauses --json"},
       {"gate", "gate {dir}/case.json --json"},
       {"drift", "drift --list --json"},
@@ -440,6 +442,159 @@ TEST_F(PavCli, JsonOnStdoutForEveryCommand) {
   EXPECT_EQ(by_metric["p90_ms"]["fails"], true);
   EXPECT_EQ(by_metric["throughput_tok_s"]["interval"], false);
   EXPECT_EQ(by_metric["throughput_tok_s"]["fails"], true);
+}
+
+namespace {
+
+// The fields docs/json-reports.md documents for one report: path -> allowed
+// types, and which paths may be absent. Paths join keys with '.', "[]" stands
+// for every element of an array and "*" for every key of a map.
+struct DocumentedReport {
+  std::map<std::string, std::set<std::string>> types;
+  std::set<std::string> optional;
+};
+
+std::map<std::string, DocumentedReport> documented_reports() {
+  std::map<std::string, DocumentedReport> out;
+  std::istringstream doc(slurp(fs::path(PAV_SOURCE_DIR) / "docs" / "json-reports.md"));
+  std::string line, label;
+  bool in_block = false;
+  while (std::getline(doc, line)) {
+    if (!in_block && line.rfind("```pav-json ", 0) == 0) {
+      label = line.substr(12);
+      in_block = true;
+      EXPECT_EQ(out.count(label), 0u) << "docs/json-reports.md: report '" << label << "' documented twice";
+      out[label];
+      continue;
+    }
+    if (!in_block) continue;
+    if (line == "```") {
+      in_block = false;
+      continue;
+    }
+    std::istringstream words(line);
+    std::string path, types;
+    words >> path >> types;
+    if (path.empty()) continue;
+    EXPECT_FALSE(types.empty()) << "docs/json-reports.md: '" << line << "' names no type";
+    DocumentedReport& r = out[label];
+    if (path.back() == '?') {
+      path.pop_back();
+      r.optional.insert(path);
+    }
+    for (size_t at = 0; at <= types.size();) {
+      const size_t bar = std::min(types.find('|', at), types.size());
+      r.types[path].insert(types.substr(at, bar - at));
+      at = bar + 1;
+    }
+  }
+  EXPECT_FALSE(in_block) << "docs/json-reports.md: a pav-json block is not closed";
+  return out;
+}
+
+std::string json_type(const json& j) {
+  switch (j.type()) {
+    case json::value_t::object: return "object";
+    case json::value_t::array: return "array";
+    case json::value_t::string: return "string";
+    case json::value_t::boolean: return "boolean";
+    case json::value_t::number_integer:
+    case json::value_t::number_unsigned: return "integer";
+    case json::value_t::number_float: return "number";
+    case json::value_t::null: return "null";
+    default: return "other";
+  }
+}
+
+// Every path of j with the types seen there; an object whose path the document
+// marks as a map ("path.*") has its keys folded into "*".
+void walk(const json& j, const std::string& path, const DocumentedReport& doc,
+          std::map<std::string, std::set<std::string>>& seen) {
+  if (j.is_object()) {
+    const bool map = doc.types.count(path.empty() ? "*" : path + ".*") > 0;
+    for (const auto& [key, value] : j.items()) {
+      const std::string child = (path.empty() ? "" : path + ".") + (map ? "*" : key);
+      seen[child].insert(json_type(value));
+      walk(value, child, doc, seen);
+    }
+  } else if (j.is_array()) {
+    for (const auto& value : j) {
+      seen[path + "[]"].insert(json_type(value));
+      walk(value, path + "[]", doc, seen);
+    }
+  }
+}
+
+}  // namespace
+
+// Every --json report has exactly the fields docs/json-reports.md lists for
+// it, each of a documented type: a field dropped, renamed, written as another
+// type, or added without its documentation fails here, named with its report.
+// The page is the contract; the reports are the binary's.
+TEST_F(PavCli, JsonReportsHaveExactlyTheDocumentedFields) {
+  write_inputs();
+  const std::map<std::string, DocumentedReport> docs = documented_reports();
+  // A call the gate rejects: head_dim 96.
+  json reject = json::parse(slurp(dir_ / "case.json"));
+  reject["head_dim"] = 96;
+  write("reject.json", reject.dump());
+  // Two runs feed the fleet merge: one shard each.
+  fs::create_directories(dir_ / "fleet");
+  ASSERT_EQ(run("fuzz --property planner --cases 5 --seed 1 --shard 0/2 --quiet --save {dir}/ce --report "
+                "{dir}/fleet/s0.json").code, 0);
+  ASSERT_EQ(run("fuzz --property planner --cases 5 --seed 1 --shard 1/2 --quiet --save {dir}/ce --report "
+                "{dir}/fleet/s1.json").code, 0);
+  const std::vector<std::pair<std::string, std::string>> runs = {
+      {"verify", "verify --backend cpu --checks planner --plan-cases 20 --quiet --save {dir}/ce --json"},
+      {"fuzz", "fuzz --property planner,gate-mirror --cases 20 --seed 3 --quiet --save {dir}/ce --json"},
+      {"fuzz --list", "fuzz --list --json"},
+      {"fuzz --replay", "fuzz --backend cpu --replay {dir}/case.json --json"},
+      {"replay", "replay --backend cpu {dir}/case.json --json"},
+      {"compare", "compare --kernel pav:cpu --kernel pav:cpu --cases 3 --out-dir {dir} --quiet --gate --json"},
+      {"gate --clauses", "gate --clauses --json"},
+      {"gate", "gate {dir}/case.json --json"},
+      {"gate", "gate {dir}/reject.json --all --json"},
+      {"drift --list", "drift --list --json"},
+      {"drift", "drift --cells 0 --seeds 2 --no-progress --json"},
+      {"plan", "plan --lengths 5,0,9000 --kv-heads 2 --cu 8 --json"},
+      {"mcnemar --counts", "mcnemar --counts 10,0 --fail-if-worse 0.01 --json"},
+      {"mcnemar", "mcnemar {fix}/stats/gsm8k-a.jsonl {fix}/stats/gsm8k-b.jsonl {fix}/stats/gsm8k-a2.jsonl "
+                  "{fix}/stats/gsm8k-b2.jsonl --variant A,B,A,B --fail-if-worse 0.05 --json"},
+      {"bench-compare", "bench-compare {dir}/bench-a.json {dir}/bench-b10.json --max-regression 5 --json"},
+      {"bench-compare", "bench-compare {fix}/stats/bench-a.json {fix}/stats/bench-b.json --json"},
+      {"trace-stats", "trace-stats {fix}/stats/trace-small.jsonl --json"},
+      {"settings", "settings --json"},
+      {"report merge", "report merge {dir}/fleet/s0.json {dir}/fleet/s1.json --json"},
+  };
+  std::set<std::string> ran;
+  for (const auto& [label, args] : runs) {
+    SCOPED_TRACE("pav " + args);
+    ran.insert(label);
+    const auto d = docs.find(label);
+    ASSERT_NE(d, docs.end()) << "docs/json-reports.md documents no report '" << label << "'";
+    const Outcome o = run(args);
+    ASSERT_LE(o.code, 1) << o.err;
+    const json j = json::parse(o.out, nullptr, /*allow_exceptions=*/false);
+    ASSERT_TRUE(j.is_object()) << o.out.substr(0, 500);
+    std::map<std::string, std::set<std::string>> seen;
+    walk(j, "", d->second, seen);
+    for (const auto& [path, types] : seen) {
+      const auto want = d->second.types.find(path);
+      if (want == d->second.types.end()) {
+        ADD_FAILURE() << label << ": field '" << path << "' is not documented";
+        continue;
+      }
+      for (const std::string& t : types)
+        EXPECT_EQ(want->second.count(t), 1u) << label << ": field '" << path << "' is " << t << ", documented as "
+                                            << ::testing::PrintToString(want->second);
+    }
+    for (const auto& [path, types] : d->second.types) {
+      if (!d->second.optional.count(path)) {
+        EXPECT_EQ(seen.count(path), 1u) << label << ": documented field '" << path << "' is missing";
+      }
+    }
+  }
+  for (const auto& [label, doc] : docs) EXPECT_EQ(ran.count(label), 1u) << "report '" << label << "' is never run";
 }
 
 // --json-out FILE writes the report --json prints, and the text still goes to stdout.

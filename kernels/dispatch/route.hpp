@@ -106,7 +106,8 @@ class Router {
   // Bits of labels already logged: planned[N] and fixed-splits[N] for N <= 4096.
   static constexpr size_t kSeqWords = kMaxPlanBatch / 64 + 1;
   std::array<std::atomic<uint64_t>, kSeqWords> seen_planned_{}, seen_fixed_{};
-  std::atomic<uint64_t> seen_misc_{0}, seen_clause_{0};
+  std::atomic<uint64_t> seen_misc_{0}, seen_clause_{0};  // bit c: clause c logged
+  static_assert(kClauseCount < 64, "one bit of seen_clause_ per clause");
 };
 
 // The dispatcher: routes the call and runs the chosen kernel. The uniform and

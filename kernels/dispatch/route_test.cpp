@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -141,6 +142,39 @@ TEST(Route, GateRejectFallsBackToUniformNamingTheClause) {
   EXPECT_EQ(route.clause, Clause::compute_dtype);
   EXPECT_EQ(r.counts().rejects_by_clause[size_t(Clause::compute_dtype)], 1u);
   EXPECT_EQ(log.count("route: gate rejects (compute_dtype): uniform"), 1);
+}
+
+// The route log names each batch size once, for every size the planned kernel
+// takes: both sides of each 64-size word of the log's bitmap, and the largest
+// batch. Each size is routed twice, interleaved with the others, so a size
+// logged twice, or one that masks another, shows.
+TEST(Route, LogsEachBatchSizeOnceUpToTheLargestBatch) {
+  const std::vector<int32_t> sizes = {1, 2, 63, 64, 65, 127, 128, kMaxPlanBatch - 1, kMaxPlanBatch};
+  Lines log;
+  Router r(Settings{true, true}, log.sink());
+  // Views into each call's buffers: neither calls nor forwards may move.
+  std::vector<std::unique_ptr<TinyCall>> calls;
+  std::vector<std::unique_ptr<Forward>> forwards;
+  for (int32_t n : sizes) {
+    calls.push_back(std::make_unique<TinyCall>(TinySpec{.lens = std::vector<int32_t>(size_t(n), 1)}));
+    forwards.push_back(std::make_unique<Forward>(*calls.back()));
+  }
+  std::vector<std::string> want;
+  for (int round = 0; round < 2; ++round)
+    for (size_t i = 0; i < sizes.size(); ++i) {
+      SCOPED_TRACE(std::to_string(sizes[i]) + " seqs, round " + std::to_string(round));
+      const Route planned = r.route(calls[i]->call, Site::dense, &*forwards[i]->md);
+      ASSERT_EQ(planned.kind, RouteKind::planned);
+      const Route fixed = r.route(calls[i]->call, Site::sparse, &*forwards[i]->md);
+      ASSERT_EQ(fixed.kind, RouteKind::planned_fixed_splits);
+      if (round == 0) {
+        want.push_back("route: planned[" + std::to_string(sizes[i]) + " seqs]");
+        want.push_back("route: planned[" + std::to_string(sizes[i]) + " seqs, fixed splits]");
+      }
+    }
+  EXPECT_EQ(log.lines, want);
+  EXPECT_EQ(r.counts().planned, 2 * sizes.size());
+  EXPECT_EQ(r.counts().planned_fixed_splits, 2 * sizes.size());
 }
 
 TEST(PlanMatches, RefusesShapeMismatches) {
