@@ -14,7 +14,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cctype>
 #include <chrono>
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <functional>
@@ -265,6 +267,9 @@ TEST_F(PavCli, ExitCodeTableOverEveryCommand) {
       {"fuzz --property planner --cases 1 --save {dir}/plain/sub", 3, "--save"},
       // replay
       {"replay --backend cpu {dir}/case.json", 0, "verdict   PASS"},
+      // One value per --kernel: the case file after it is not taken as a second kernel.
+      {"replay --kernel pav:cpu {dir}/case.json --json", 0, "\"passed\": true"},
+      {"replay --kernel pav:cpu --kernel pav:cpu {dir}/case.json", 2, "--kernel"},
       {"replay {dir}/missing.json", 2, "missing.json"},
       {"replay --backend cpu {dir}/bad.json", 2, "bad.json"},
       {"replay --backend cpu {dir}/bad-meta.json", 2, "no_such_clause"},
@@ -595,6 +600,124 @@ TEST_F(PavCli, JsonReportsHaveExactlyTheDocumentedFields) {
     }
   }
   for (const auto& [label, doc] : docs) EXPECT_EQ(ran.count(label), 1u) << "report '" << label << "' is never run";
+}
+
+namespace {
+
+// The ways a text report writes a number: an integer as is; a fraction as %g,
+// fixed or exponent at a few precisions, or as a percentage (signed or not).
+std::vector<std::string> renderings(const json& v) {
+  std::vector<std::string> out;
+  if (v.is_number_integer() || v.is_number_unsigned()) return {v.dump()};
+  const double x = v.get<double>();
+  char buf[64];
+  for (int n = 1; n <= 7; ++n) out.push_back((std::snprintf(buf, sizeof buf, "%.*g", n, x), buf));
+  for (int n = 0; n <= 4; ++n) out.push_back((std::snprintf(buf, sizeof buf, "%.*f", n, x), buf));
+  for (int n = 1; n <= 4; ++n) out.push_back((std::snprintf(buf, sizeof buf, "%.*e", n, x), buf));
+  for (int n = 0; n <= 3; ++n) {
+    out.push_back((std::snprintf(buf, sizeof buf, "%.*f%%", n, 100 * x), buf));
+    out.push_back((std::snprintf(buf, sizeof buf, "%+.*f%%", n, 100 * x), buf));
+  }
+  return out;
+}
+
+// text holds s as a whole number: no digit right before or after it, no '.' before.
+bool shows(const std::string& text, const std::string& s) {
+  for (size_t at = text.find(s); at != std::string::npos; at = text.find(s, at + 1)) {
+    const bool clean_before = at == 0 || !(std::isdigit(uint8_t(text[at - 1])) || text[at - 1] == '.');
+    const size_t end = at + s.size();
+    const bool clean_after = end == text.size() || !std::isdigit(uint8_t(text[end]));
+    if (clean_before && clean_after) return true;
+  }
+  return false;
+}
+
+// Every number of j, by path with array indices written "[]".
+void numbers(const json& j, const std::string& path, std::vector<std::pair<std::string, json>>& out) {
+  if (j.is_object()) {
+    for (const auto& [k, v] : j.items()) numbers(v, (path.empty() ? "" : path + ".") + k, out);
+  } else if (j.is_array()) {
+    for (const auto& v : j) numbers(v, path + "[]", out);
+  } else if (j.is_number()) {
+    out.emplace_back(path, j);
+  }
+}
+
+}  // namespace
+
+// What a person reads holds what a script reads: every number of a --json
+// report appears in the text report of the same run, in one of the usual
+// renderings, except timings and the fields listed with the reason the text
+// leaves them out. A table line dropped, or a figure printed from the wrong
+// variable, fails here with its path.
+TEST_F(PavCli, TextShowsEveryJsonFigure) {
+  write_inputs();
+  json two = json::parse(slurp(dir_ / "case.json"));
+  two["lens"] = {300, 0};
+  two["q_len"] = 1;
+  write("two.json", two.dump());
+  const std::string defective = std::string("lib:") + PAV_SPLIT_DECODE + " --defect merge-ignores-max";
+  struct TextRun {
+    std::vector<std::string> args;
+    std::set<std::string> not_shown;
+  };
+  const std::set<std::string> bench_not_shown = {
+      "max_count_diff",              // named only in the warning when the counts differ
+      "gate.metrics[].regression",   // the delta of deltas[], sign-adjusted so that > 0 is worse
+  };
+  const std::vector<TextRun> runs = {
+      {expand_all("trace-stats {fix}/stats/trace-small.jsonl"), {}},
+      {expand_all("bench-compare {fix}/stats/bench-a.json {fix}/stats/bench-b.json --max-regression 5"),
+       bench_not_shown},
+      {expand_all("bench-compare {dir}/bench-a.json {dir}/bench-b10.json --max-regression 5"), bench_not_shown},
+      {expand_all("mcnemar --counts 121,59 --fail-if-worse 0.01"), {}},
+      {expand_all("mcnemar {fix}/stats/gsm8k-a.jsonl {fix}/stats/gsm8k-b.jsonl {fix}/stats/gsm8k-a2.jsonl "
+                  "{fix}/stats/gsm8k-b2.jsonl --variant A,B,A,B"),
+       {"pairs[].both"}},  // the text gives agreement as a fraction
+      {expand_all("replay --backend cpu {dir}/two.json"), {}},
+      {expand_all("compare --kernel pav:cpu --cases 12 --out-dir {dir} --quiet --kernel"), {}},
+      {expand_all("drift --cells 0 --seeds 2 --no-progress"),
+       {"cells[].growth[].mean_diff", "cells[].growth[].t",  // the table gives the means and p-values
+        "cells[].control.mean_diff", "cells[].control.t",
+        "sweep.lengths_seed", "sweep.shorter.ratio_p50", "sweep.shorter.ratio_p90", "sweep.shorter.min_len",
+        "sweep.kv_scale", "sweep.q_std", "sweep.seed", "sweep.control_epsilon", "sweep.growth.alpha",
+        "sweep.growth.min_relative_growth", "sweep.contexts[]", "sweep.batches[]", "sweep.heads[].hkv",
+        "sweep.heads[].group", "sweep.ceilings[]", "sweep.workgroup_budget"}},  // the sweep file's settings
+      {expand_all("gate {dir}/reject.json --all"), {}},
+      {expand_all("plan --lengths 5,0,9000 --kv-heads 2 --cu 8"),
+       {"work_info[][]"}},  // shown as each partition's tile count
+  };
+  json reject = json::parse(slurp(dir_ / "case.json"));
+  reject["head_dim"] = 96;
+  write("reject.json", reject.dump());
+  for (TextRun r : runs) {
+    if (r.args.back() == "--kernel") r.args.push_back(defective);
+    std::string shown;
+    for (const auto& a : r.args) shown += a + " ";
+    SCOPED_TRACE("pav " + shown);
+    const Outcome text = launch({r.args});
+    std::vector<std::string> json_args = r.args;
+    json_args.push_back("--json");
+    const Outcome js = launch({json_args});
+    ASSERT_LE(text.code, 1) << text.err;
+    ASSERT_EQ(js.code, text.code) << js.err;
+    const json j = json::parse(js.out, nullptr, /*allow_exceptions=*/false);
+    ASSERT_TRUE(j.is_object()) << js.out.substr(0, 500);
+    std::vector<std::pair<std::string, json>> figures;
+    numbers(j, "", figures);
+    int checked = 0;
+    for (const auto& [path, value] : figures) {
+      const std::string leaf = path.substr(path.rfind('.') == std::string::npos ? 0 : path.rfind('.') + 1);
+      if (leaf.find("seconds") != std::string::npos || leaf.find("per_second") != std::string::npos ||
+          path.find("seconds_by_phase") != std::string::npos || r.not_shown.count(path))
+        continue;
+      ++checked;
+      bool found = false;
+      for (const std::string& s : renderings(value)) found = found || shows(text.out, s);
+      EXPECT_TRUE(found) << path << " = " << value.dump() << " is not in the text report:\n" << text.out;
+    }
+    EXPECT_GT(checked, 0);
+  }
 }
 
 // --json-out FILE writes the report --json prints, and the text still goes to stdout.

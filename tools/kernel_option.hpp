@@ -28,6 +28,9 @@ inline void add_kernel_options(CLI::App& app, KernelOptions& o, bool many = fals
                            many ? "kernel under test: pav:cpu, pav:gpu, lib:PATH.so [WORDS], exec:'CMD ARGS' "
                                   "(twice: compare two kernels on the same cases)"
                                 : "kernel under test: pav:cpu, pav:gpu, lib:PATH.so [WORDS], exec:'CMD ARGS'");
+  // One value per --kernel, even where positionals follow (pav replay --kernel SPEC CASE --json):
+  // CLI11 would otherwise take every word up to the next option as the option's.
+  k->allow_extra_args(false);
   if (!many) k->expected(1);
   app.add_flag("--isolate", o.isolate, "run a lib: kernel in a child process (a crash becomes a failure verdict)");
   app.add_option("--timeout", o.timeout, "seconds a worker may take per call before it is killed (exec:, --isolate)")
