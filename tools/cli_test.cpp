@@ -555,6 +555,7 @@ TEST_F(PavCli, JsonReportsHaveExactlyTheDocumentedFields) {
       {"fuzz --list", "fuzz --list --json"},
       {"fuzz --replay", "fuzz --backend cpu --replay {dir}/case.json --json"},
       {"replay", "replay --backend cpu {dir}/case.json --json"},
+      {"replay", "replay --kernel pav:cpu {dir}/case.json --json"},
       {"compare", "compare --kernel pav:cpu --kernel pav:cpu --cases 3 --out-dir {dir} --quiet --gate --json"},
       {"gate --clauses", "gate --clauses --json"},
       {"gate", "gate {dir}/case.json --json"},
