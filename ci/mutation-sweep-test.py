@@ -153,6 +153,15 @@ class BuildAndCoverage(unittest.TestCase):
         self.assertIsNone(cov.covering("k/x.cpp", 13, 19))            # gcov knows none of them
         self.assertIsNone(cov.covering("k/other.cpp", 10, 10))
 
+    def test_only_prose_results_and_kept_mutants_leave_the_coverage_key(self):
+        for f in ["README.md", "docs/json-reports.md", "results/mutation-sweep/seed-2027.json",
+                  "ci/mutants/route-log-misses-the-largest-batch.patch", "ci/mutation-sweep-equivalent.txt"]:
+            self.assertTrue(sweep.coverage_neutral(f), f)
+        for f in ["kernels/planner.cpp", "tools/cli_test.cpp", "ci/mutation-sweep", "ci/mutants.sh",
+                  "fixtures/stats/trace-small.jsonl", "CMakeLists.txt", "ci/sanitize.sh", "docs.cpp",
+                  "results.hpp", "tools/md_table.hpp"]:
+            self.assertFalse(sweep.coverage_neutral(f), f)
+
 
 if __name__ == "__main__":
     unittest.main()
