@@ -153,6 +153,25 @@ class BuildAndCoverage(unittest.TestCase):
         self.assertIsNone(cov.covering("k/x.cpp", 13, 19))            # gcov knows none of them
         self.assertIsNone(cov.covering("k/other.cpp", 10, 10))
 
+    def test_the_coverage_build_gets_every_core_it_is_given(self):
+        import tempfile
+        import types
+        with tempfile.TemporaryDirectory() as d:
+            worker = types.SimpleNamespace(src=sweep.Path(d), dir=sweep.Path(d), jobs=1, preset="cpu", env={})
+            cov = sweep.Coverage(worker, 6)
+            cov.bld.mkdir(parents=True)
+            (cov.bld / "build.ninja").write_text("")
+            calls = []
+            real_run = sweep.run
+            sweep.run = lambda cmd, **kw: (calls.append(cmd), (0, "", 0.0))[1]
+            try:
+                cov._build()
+            finally:
+                sweep.run = real_run
+        ninja = [c for c in calls if c[0] == "ninja"]
+        self.assertEqual(len(ninja), 1)
+        self.assertEqual(ninja[0][ninja[0].index("-j") + 1], "6")
+
     def test_only_prose_results_and_kept_mutants_leave_the_coverage_key(self):
         for f in ["README.md", "docs/json-reports.md", "results/mutation-sweep/seed-2027.json",
                   "ci/mutants/route-log-misses-the-largest-batch.patch", "ci/mutation-sweep-equivalent.txt",
