@@ -359,3 +359,23 @@ TEST(ReferenceCompareOutputs, KernelVsKernel) {
 
 }  // namespace
 }  // namespace pav::reference
+
+namespace pav::reference {
+namespace {
+
+// A comparison passes only when it compared something and nothing failed: no
+// element compared (an empty output, a kernel that wrote nothing) is not a pass.
+TEST(ReferenceCompare, PassesOnlyWithElementsAndNoMismatch) {
+  CompareReport r;
+  EXPECT_FALSE(r.passed()) << "nothing compared";
+  r.elements = 1;
+  EXPECT_TRUE(r.passed());
+  r.mismatches = 1;
+  EXPECT_FALSE(r.passed());
+  r.elements = 0;
+  r.mismatches = 0;
+  EXPECT_FALSE(r.passed());
+}
+
+}  // namespace
+}  // namespace pav::reference

@@ -61,7 +61,7 @@ class PlanSlot {
   void refresh(const int32_t* lens);
   uint64_t refreshes() const { return refreshes_.load(std::memory_order_relaxed); }
   // Scratch views [Hkv, capacity, rows, D] over the slot's buffers; empty views
-  // when rows or head_dim exceed what the slot was sized for.
+  // when rows is not in 1..max_rows() or head_dim is not the configured one.
   Scratch scratch(int64_t rows, int64_t head_dim);
   // Byte ranges of the scratch buffers, for disjointness checks.
   struct Range {

@@ -138,3 +138,32 @@ TEST(PlanCache, ConfiguredPolicyReachesTheMintedPlan) {
   pb.refresh(lens.data());
   EXPECT_NE(pa.reduce_info(), pb.reduce_info());
 }
+
+// The scratch a slot hands out is sized from the config: views for 1 to
+// max_rows() rows at exactly the configured head_dim, empty ones one row past
+// and one head dim either side. The defaults (one KV head, head_dim 128, one
+// row) are checked the same way, so a changed default shows as a slot sized for
+// another model.
+TEST(PlanCache, ScratchServesUpToItsSizedRowsAtItsHeadDimOnly) {
+  struct Sized {
+    PlanCacheConfig config;
+    int64_t rows, head_dim;
+  };
+  for (const Sized& s : {Sized{PlanCacheConfig{}, 1, 128}, Sized{small_config(), 4, 64}}) {
+    SCOPED_TRACE("rows " + std::to_string(s.rows) + ", head_dim " + std::to_string(s.head_dim));
+    EXPECT_EQ(s.config.max_rows(), s.rows);
+    PlanCache cache(s.config, nullptr);
+    auto slot = cache.mint(Phase::capture, PlanKey{3, s.config.kv_heads, 0, 0});
+    ASSERT_NE(slot, nullptr);
+    for (const int64_t rows : {int64_t(1), s.rows}) {
+      const Scratch ok = slot->scratch(rows, s.head_dim);
+      EXPECT_TRUE(ok.partial.present() && ok.m.present() && ok.l.present()) << rows << " rows";
+      EXPECT_EQ(ok.partial.shape[2], rows);
+      EXPECT_EQ(ok.partial.shape[3], s.head_dim);
+    }
+    EXPECT_FALSE(slot->scratch(0, s.head_dim).partial.present()) << "no row";
+    EXPECT_FALSE(slot->scratch(s.rows + 1, s.head_dim).partial.present()) << "one row past";
+    EXPECT_FALSE(slot->scratch(s.rows, s.head_dim + 1).partial.present()) << "one head dim above";
+    EXPECT_FALSE(slot->scratch(s.rows, s.head_dim - 1).partial.present()) << "one head dim below";
+  }
+}
