@@ -357,12 +357,6 @@ TEST(ReferenceCompareOutputs, KernelVsKernel) {
   EXPECT_THROW(compare_outputs(va, vc), std::invalid_argument);
 }
 
-}  // namespace
-}  // namespace pav::reference
-
-namespace pav::reference {
-namespace {
-
 // A comparison passes only when it compared something and nothing failed: no
 // element compared (an empty output, a kernel that wrote nothing) is not a pass.
 TEST(ReferenceCompare, PassesOnlyWithElementsAndNoMismatch) {

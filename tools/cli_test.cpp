@@ -180,6 +180,9 @@ class PavCli : public ::testing::Test {
     json number_property = c;
     number_property["meta"] = {{"property", 7}};
     write("number-property.json", number_property.dump());
+    json reject = c;  // a call the gate rejects: head_dim 96
+    reject["head_dim"] = 96;
+    write("reject.json", reject.dump());
     write("bad.json", "{\"format\": \"pav-case/1\", \"lens\": [1, 2");
     write("plain", "not a folder");
     // Latencies of A; B is A slowed by exactly 10% (every sample, so every
@@ -511,21 +514,24 @@ std::string json_type(const json& j) {
   }
 }
 
-// Every path of j with the types seen there; an object whose path the document
-// marks as a map ("path.*") has its keys folded into "*".
-void walk(const json& j, const std::string& path, const DocumentedReport& doc,
-          std::map<std::string, std::set<std::string>>& seen) {
+using IsMap = std::function<bool(const std::string& path)>;
+using Visit = std::function<void(const std::string& path, const json& value)>;
+
+// Calls visit(path, value) for every value below j, by path: keys joined with
+// '.', array elements as "[]", and the keys of an object whose path is_map
+// holds folded into "*".
+void for_each_value(const json& j, const std::string& path, const IsMap& is_map, const Visit& visit) {
   if (j.is_object()) {
-    const bool map = doc.types.count(path.empty() ? "*" : path + ".*") > 0;
+    const bool map = is_map(path);
     for (const auto& [key, value] : j.items()) {
       const std::string child = (path.empty() ? "" : path + ".") + (map ? "*" : key);
-      seen[child].insert(json_type(value));
-      walk(value, child, doc, seen);
+      visit(child, value);
+      for_each_value(value, child, is_map, visit);
     }
   } else if (j.is_array()) {
     for (const auto& value : j) {
-      seen[path + "[]"].insert(json_type(value));
-      walk(value, path + "[]", doc, seen);
+      visit(path + "[]", value);
+      for_each_value(value, path + "[]", is_map, visit);
     }
   }
 }
@@ -539,10 +545,6 @@ void walk(const json& j, const std::string& path, const DocumentedReport& doc,
 TEST_F(PavCli, JsonReportsHaveExactlyTheDocumentedFields) {
   write_inputs();
   const std::map<std::string, DocumentedReport> docs = documented_reports();
-  // A call the gate rejects: head_dim 96.
-  json reject = json::parse(slurp(dir_ / "case.json"));
-  reject["head_dim"] = 96;
-  write("reject.json", reject.dump());
   // Two runs feed the fleet merge: one shard each.
   fs::create_directories(dir_ / "fleet");
   ASSERT_EQ(run("fuzz --property planner --cases 5 --seed 1 --shard 0/2 --quiet --save {dir}/ce --report "
@@ -582,8 +584,12 @@ TEST_F(PavCli, JsonReportsHaveExactlyTheDocumentedFields) {
     ASSERT_LE(o.code, 1) << o.err;
     const json j = json::parse(o.out, nullptr, /*allow_exceptions=*/false);
     ASSERT_TRUE(j.is_object()) << o.out.substr(0, 500);
+    // Every path with the types seen there; an object whose path the document
+    // marks as a map ("path.*") has its keys folded into "*".
     std::map<std::string, std::set<std::string>> seen;
-    walk(j, "", d->second, seen);
+    for_each_value(
+        j, "", [&](const std::string& p) { return d->second.types.count(p.empty() ? "*" : p + ".*") > 0; },
+        [&](const std::string& p, const json& v) { seen[p].insert(json_type(v)); });
     for (const auto& [path, types] : seen) {
       const auto want = d->second.types.find(path);
       if (want == d->second.types.end()) {
@@ -633,17 +639,6 @@ bool shows(const std::string& text, const std::string& s) {
   return false;
 }
 
-// Every number of j, by path with array indices written "[]".
-void numbers(const json& j, const std::string& path, std::vector<std::pair<std::string, json>>& out) {
-  if (j.is_object()) {
-    for (const auto& [k, v] : j.items()) numbers(v, (path.empty() ? "" : path + ".") + k, out);
-  } else if (j.is_array()) {
-    for (const auto& v : j) numbers(v, path + "[]", out);
-  } else if (j.is_number()) {
-    out.emplace_back(path, j);
-  }
-}
-
 }  // namespace
 
 // What a person reads holds what a script reads: every number of a --json
@@ -688,9 +683,6 @@ TEST_F(PavCli, TextShowsEveryJsonFigure) {
       {expand_all("plan --lengths 5,0,9000 --kv-heads 2 --cu 8"),
        {"work_info[][]"}},  // shown as each partition's tile count
   };
-  json reject = json::parse(slurp(dir_ / "case.json"));
-  reject["head_dim"] = 96;
-  write("reject.json", reject.dump());
   for (TextRun r : runs) {
     if (r.args.back() == "--kernel") r.args.push_back(defective);
     std::string shown;
@@ -704,8 +696,12 @@ TEST_F(PavCli, TextShowsEveryJsonFigure) {
     ASSERT_EQ(js.code, text.code) << js.err;
     const json j = json::parse(js.out, nullptr, /*allow_exceptions=*/false);
     ASSERT_TRUE(j.is_object()) << js.out.substr(0, 500);
-    std::vector<std::pair<std::string, json>> figures;
-    numbers(j, "", figures);
+    std::vector<std::pair<std::string, json>> figures;  // every number, by path
+    for_each_value(
+        j, "", [](const std::string&) { return false; },
+        [&](const std::string& p, const json& v) {
+          if (v.is_number()) figures.emplace_back(p, v);
+        });
     int checked = 0;
     for (const auto& [path, value] : figures) {
       const std::string leaf = path.substr(path.rfind('.') == std::string::npos ? 0 : path.rfind('.') + 1);
