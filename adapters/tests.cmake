@@ -48,6 +48,14 @@ add_test(NAME KernelCli.IsolatedPluginSegfault
           "signal 11" --isolate)
 set_tests_properties(KernelCli.IsolatedPluginSegfault PROPERTIES LABELS cpu TIMEOUT 300)
 
+# A kernel that prints on stdout while it decodes, run isolated: its lines go to
+# the worker's stderr, never into the protocol on stdout, so verify passes.
+add_test(NAME KernelCli.IsolatedPluginPrintsOnStdout
+  COMMAND pav verify --kernel "lib:$<TARGET_FILE:pav_fault_chatty> --path uniform --partial f32" --isolate
+          --checks decode --decode-cases 4 --quiet)
+set_tests_properties(KernelCli.IsolatedPluginPrintsOnStdout PROPERTIES LABELS cpu TIMEOUT 300
+  PASS_REGULAR_EXPRESSION "verdict: PASS")
+
 # Plugin faults are bad input: exit 2 with the reason.
 foreach(fault_and_text
     "missing_decode|missing required symbol pav_kernel_decode"

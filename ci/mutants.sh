@@ -117,7 +117,9 @@ for patch in "$root"/ci/mutants/*.patch; do
   if [[ $test_rc -eq 0 ]]; then
     verdict "MISSED  $name: $what ($((SECONDS - started)) s)"
   else
-    failed=$(grep -cE '\(Failed\)|\(SEGFAULT\)|\(Subprocess aborted\)|\(Timeout\)' "$scratch/$name.test.log")
+    # ctest's closing list names every failed test, whatever killed it
+    # (Failed, SEGFAULT, NUMERICAL, Subprocess aborted, Timeout, ...).
+    failed=$(sed -n '/^The following tests FAILED:/,$p' "$scratch/$name.test.log" | grep -cE '^[[:space:]]+[0-9]+ - ')
     if grep -q "No tests were found" "$scratch/$name.test.log"; then
       verdict "BROKEN  $name (no test matches '$tests')"
     else

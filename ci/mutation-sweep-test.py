@@ -182,6 +182,28 @@ class BuildAndCoverage(unittest.TestCase):
                   "results.hpp", "tools/md_table.hpp", "bench/gpu/gpu_bench.cpp"]:
             self.assertFalse(sweep.coverage_neutral(f), f)
 
+    def test_listed_equivalents_are_set_aside_unjudged_and_the_next_one_is_drawn(self):
+        src = "int f(int a) { return a + 1; }\n"
+        ms = sweep.generate("x.cpp", src)
+        self.assertGreaterEqual(len(ms), 3)
+        queue = list(ms)
+        listed = {ms[0].id: "why", ms[1].id: "why not"}
+        m, aside = sweep.draw(queue, listed, {"x.cpp": src})
+        self.assertIs(m, ms[2])
+        self.assertEqual([a.id for a in aside], [ms[0].id, ms[1].id])
+        for a, why in zip(aside, ["why", "why not"]):
+            self.assertEqual(a.status, "equivalent")
+            self.assertTrue(a.note.startswith(why), a.note)
+            self.assertIn("+++ b/x.cpp", a.diff)
+        self.assertEqual(queue, ms[3:])
+        # Unlisted mutants come one at a time; an empty queue draws nothing.
+        m, aside = sweep.draw(queue, {}, {"x.cpp": src})
+        self.assertEqual((m, aside), (ms[3] if len(ms) > 3 else None, []))
+        self.assertEqual(sweep.draw([], listed, {"x.cpp": src}), (None, []))
+        only_listed = [ms[0]]
+        self.assertEqual(sweep.draw(only_listed, listed, {"x.cpp": src})[0], None)
+        self.assertEqual(only_listed, [])
+
 
 if __name__ == "__main__":
     unittest.main()

@@ -154,3 +154,50 @@ RC_GTEST_PROP(PlannerProps, FreshnessDetectsAnyLengthChange, ()) {
   const bool both_empty = s.lens[i] <= 0 && live[i] <= 0;
   RC_ASSERT(plan_is_fresh(p.view(), live.data(), int64_t(live.size())) == both_empty);
 }
+
+// The plan check names each defect where it is: every padding row and every
+// task row of a valid plan, broken one field at a time, is named by its own
+// index with the values it holds.
+TEST(PlanStructure, EachBrokenRowIsNamedByItsIndex) {
+  WorkPlan plan({3, 1, 8});
+  const std::vector<int32_t> lens = {3000, 20, 0};
+  plan.refresh(lens.data());
+  PlanView v = plan.view();
+  ASSERT_EQ(check_plan_structure(v), "");
+  const int64_t active = plan.active_tasks();
+  ASSERT_GE(active, 3);
+  ASSERT_GT(v.capacity, active + 1) << "the plan must have padding rows";
+  for (int64_t row = 0; row < v.capacity; ++row) {
+    const bool padding = row >= active;
+    int32_t* w = v.work_info + 4 * row;
+    const std::string name = "work_info[" + std::to_string(row) + "]";
+    const bool first_of_seq = !padding && v.reduce_info[2 * w[0]] == row;
+    for (int field = 0; field < 4; ++field) {
+      SCOPED_TRACE(name + " field " + std::to_string(field));
+      const int32_t saved = w[field];
+      std::string expected;
+      if (padding) {
+        w[field] = 1;
+        expected = "padding " + name + " is not zero";
+      } else if (field == 0) {
+        w[0] = saved + 7;  // a task of another sequence
+        expected = name + ".seq = " + std::to_string(saved + 7) + ", expected " + std::to_string(saved);
+      } else if (field == 1) {
+        w[1] = saved + 7;  // starts past its predecessor's end
+        expected = name + " tiles [" + std::to_string(saved + 7) + ", " + std::to_string(w[2]) + ") not contiguous";
+      } else if (field == 2) {
+        w[2] = w[1];  // empty
+        expected = name + " tiles [" + std::to_string(w[1]) + ", " + std::to_string(w[1]) + ") not contiguous";
+      } else if (!first_of_seq) {
+        w[3] = saved + 7;
+        expected = name + ".len differs within sequence " + std::to_string(w[0]);
+      } else {
+        continue;  // the first task's length is the one the others are held to
+      }
+      const std::string why = check_plan_structure(v);
+      w[field] = saved;
+      EXPECT_EQ(why, expected);
+    }
+  }
+  EXPECT_EQ(check_plan_structure(v), "");
+}

@@ -7,12 +7,14 @@
 // parameter limits (resolve) are pinned the same way at the end.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <functional>
 #include <set>
 #include <stdexcept>
 #include <string>
 #include <vector>
 
+#include "kernels/codecs.hpp"
 #include "kernels/dispatch/gate.hpp"
 #include "kernels/dispatch/tiny_call.hpp"
 #include "kernels/launch.hpp"
@@ -241,6 +243,12 @@ TEST(PlannerParamLimits, EachLimitOnBothSides) {
   refuses({0, 1, 132}, "num_seqs");
   refuses({1, 0, 132}, "kv_heads");
   refuses({1, 1, 0}, "cu");
+  refuses({1, 1, 4097}, "cu");
+  accepts({1, 1, 4096});
+  // The compute unit count has no default: parameters that leave it out are refused.
+  PlanParams no_cu;
+  no_cu.num_seqs = 1;
+  refuses(no_cu, "cu");
   accepts({1, 1, 132, 132});
   accepts({1, 1, 132, 1});
   refuses({1, 1, 132, 133}, "max_partitions");
@@ -290,4 +298,162 @@ TEST(ValidateLimits, EveryClauseIsClassified) {
     EXPECT_FALSE(limits.count(c.id) && kinds.count(c.id)) << c.name << " is classified twice";
   }
   EXPECT_EQ(limits.size() + kinds.size(), clause_table().size());
+}
+
+// Where a rejection states the value it expected, that value is the remedy: the
+// same call with the field set to it is accepted. One row per rejection that
+// carries an expected value; each bad value is one past or short of the valid
+// call's own.
+TEST(ValidateExpected, EachStatedExpectedValueIsTheRemedy) {
+  struct Row {
+    Clause clause;
+    int64_t bad;
+    std::function<void(TinyCall&, PlanView&, int64_t)> set;
+  };
+  const std::vector<Row> rows = {
+      {Clause::q_rank, 4, [](TinyCall& t, PlanView&, int64_t v) { t.call.q.rank = int(v); }},
+      {Clause::q_head_dim_stride, 2, [](TinyCall& t, PlanView&, int64_t v) { t.call.q.stride[2] = v; }},
+      {Clause::out_head_dim_stride, 2, [](TinyCall& t, PlanView&, int64_t v) { t.call.out.stride[2] = v; }},
+      {Clause::k_rank, 4, [](TinyCall& t, PlanView&, int64_t v) { t.call.k_cache.rank = int(v); }},
+      {Clause::k_last_dim, 15, [](TinyCall& t, PlanView&, int64_t v) { t.call.k_cache.shape[4] = v; }},
+      {Clause::num_hgroups, 5, [](TinyCall& t, PlanView&, int64_t v) { t.call.k_cache.shape[2] = v; }},
+      {Clause::v_heads, 2, [](TinyCall& t, PlanView&, int64_t v) { t.call.v_cache.shape[1] = v; }},
+      {Clause::v_blocks, 39, [](TinyCall& t, PlanView&, int64_t v) { t.call.v_cache.shape[0] = v; }},
+      {Clause::block_tables_rank, 3, [](TinyCall& t, PlanView&, int64_t v) { t.call.block_tables.rank = int(v); }},
+      {Clause::context_lens_rank, 2, [](TinyCall& t, PlanView&, int64_t v) { t.call.context_lens.rank = int(v); }},
+      {Clause::q_rows, 3,
+       [](TinyCall& t, PlanView&, int64_t v) {
+         t.call.q.shape[0] = v;
+         t.call.out.shape[0] = v;
+       }},
+      {Clause::block_tables_rows, 1, [](TinyCall& t, PlanView&, int64_t v) { t.call.block_tables.shape[0] = v; }},
+      {Clause::partition_size, kTileTokens + 1,
+       [](TinyCall& t, PlanView&, int64_t v) { t.call.opt.partition_size = int(v); }},
+      {Clause::plan_ceiling, 9, [](TinyCall&, PlanView& p, int64_t v) { p.max_partitions = v; }},
+      {Clause::plan_shape, 3, [](TinyCall&, PlanView& p, int64_t v) { p.num_seqs = v; }},
+      {Clause::plan_shape, 2, [](TinyCall&, PlanView& p, int64_t v) { p.kv_heads = v; }},
+  };
+  for (const Row& r : rows) {
+    SCOPED_TRACE(std::string(clause_name(r.clause)) + " at " + std::to_string(r.bad));
+    TinyCall t;  // 2 sequences, Hkv 1, group 2, head_dim 64, block 16, cu 8: 38 blocks
+    PlanView plan = t.make_plan();
+    ASSERT_FALSE(first_violation(t.call, KernelKind::planned, &plan, &t.scratch));
+    r.set(t, plan, r.bad);
+    const Finding f = first_violation(t.call, KernelKind::planned, &plan, &t.scratch);
+    ASSERT_EQ(clause_name(f.clause), clause_name(r.clause));
+    EXPECT_EQ(f.value, r.bad);
+    ASSERT_TRUE(f.has_expected);
+    EXPECT_NE(describe(f).find("(expected " + std::to_string(f.expected) + ")"), std::string::npos) << describe(f);
+    r.set(t, plan, f.expected);
+    const Finding after = first_violation(t.call, KernelKind::planned, &plan, &t.scratch);
+    EXPECT_FALSE(after) << "the stated remedy " << f.expected << " is refused: " << describe(after);
+  }
+}
+
+// The uniform kernel needs scratch only past one split: at one split it writes
+// the output directly and takes an empty scratch; at two an empty scratch is
+// refused (the walk, the gate and the launch alike) and the sized one taken.
+TEST(ValidateLimits, UniformScratchOnlyPastOneSplit) {
+  for (int splits : {1, 2}) {
+    SCOPED_TRACE(std::to_string(splits) + " split(s)");
+    TinyCall t;
+    t.call.opt.uniform_partitions = splits;
+    const Scratch none{};
+    const Finding f = first_violation(t.call, KernelKind::uniform, nullptr, &none);
+    if (splits == 1) {
+      EXPECT_FALSE(f) << describe(f);
+      EXPECT_TRUE(gate(t.call, nullptr, &none).accepted);
+      std::fill(t.out.begin(), t.out.end(), uint16_t(0x7fc0));  // NaN: every row must be written
+      EXPECT_NO_THROW(launch_uniform(t.call, none));
+      for (uint16_t h : t.out) ASSERT_EQ(bf16_to_f32(h), 0.0f);
+    } else {
+      EXPECT_EQ(clause_name(f.clause), clause_name(Clause::scratch_shape));
+      EXPECT_FALSE(gate(t.call, nullptr, &none).accepted);
+      EXPECT_THROW(launch_uniform(t.call, none), RejectError);
+    }
+    const Scratch sized = t.make_uniform_scratch();
+    EXPECT_FALSE(first_violation(t.call, KernelKind::uniform, nullptr, &sized));
+    EXPECT_NO_THROW(launch_uniform(t.call, sized));
+  }
+}
+
+// Zero KV heads, one below the least: the walk and the gate refuse the call,
+// and the dims every consumer derives from a call (the CPU kernel, the case
+// builder, the ABI's argument block) come out as zero groups and zero rows, not
+// a division by zero, whatever the call holds.
+TEST(ValidateLimits, ZeroKvHeadsAreRefusedAndTheirDimsAreZero) {
+  TinyCall t;
+  PlanView plan = t.make_plan();
+  ASSERT_EQ(dims_of(t.call).group, 2);
+  t.call.k_cache.shape[1] = 0;
+  t.call.v_cache.shape[1] = 0;
+  const Finding f = first_violation(t.call, KernelKind::planned, &plan, &t.scratch);
+  EXPECT_TRUE(f) << "a call with no KV heads was accepted";
+  EXPECT_FALSE(gate(t.call, &plan, &t.scratch).accepted);
+  const CallDims d = dims_of(t.call);
+  EXPECT_EQ(d.hkv, 0);
+  EXPECT_EQ(d.group, 0);
+  EXPECT_EQ(d.rows, 0);
+}
+
+// Every violation is listed, but the scratch only against a sound plan: with the
+// plan's header or shape wrong, a scratch that does not fit is not a second
+// finding (the shape it should have comes from the broken plan).
+TEST(ValidateAll, ScratchIsNotJudgedAgainstAnUnsoundPlan) {
+  struct Broken {
+    const char* what;
+    std::vector<Clause> clauses;  // the plan's findings, in walk order
+    std::function<void(PlanView&)> edit;
+  };
+  const std::vector<Broken> broken = {
+      {"no work_info", {Clause::plan_invalid}, [](PlanView& p) { p.work_info = nullptr; }},
+      {"num_seqs 0", {Clause::plan_invalid, Clause::plan_shape}, [](PlanView& p) { p.num_seqs = 0; }},
+      {"capacity past its bound", {Clause::plan_invalid},
+       [](PlanView& p) { p.capacity = p.num_seqs * p.max_partitions + 1; }},
+      {"num_seqs of another batch", {Clause::plan_shape}, [](PlanView& p) { p.num_seqs = 3; }},
+      {"kv_heads of another call", {Clause::plan_shape}, [](PlanView& p) { p.kv_heads = 2; }},
+  };
+  auto clauses = [](const std::vector<Finding>& all) {
+    std::vector<std::string> names;
+    for (const Finding& f : all) names.emplace_back(clause_name(f.clause));
+    return names;
+  };
+  for (const Broken& b : broken) {
+    SCOPED_TRACE(b.what);
+    TinyCall t;
+    PlanView plan = t.make_plan();
+    Scratch misfit = t.scratch;
+    misfit.partial.shape[1] += 5;  // more slots than any plan below has
+    ASSERT_EQ(clauses(all_violations(t.call, KernelKind::planned, &plan, &misfit)),
+              std::vector<std::string>{std::string(clause_name(Clause::scratch_shape))});
+    b.edit(plan);
+    std::vector<std::string> expected;
+    for (Clause c : b.clauses) expected.emplace_back(clause_name(c));
+    EXPECT_EQ(clauses(all_violations(t.call, KernelKind::planned, &plan, &misfit)), expected);
+  }
+}
+
+// A view's shape and strides are its first `rank` entries only: whatever the
+// entries past the rank hold (left over from a reshape, say), every view of a
+// valid call set to garbage there leaves it accepted, and it decodes the same.
+TEST(ValidateLimits, EntriesPastAViewsRankAreIgnored) {
+  TinyCall clean;
+  const PlanView clean_plan = clean.make_plan();
+  ASSERT_EQ(launch_planned(clean.call, &clean_plan, clean.scratch).status, DecodeStatus::ok);
+  TinyCall t;
+  const PlanView plan = t.make_plan();
+  int touched = 0;
+  for (TensorView* v : {&t.call.q, &t.call.out, &t.call.k_cache, &t.call.v_cache, &t.call.block_tables,
+                        &t.call.context_lens, &t.call.k_scale, &t.call.v_scale}) {
+    if (!v->present() || v->rank >= kMaxRank) continue;
+    v->shape[v->rank] = 7 + touched;
+    v->stride[v->rank] = 3;
+    ++touched;
+  }
+  ASSERT_GE(touched, 6);
+  const Finding f = first_violation(t.call, KernelKind::planned, &plan, &t.scratch);
+  EXPECT_FALSE(f) << describe(f);
+  EXPECT_TRUE(gate(t.call, &plan, &t.scratch).accepted);
+  ASSERT_EQ(launch_planned(t.call, &plan, t.scratch).status, DecodeStatus::ok);
+  EXPECT_EQ(t.out, clean.out);
 }

@@ -2,6 +2,7 @@
 // The clause walk (kernels/validate.hpp) and the launch entries that run it.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <set>
 #include <stdexcept>
@@ -165,6 +166,31 @@ TEST(Launch, PlannedThrowsTheClauseAndWritesNothing) {
   // The uniform kernel runs it.
   launch_uniform(t.call, t.make_uniform_scratch());
   for (uint16_t h : t.out) ASSERT_EQ(bf16_to_f32(h), 0.0f);
+}
+
+// A torn plan, one task row of a long sequence recorded with another length
+// (a refresh interrupted half-way), makes that whole sequence stale, whichever
+// of its tasks tore: each task row of the long sequence is torn alone in turn.
+TEST(Launch, PlannedTornTaskRowMakesItsSequenceStale) {
+  TinySpec spec;
+  spec.lens = {3000, 20};  // 12 tiles and 1 tile over 8 CUs: the long sequence takes several tasks
+  TinyCall t(spec);
+  const PlanView plan = t.make_plan();
+  const int64_t row_elems = t.call.q.shape[1] * t.call.q.shape[2];
+  const int32_t first = plan.reduce_info[0], count = plan.reduce_info[1];
+  ASSERT_GE(count, 4) << "the long sequence must be split";
+  for (int32_t task = first; task < first + count; ++task) {
+    SCOPED_TRACE("task " + std::to_string(task) + " of tiles " + std::to_string(plan.work_info[4 * task + 1]) +
+                 ".." + std::to_string(plan.work_info[4 * task + 2]));
+    plan.work_info[4 * task + 3] += 1;  // torn: this row alone records 3001 tokens
+    std::fill(t.out.begin(), t.out.end(), uint16_t(0x7fc0));
+    const DecodeResult r = launch_planned(t.call, &plan, t.scratch);
+    plan.work_info[4 * task + 3] -= 1;
+    EXPECT_EQ(r.status, DecodeStatus::stale_plan);
+    EXPECT_EQ(r.stale_tasks, 1);
+    for (int64_t i = 0; i < row_elems; ++i) ASSERT_TRUE(std::isnan(bf16_to_f32(t.out[size_t(i)]))) << i;
+    for (int64_t i = row_elems; i < 2 * row_elems; ++i) ASSERT_EQ(bf16_to_f32(t.out[size_t(i)]), 0.0f) << i;
+  }
 }
 
 // A plan refreshed from other lengths is not attended: the launch reports it

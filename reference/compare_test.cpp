@@ -4,8 +4,11 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <functional>
 #include <limits>
+#include <string>
 #include <vector>
 
 #include "reference/test_call.hpp"
@@ -319,6 +322,12 @@ TEST(ReferenceCompare, RefusesWhatItCannotJudge) {
     v.stride[1] = -v.stride[1];
     expect_refused(v, f.ref, "negative stride");
   }
+  {
+    Fixture f = fixture();
+    TensorView v = f.view();
+    v.data = nullptr;  // no buffer behind the view
+    expect_refused(v, f.ref, "missing output view");
+  }
   // An f32 output's floor needs the error scales even when P is not rounded.
   {
     Fixture f = fixture(DType::bf16);
@@ -331,6 +340,70 @@ TEST(ReferenceCompare, RefusesWhatItCannotJudge) {
     Fixture f = fixture();
     ReferenceResult no_terms = decode(f.c.call, {.error_terms = false});
     expect_refused(f.view(), no_terms, "P rounded as fp8_running_max needs a reference run with error_terms");
+  }
+}
+
+// Each of the reference's dims below its range is refused on its own, even with
+// its arrays sized to the product of the dims (so no size check can stand in).
+TEST(ReferenceCompare, RefusesEachDimOutOfRangeAlone) {
+  struct Bad {
+    const char* what;
+    std::function<void(ReferenceResult&)> set;
+  };
+  const std::vector<Bad> bad = {
+      {"num_seqs -1", [](ReferenceResult& r) { r.num_seqs = -1; }},
+      {"q_len 0", [](ReferenceResult& r) { r.q_len = 0; }},
+      {"q_len -1", [](ReferenceResult& r) { r.q_len = -1; }},
+      {"hq 0", [](ReferenceResult& r) { r.hq = 0; }},
+      {"hq -1", [](ReferenceResult& r) { r.hq = -1; }},
+      {"head_dim 0", [](ReferenceResult& r) { r.head_dim = 0; }},
+      {"head_dim -1", [](ReferenceResult& r) { r.head_dim = -1; }},
+  };
+  for (const Bad& b : bad) {
+    SCOPED_TRACE(b.what);
+    Fixture f = fixture();
+    ASSERT_NO_THROW(compare(f.view(), f.ref));
+    b.set(f.ref);
+    const int64_t rows = std::max<int64_t>(0, f.ref.num_seqs * f.ref.q_len * f.ref.hq);
+    const size_t elems = size_t(std::max<int64_t>(0, rows * f.ref.head_dim));
+    for (auto* a : {&f.ref.out, &f.ref.pq_l1, &f.ref.pq_l2, &f.ref.pq_sub}) a->resize(elems);
+    f.ref.lse.resize(size_t(rows));
+    try {
+      compare(f.view(), f.ref);
+      ADD_FAILURE() << "accepted";
+    } catch (const std::invalid_argument& e) {
+      EXPECT_NE(std::string(e.what()).find("do not match its [num_seqs*q_len, Hq, D] dims"), std::string::npos)
+          << e.what();
+    }
+  }
+}
+
+// An output view of any other shape than the reference's [num_seqs*q_len, Hq, D]
+// is refused: each dim one short and one over, alone, and another rank.
+TEST(ReferenceCompare, RefusesAnOutputOfAnyOtherShape) {
+  Fixture f = fixture();
+  ASSERT_NO_THROW(compare(f.view(), f.ref));
+  std::vector<TensorView> others;
+  for (int d = 0; d < 3; ++d)
+    for (int64_t delta : {-1, 1}) {
+      TensorView v = f.view();
+      v.shape[d] += delta;
+      others.push_back(v);
+    }
+  TensorView rank4 = f.view();  // the same elements as [rows, Hq, D, 1]
+  rank4.rank = 4;
+  rank4.shape[3] = 1;
+  rank4.stride[3] = 1;
+  others.push_back(rank4);
+  for (const TensorView& v : others) {
+    SCOPED_TRACE(v.shape_string());
+    try {
+      (void)compare(v, f.ref);
+      ADD_FAILURE() << "accepted";
+    } catch (const std::invalid_argument& e) {
+      EXPECT_NE(std::string(e.what()).find("output shape " + v.shape_string() + " differs"), std::string::npos)
+          << e.what();
+    }
   }
 }
 

@@ -106,6 +106,32 @@ std::vector<CallSpec> visible_specs() {
   return v;
 }
 
+// The test kernel at its smallest partition, one token: each partial is a V
+// value itself (an fp8 value, unscaled here), which bf16 and f16 hold exactly,
+// so the partial dtype changes no output bit. At two tokens a partial is an
+// average, and its rounding shows.
+TEST(ProfileStandard, OneTokenPartialsAreStoredExactly) {
+  CallSpec s;
+  s.lens = {40, 7};
+  s.scales = testing::Scales::none;
+  s.seed = 7004;
+  auto c = make_call(s);
+  auto run = [&](KernelP p, int64_t split, DType partial) {
+    return run_kernel(c, {.q_fp8 = false, .p = p, .split_tokens = split, .partial = partial, .out = DType::f32}).f32;
+  };
+  for (KernelP p : {KernelP::fp8, KernelP::none}) {
+    SCOPED_TRACE(name(p));
+    const std::vector<float> exact = run(p, 1, DType::f32);
+    for (DType partial : {DType::bf16, DType::f16}) {
+      const std::vector<float> got = run(p, 1, partial);
+      ASSERT_EQ(got.size(), exact.size());
+      for (size_t i = 0; i < got.size(); ++i)
+        ASSERT_EQ(kernels::f32_bits(got[i]), kernels::f32_bits(exact[i])) << to_string(partial) << " at " << i;
+    }
+    EXPECT_NE(run(p, 2, DType::bf16), run(p, 2, DType::f32));
+  }
+}
+
 TEST(ProfileStandard, HonestKernelsPassUnderTheirProfile) {
   int64_t runs = 0;
   for (const CallSpec& s : specs()) {

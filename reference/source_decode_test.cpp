@@ -138,6 +138,26 @@ TEST(SourceDecode, SourceValuesNotCacheCodesDriveTheResult) {
   EXPECT_TRUE(std::isinf(r.lse[2]));
 }
 
+// A geometry that names only the lengths and head_dim is one query row, one KV
+// head and one query head per KV head: the defaults a caller may rely on.
+TEST(SourceDecode, DefaultGeometryIsOneRowOneHead) {
+  const std::vector<float> q(16, 1.0f);
+  const ReferenceResult r = source_decode({.lens = {3}, .head_dim = 16}, q.data(),
+                                          [](int64_t, int64_t, int64_t t0, int64_t n, float* k, float* v) {
+                                            for (int64_t i = 0; i < n; ++i)
+                                              for (int d = 0; d < 16; ++d) {
+                                                k[i * 16 + d] = 0.0f;
+                                                v[i * 16 + d] = float(t0 + i);
+                                              }
+                                          });
+  EXPECT_EQ(r.num_seqs, 1);
+  EXPECT_EQ(r.q_len, 1);
+  EXPECT_EQ(r.hq, 1);
+  EXPECT_EQ(r.head_dim, 16);
+  ASSERT_EQ(r.out.size(), 16u);
+  for (int d = 0; d < 16; ++d) EXPECT_NEAR(r.out[d], 1.0f, 1e-6);  // the mean of tokens 0, 1, 2
+}
+
 TEST(SourceDecode, RejectsBadGeometry) {
   const std::vector<float> q(16, 0.0f);
   auto none = [](int64_t, int64_t, int64_t, int64_t, float*, float*) {};

@@ -22,6 +22,7 @@
 #include <functional>
 #include <map>
 #include <regex>
+#include <algorithm>
 #include <set>
 #include <sstream>
 #include <thread>
@@ -287,8 +288,8 @@ TEST_F(PavCli, ExitCodeTableOverEveryCommand) {
       {"gate --clauses --json-out /dev/full", 3, "No space left"},
       // drift
       {"drift --list", 0, "cell 0"},
-      {"drift --json {dir}/r.json", 2, "--json-out"},
-      {"drift --json={dir}/r.json", 2, "--json-out"},
+      {"drift --json r.json", 2, "to write it to a file use --json-out 'r.json'"},
+      {"drift --json=r.json", 2, "to write it to a file use --json-out 'r.json'"},
       {"drift --list --cells nosuch", 2, "--cells: no cell 'nosuch' in this sweep (cells: 70k/b1 (0), 70k/b4 (1))"},
       {"drift --list --cells 0,,1", 2, "--cells"},
       {"drift --list --cells \"\"", 2, "--cells"},
@@ -844,6 +845,18 @@ void wait_for(const fs::path& file, const std::string& text, double then_s, doub
   std::this_thread::sleep_for(std::chrono::duration<double>(then_s));
 }
 
+// A run of pav that gets SIGINT a second after its stdout shows `text`, and
+// has 20 s in all to stop.
+Launch interrupted_after(std::vector<std::string> args, std::string text) {
+  Launch l{std::move(args)};
+  l.timeout_s = 20;
+  l.during = [text = std::move(text)](pid_t pid, const fs::path& out, const fs::path&) {
+    wait_for(out, text, 1.0);
+    kill(pid, SIGINT);
+  };
+  return l;
+}
+
 }  // namespace
 
 // SIGINT and SIGTERM mid-run: pav fuzz stops within a case, prints the summary
@@ -884,14 +897,9 @@ TEST_F(PavCli, FuzzStopsCleanlyOnSigintAndSigterm) {
 }
 
 TEST_F(PavCli, VerifyStopsCleanlyOnSigint) {
-  Launch l{{"verify", "--backend", "cpu", "--checks", "planner,decode", "--plan-cases", "1000000", "--save",
-            (dir_ / "ce").string()}};
-  l.timeout_s = 20;
-  l.during = [](pid_t pid, const fs::path& out, const fs::path&) {
-    wait_for(out, "job 0: seeds", 1.0);
-    kill(pid, SIGINT);
-  };
-  const Outcome o = launch(l);
+  const Outcome o = launch(interrupted_after({"verify", "--backend", "cpu", "--checks", "planner,decode",
+                                              "--plan-cases", "1000000", "--save", (dir_ / "ce").string()},
+                                             "job 0: seeds"));
   EXPECT_EQ(o.signal, 0);
   EXPECT_EQ(o.code, 3) << o.out << o.err;
   EXPECT_NE(o.out.find("verdict: STOPPED"), std::string::npos) << o.out;
@@ -900,15 +908,227 @@ TEST_F(PavCli, VerifyStopsCleanlyOnSigint) {
   EXPECT_EQ(o.out.find("\ndecode "), std::string::npos) << "the decode check must not start after the stop";
 }
 
+// Two kernels on identical cases: the verification fails when either kernel is
+// wrong on any case, on whichever side it stands; it passes only when both are
+// right on every case. SIGINT stops it cleanly, and a stop is not a pass.
+TEST_F(PavCli, VerifyTwoKernelsFailsWhenEitherIsWrong) {
+  const std::string good = "pav:cpu";
+  const std::string bad = std::string("lib:") + PAV_SPLIT_DECODE + " --defect merge-ignores-max";
+  struct Pair {
+    std::string a, b;
+    int code;
+    const char* verdict;
+  };
+  for (const Pair& p : {Pair{good, good, 0, "PASS"}, Pair{good, bad, 1, "FAIL"}, Pair{bad, good, 1, "FAIL"},
+                        Pair{bad, bad, 1, "FAIL"}}) {
+    SCOPED_TRACE("A " + p.a + ", B " + p.b);
+    const Outcome o = launch({{"verify", "--kernel", p.a, "--kernel", p.b, "--decode-cases", "12", "--out-dir",
+                               dir_.string(), "--quiet", "--json"}});
+    EXPECT_EQ(o.code, p.code) << o.err;
+    const json j = json::parse(o.out, nullptr, /*allow_exceptions=*/false);
+    ASSERT_TRUE(j.is_object()) << o.out.substr(0, 500);
+    EXPECT_EQ(j["verdict"], p.verdict);
+    EXPECT_EQ(j["passed"], p.code == 0);
+    EXPECT_EQ(j["a_correct"].get<int64_t>() == 12, p.a == good);
+    EXPECT_EQ(j["b_correct"].get<int64_t>() == 12, p.b == good);
+  }
+  const Outcome o = launch(interrupted_after(
+      {"verify", "--kernel", good, "--kernel", good, "--decode-cases", "100000", "--out-dir", dir_.string()},
+      "pav verify: two kernels"));
+  EXPECT_FALSE(o.timed_out) << "verify of two kernels did not stop";
+  EXPECT_EQ(o.signal, 0) << "pav died of SIGINT instead of stopping";
+  EXPECT_EQ(o.code, 3) << o.out << o.err;
+  EXPECT_NE(o.out.find("verdict: STOPPED (not a pass)"), std::string::npos) << o.out;
+}
+
+// Two kernels with no case in common (here: one reads only fp8_e4m3fn caches,
+// the other only fp8_e4m3fnuz) cannot be compared: bad input, exit 2, naming
+// what they do not share; never a comparison of zero cases.
+TEST_F(PavCli, TwoKernelsThatShareNoCaseAreBadInput) {
+  for (const char* cmd : {"compare", "verify"}) {
+    SCOPED_TRACE(cmd);
+    const Outcome o = launch({{cmd, "--kernel", "pav:cpu --arch sm90", "--kernel", "pav:cpu --arch gfx942",
+                               std::string(cmd) == "compare" ? "--cases" : "--decode-cases", "2", "--out-dir",
+                               dir_.string(), "--quiet"}});
+    EXPECT_EQ(o.code, 2) << o.out << o.err;
+    EXPECT_NE(o.err.find("the two kernels share no case: cache_dtypes"), std::string::npos) << o.err;
+    EXPECT_FALSE(fs::exists(dir_ / "compare-a.jsonl")) << "no per-case verdicts of a comparison that did not run";
+  }
+}
+
+// replay runs a decode case on the path the case records, or on the one
+// --path asks for, and reports the path it ran.
+TEST_F(PavCli, ReplayRunsTheCasePathOrTheOneAsked) {
+  write_inputs();
+  json planned = json::parse(slurp(dir_ / "case.json"));
+  ASSERT_EQ(planned["path"], "uniform");
+  planned["path"] = "planned";
+  write("planned.json", planned.dump());
+  struct Run {
+    std::string file, path_option, ran;
+  };
+  for (const Run& r : {Run{"case.json", "", "uniform"}, Run{"planned.json", "", "planned"},
+                       Run{"case.json", "planned", "planned"}, Run{"planned.json", "uniform", "uniform"},
+                       Run{"case.json", "uniform", "uniform"}, Run{"planned.json", "planned", "planned"}}) {
+    SCOPED_TRACE(r.file + " --path " + r.path_option);
+    std::vector<std::string> args = {"replay", "--backend", "cpu", (dir_ / r.file).string(), "--json"};
+    if (!r.path_option.empty()) args.insert(args.end(), {"--path", r.path_option});
+    const Outcome o = launch({args});
+    ASSERT_LE(o.code, 1) << o.err;
+    const json j = json::parse(o.out, nullptr, /*allow_exceptions=*/false);
+    ASSERT_TRUE(j.is_object()) << o.out.substr(0, 500);
+    EXPECT_EQ(j["cases"][0]["path"], r.ran);
+  }
+}
+
+// verify's drift check through a kernel runs the quick sweep narrowed to what
+// the kernel declares: its own partial dtype and no control arm (pav's injected
+// defect cannot run inside someone else's kernel). (Without a kernel the same
+// sweep, control included, is DriftQuickSweep's.)
+TEST_F(PavCli, VerifyDriftCheckThroughAKernelIsNarrowedToIt) {
+  const Outcome o = launch({{"verify", "--kernel", std::string("lib:") + PAV_SPLIT_DECODE, "--checks", "drift",
+                             "--quiet", "--json"}});
+  EXPECT_EQ(o.signal, 0);
+  ASSERT_EQ(o.code, 0) << o.err;
+  const json j = json::parse(o.out, nullptr, /*allow_exceptions=*/false);
+  ASSERT_TRUE(j.is_object()) << o.out.substr(0, 500);
+  ASSERT_EQ(j["checks"].size(), 1u);
+  const json& c = j["checks"][0];
+  EXPECT_EQ(c["skipped"], "");
+  EXPECT_EQ(c["cases"], 2);
+  EXPECT_EQ(c["passed"], true);
+  EXPECT_EQ(c["detail"]["verdict"], "PASS: no growth (2 cells)");
+}
+
+// drift --list shows every arm of the sweep once per cell, the same arms in
+// every cell: a planned arm with its plan's capacity and splits, a uniform arm
+// with its split count and no plan.
+TEST_F(PavCli, DriftListShowsEachArmOncePerCell) {
+  const Outcome o = run("drift --list --cells 0,1");
+  ASSERT_EQ(o.code, 0) << o.err;
+  std::vector<std::vector<std::string>> cells;  // the arm names of each cell, in order
+  std::istringstream in(o.out);
+  for (std::string line; std::getline(in, line);) {
+    if (line.rfind("cell ", 0) == 0) {
+      cells.emplace_back();
+      continue;
+    }
+    if (line.rfind("  lens ", 0) == 0 || line.rfind("  ", 0) != 0) continue;
+    ASSERT_FALSE(cells.empty()) << line;
+    std::string name = line.substr(2, 20);
+    name.erase(name.find_last_not_of(' ') + 1);
+    const bool uniform = name.rfind("uniform", 0) == 0;
+    EXPECT_EQ(line.find("uniform splits ") != std::string::npos, uniform) << line;
+    EXPECT_EQ(line.find("capacity ") != std::string::npos, !uniform) << line;
+    cells.back().push_back(name);
+  }
+  ASSERT_EQ(cells.size(), 2u) << o.out;
+  EXPECT_EQ(cells[0], cells[1]);
+  std::set<std::string> unique(cells[0].begin(), cells[0].end());
+  EXPECT_EQ(unique.size(), cells[0].size()) << o.out;
+  EXPECT_GE(std::count_if(cells[0].begin(), cells[0].end(),
+                          [](const std::string& n) { return n.rfind("uniform", 0) == 0; }),
+            1)
+      << "the quick sweep has a uniform arm";
+}
+
+// pav gate says when the uniform kernel rejects the call too, on every uniform
+// route (a gate reject, the feature off), and only then: a call that only the
+// planned kernel rejects, or one the planned route takes, says nothing of it.
+TEST_F(PavCli, GateSaysWhenTheUniformKernelRejectsToo) {
+  write_inputs();
+  json window = json::parse(slurp(dir_ / "case.json"));
+  window["options"]["sliding_window"] = 128;  // neither kernel has a sliding window
+  write("window.json", window.dump());
+  const std::string both = "sliding_window: opt.sliding_window = 128: sliding window is not supported (must be 0)";
+  struct Run {
+    std::vector<std::string> args;
+    std::string route, reason, uniform_rejects;
+  };
+  const std::vector<Run> runs = {
+      {{"gate", (dir_ / "window.json").string()}, "uniform", "gate_reject", both},
+      {{"gate", (dir_ / "window.json").string(), "--planned-decode", "0"}, "uniform", "feature_off", both},
+      {{"gate", (dir_ / "reject.json").string()}, "uniform", "gate_reject", ""},  // head_dim 96: planned only
+      {{"gate", (dir_ / "case.json").string()}, "planned[1 seqs]", "accepted", ""},
+  };
+  for (const Run& r : runs) {
+    SCOPED_TRACE(r.args[1] + (r.args.size() > 2 ? " " + r.args[2] + " " + r.args[3] : ""));
+    std::vector<std::string> args = r.args;
+    args.push_back("--json");
+    const Outcome js = launch({args});
+    ASSERT_EQ(js.code, 0) << js.err;
+    const json j = json::parse(js.out, nullptr, /*allow_exceptions=*/false);
+    ASSERT_TRUE(j.is_object()) << js.out.substr(0, 500);
+    EXPECT_EQ(j["route"], r.route);
+    EXPECT_EQ(j["reason"], r.reason);
+    EXPECT_EQ(j.value("uniform_also_rejects", std::string()), r.uniform_rejects);
+    const Outcome text = launch({r.args});
+    EXPECT_EQ(text.out.find("uniform kernel also rejects: " + r.uniform_rejects) != std::string::npos,
+              !r.uniform_rejects.empty())
+        << text.out;
+  }
+}
+
+// trace-stats on a trace of one step still gives every line of its report,
+// the headroom count included.
+TEST_F(PavCli, TraceStatsOfOneStep) {
+  write("one.jsonl", "{\"step\": 1, \"context_lens\": [70000, 300, 20]}\n");
+  const Outcome o = launch({{"trace-stats", (dir_ / "one.jsonl").string()}});
+  ASSERT_EQ(o.code, 0) << o.err;
+  EXPECT_TRUE(std::regex_search(o.out, std::regex(R"(\b[01] of 1 steps above 1 )"))) << o.out;
+  const Outcome js = launch({{"trace-stats", (dir_ / "one.jsonl").string(), "--json"}});
+  ASSERT_EQ(js.code, 0) << js.err;
+  const json j = json::parse(js.out, nullptr, /*allow_exceptions=*/false);
+  ASSERT_TRUE(j.is_object()) << js.out.substr(0, 500);
+  EXPECT_EQ(j["steps"], 1);
+  EXPECT_EQ(j["headroom"]["steps"], 1);
+}
+
+// Every option a report echoes carries the value given, not the default: each
+// value below differs from its option's default.
+TEST_F(PavCli, ReportsEchoTheOptionsGiven) {
+  struct Echo {
+    std::string args;
+    std::vector<std::pair<std::string, json>> fields;
+  };
+  const std::vector<Echo> echoes = {
+      {"bench-compare {fix}/stats/bench-a.json {fix}/stats/bench-b.json --max-count-diff 0.25 --seed 7 "
+       "--resamples 300 --confidence 0.9",
+       {{"/max_count_diff", 0.25}, {"/seed", 7}, {"/resamples", 300}, {"/confidence", 0.9}}},
+      {"compare --kernel pav:cpu --kernel pav:cpu --cases 3 --seed 99 --alpha 0.01 --out-dir {dir} --quiet",
+       {{"/seed", 99}, {"/cases", 3}, {"/alpha", 0.01}}},
+      {"verify --kernel pav:cpu --kernel pav:cpu --decode-cases 3 --seed 99 --out-dir {dir} --quiet",
+       {{"/seed", 99}, {"/cases", 3}}},
+      {"verify --backend cpu --checks planner --plan-cases 5 --seed 1234 --quiet --save {dir}/saved",
+       {{"/seed", 1234}, {"/save_dir", dir_.string() + "/saved"}}},
+      {"mcnemar {fix}/stats/gsm8k-a.jsonl {fix}/stats/gsm8k-b.jsonl --confidence 0.8", {{"/confidence", 0.8}}},
+      {"trace-stats {fix}/stats/trace-small.jsonl --budget 77 --max-partitions 33",
+       {{"/budget", 77}, {"/max_partitions", 33}}},
+      // Shrinking's limits: as given, and a scheduler's time budget caps the time.
+      {"fuzz --property planner --cases 3 --seed 5 --shrink-minutes 2 --shrink-tries 77 --quiet --save {dir}/ce",
+       {{"/base_seed", 5}, {"/budget/cases_per_property", 3}, {"/budget/shrink_seconds", 120.0},
+        {"/budget/shrink_tries", 77}, {"/save_dir", dir_.string() + "/ce"}}},
+      {"fuzz --property planner --cases 3 --seed 5 --time-budget 90s --shrink-minutes 2 --quiet --save {dir}/ce",
+       {{"/budget/minutes", 1.5}, {"/budget/shrink_seconds", 90.0}}},
+      {"fuzz --property planner --cases 3 --seed 5 --time-budget 1h --shrink-minutes 2 --quiet --save {dir}/ce",
+       {{"/budget/minutes", 60.0}, {"/budget/shrink_seconds", 120.0}}},
+  };
+  for (const Echo& e : echoes) {
+    SCOPED_TRACE("pav " + e.args);
+    std::vector<std::string> args = expand_all(e.args);
+    args.push_back("--json");
+    const Outcome o = launch({args});
+    ASSERT_EQ(o.code, 0) << o.err;
+    const json j = json::parse(o.out, nullptr, /*allow_exceptions=*/false);
+    ASSERT_TRUE(j.is_object()) << o.out.substr(0, 500);
+    for (const auto& [field, value] : e.fields) EXPECT_EQ(j.value(json::json_pointer(field), json()), value) << field;
+  }
+}
+
 TEST_F(PavCli, DriftStopsCleanlyOnSigint) {
   const fs::path report = dir_ / "drift.json";
-  Launch l{{"drift", "--backend", "cpu", "--json-out", report.string()}};
-  l.timeout_s = 20;
-  l.during = [](pid_t pid, const fs::path& out, const fs::path&) {
-    wait_for(out, "pav drift: sweep", 1.0);
-    kill(pid, SIGINT);
-  };
-  const Outcome o = launch(l);
+  const Outcome o =
+      launch(interrupted_after({"drift", "--backend", "cpu", "--json-out", report.string()}, "pav drift: sweep"));
   EXPECT_FALSE(o.timed_out) << "drift did not stop";
   EXPECT_EQ(o.signal, 0);
   EXPECT_EQ(o.code, 3) << o.err;

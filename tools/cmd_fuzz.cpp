@@ -295,7 +295,9 @@ int run(std::vector<std::string> args) {
   j["properties"] = ojson::array();
   for (const auto* p : selected) j["properties"].push_back(p->name);
   j["budget"] = {{"cases_per_property", o.cases > 0 ? ojson(o.cases) : ojson(nullptr)},
-                 {"minutes", o.minutes > 0 ? ojson(o.minutes) : ojson(nullptr)}};
+                 {"minutes", o.minutes > 0 ? ojson(o.minutes) : ojson(nullptr)},
+                 {"shrink_seconds", o.shrink.max_seconds},
+                 {"shrink_tries", o.shrink.max_tries}};
   j["save_dir"] = o.save_dir;
   j["started_at"] = started_at;
   j["wall_seconds"] = std::chrono::duration<double>(std::chrono::steady_clock::now() - wall0).count();

@@ -5,7 +5,10 @@
 //   PAV_FAULT_SEGV            decode dereferences NULL when a context reaches 300 tokens
 //   PAV_FAULT_DESCRIBE        describes an empty head_dims list
 //   PAV_FAULT_UNAVAILABLE     init says the kernel cannot run on this machine
+//   PAV_FAULT_CHATTY          decode prints a line on stdout, as a kernel with debug output does
+//                             (not a fault: pav must keep its own channels clean of it)
 #include <cstdint>
+#include <cstdio>
 
 #include "adapters/pav_kernel.hpp"
 #include "adapters/plugins/plugin_glue.hpp"
@@ -67,6 +70,10 @@ PAV_KERNEL_EXPORT int pav_kernel_decode(void* instance, const pav_decode_args* a
   const auto* lens = static_cast<const int32_t*>(args->context_lens.data);
   for (int64_t s = 0; s < args->context_lens.shape[0]; ++s)
     if (lens[s] >= 300) store_through_null();
+#endif
+#ifdef PAV_FAULT_CHATTY
+  std::printf("fault plugin: decoding %lld sequence(s)\n", (long long)args->context_lens.shape[0]);
+  std::fflush(stdout);
 #endif
   return pav::adapters::plugin::decode(instance, args, err, err_size);
 }

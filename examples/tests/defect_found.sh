@@ -2,7 +2,8 @@
 # SPDX-License-Identifier: Apache-2.0
 # One example kernel, one injected defect, end to end through pav:
 #   1. pav fuzz --kernel "KERNEL --defect NAME" finds a failure within CASES
-#      cases from SEED, shrinks it and saves exactly one case file;
+#      cases from SEED, shrinks it and saves exactly one case file, and its
+#      last line names the property, the seed and that file;
 #   2. the file records a shrunk case (at least one shrink or simplify step);
 #   3. pav replay of that file with the defect fails (exit 1);
 #   4. pav replay of that file without the defect passes (exit 0);
@@ -36,12 +37,16 @@ mkdir -p "$work"
 run "$pav" fuzz --kernel "$broken" --property decode --cases "$cases" --seed "$seed" \
   --save "$work" --shrink-tries 400 --quiet
 ((rc == 1)) || fail "pav fuzz exited $rc, expected 1 (defect found) within $cases cases from seed $seed"
+fuzz_out=$out
 
 shopt -s nullglob
 files=("$work"/*.json)
 ((${#files[@]} == 1)) || fail "expected one saved case file in $work, found ${#files[@]}"
 case_file=${files[0]}
 echo "saved: $case_file"
+# The run's last line names the property, the failing case's seed and the file.
+[[ $(tail -n 1 <<<"$fuzz_out") =~ ^"pav fuzz: FAIL decode (seed "[0-9]+"); counterexample $case_file"$ ]] ||
+  fail "pav fuzz's last line does not name the property, the seed and $case_file"
 
 "$python" - "$case_file" <<'PY' || fail "the saved case does not record a shrunk failure"
 import json, sys

@@ -146,3 +146,21 @@ TEST(Metadata, MicroBatchesOwnDisjointPlansAndScratch) {
   EXPECT_TRUE(fresh(ma));
   EXPECT_TRUE(fresh(mc));
 }
+
+// A batch the planned kernel cannot take (past kMaxPlanBatch sequences), or one
+// without lengths, gets no plan and mints nothing, at capture as at replay; the
+// largest batch it takes gets one.
+TEST(Metadata, NoPlanPastTheLargestBatchOrWithoutLengths) {
+  PlanCache cache(config(), nullptr);
+  MetadataBuilder b(cache, kOn);
+  std::vector<int32_t> too_many(size_t(kMaxPlanBatch) + 1, 5), largest(size_t(kMaxPlanBatch), 5);
+  for (Phase p : {Phase::capture, Phase::replay}) {
+    EXPECT_EQ(b.build(p, batch(too_many)).plan(), nullptr) << to_string(p);
+    BatchSpec no_lens = batch(largest);
+    no_lens.context_lens = nullptr;
+    EXPECT_EQ(b.build(p, no_lens).plan(), nullptr) << to_string(p);
+  }
+  EXPECT_EQ(cache.minted(), 0u);
+  EXPECT_TRUE(fresh(b.build(Phase::capture, batch(largest))));
+  EXPECT_EQ(cache.minted(), 1u);
+}

@@ -30,6 +30,11 @@ struct Lines {
     for (const auto& l : lines) n += l == s;
     return n;
   }
+  int count_containing(const std::string& s) const {
+    int n = 0;
+    for (const auto& l : lines) n += l.find(s) != std::string::npos;
+    return n;
+  }
 };
 
 // A captured forward for a TinyCall: cache + builder + replay metadata.
@@ -293,4 +298,38 @@ TEST(Decode, UniformRejectOfABadCallThrows) {
     EXPECT_EQ(e.clause(), Clause::context_lens_dtype);
   }
   EXPECT_EQ(r.counts().rejects_by_clause[size_t(Clause::context_lens_dtype)], 1u);
+}
+
+// Each of the router's one-time lines (a uniform route, no plan for the batch,
+// a refused plan, a stale result) is logged exactly once, whichever comes first:
+// one event's mark in the log's bitmap must not stand for another's.
+TEST(Route, LogsEachFallbackOnceWhateverTheOrder) {
+  const std::string uniform = "route: uniform", refused = "route: plan refused (stale lengths or shape): uniform";
+  const std::string no_plan = "route: no plan for 2 seqs: uniform (plans are minted only at capture)";
+  enum class Event { no_plan, refused, stale };
+  const std::vector<std::vector<Event>> orders = {
+      {Event::refused, Event::no_plan, Event::stale}, {Event::no_plan, Event::refused, Event::stale},
+      {Event::stale, Event::refused, Event::no_plan}, {Event::stale, Event::no_plan, Event::refused}};
+  for (const auto& order : orders) {
+    Lines log;
+    Router r(Settings{true, true}, log.sink());
+    TinyCall t;  // lens {300, 20}
+    Forward f(t);
+    TinyCall grown;
+    grown.lens[1] += 1;  // one more token than the plan of t holds: refused
+    DecodeResult stale;
+    stale.status = DecodeStatus::stale_plan;
+    for (int twice = 0; twice < 2; ++twice)
+      for (Event e : order) {
+        if (e == Event::no_plan) (void)r.route(t.call, Site::dense, nullptr);
+        if (e == Event::refused) (void)r.route(grown.call, Site::dense, &*f.md);
+        if (e == Event::stale) r.note_stale(r.route(t.call, Site::dense, &*f.md), stale);
+      }
+    std::string shown;
+    for (const auto& l : log.lines) shown += l + "\n";
+    EXPECT_EQ(log.count(uniform), 1) << shown;
+    EXPECT_EQ(log.count(refused), 1) << shown;
+    EXPECT_EQ(log.count(no_plan), 1) << shown;
+    EXPECT_EQ(log.count_containing("stale plan flagged"), 1) << shown;
+  }
 }
