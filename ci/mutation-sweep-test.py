@@ -204,6 +204,81 @@ class BuildAndCoverage(unittest.TestCase):
         self.assertEqual(sweep.draw(only_listed, listed, {"x.cpp": src})[0], None)
         self.assertEqual(only_listed, [])
 
+    def test_a_saved_report_is_triaged_again_by_todays_list(self):
+        import contextlib
+        import io
+        import json
+        import tempfile
+
+        def mutant(i, status, note=""):
+            return {"file": "k/x.cpp", "op": "constant", "start": i, "end": i + 1, "replacement": "2",
+                    "line": i, "id": f"id{i}", "status": status, "note": note, "diff": f"diff {i}\n"}
+        saved = {"seed": 7, "sample": 6, "population": 50, "files": ["k/x.cpp"], "partial": True,
+                 "revision": "abc123", "minutes": 3.0, "rerun": "ci/mutation-sweep --seed 7 --sample 6 --jobs 3",
+                 "baseline_failures": [],
+                 "mutants": [mutant(1, "killed"), mutant(2, "survived"),
+                             mutant(3, "equivalent", "old reason"),           # triaged then, not now
+                             mutant(4, "equivalent", "why" + sweep.SET_ASIDE),  # set aside unjudged
+                             mutant(5, "no-compile"), mutant(6, "timeout")]}
+        real = sweep.load_equivalent
+        sweep.load_equivalent = lambda: {"id2": "listed now"}
+        try:
+            with tempfile.TemporaryDirectory() as d:
+                src, dst = sweep.Path(d) / "in.json", sweep.Path(d) / "out.json"
+                src.write_text(json.dumps(saved))
+                out = io.StringIO()
+                with contextlib.redirect_stdout(out):
+                    rc = sweep.report_saved(str(src), str(dst))
+                doc = json.loads(dst.read_text())
+                bad = sweep.Path(d) / "bad.json"
+                bad.write_text('{"seed": 1}')
+                err = io.StringIO()
+                with contextlib.redirect_stderr(err):
+                    self.assertEqual(sweep.report_saved(str(bad), ""), 2)
+                self.assertIn("not a sweep report", err.getvalue())
+        finally:
+            sweep.load_equivalent = real
+        self.assertEqual(rc, 0)
+        text = out.getvalue()
+        # killed 1 + timeout 1 of killed 1, timeout 1, survived 1 (id3): 2/3.
+        self.assertIn("score: 2/3 = 66.7%", text)
+        self.assertIn("sources abc123", text)
+        self.assertIn("stopped before its sample was judged", text)
+        self.assertIn("# id3 k/x.cpp:3", text)
+        self.assertNotIn("# id2 ", text)
+        self.assertIn("rerun: ci/mutation-sweep --seed 7 --sample 6 --jobs 3", text)
+        self.assertEqual(doc["totals"], {"killed": 1, "timeout": 1, "survived": 1, "equivalent": 2,
+                                         "no-compile": 1, "not-built": 0})
+        self.assertEqual((doc["revision"], doc["partial"], doc["seed"], doc["rerun"]),
+                         ("abc123", True, 7, "ci/mutation-sweep --seed 7 --sample 6 --jobs 3"))
+        self.assertEqual({m["id"]: m["status"] for m in doc["mutants"]}["id4"], "equivalent")
+
+    def test_the_revision_names_the_commit_and_marks_a_changed_tree(self):
+        import subprocess
+        import tempfile
+        with tempfile.TemporaryDirectory() as d:
+            git = ["git", "-C", d, "-c", "user.name=t", "-c", "user.email=t@t"]
+            subprocess.run(git + ["init", "-q"], check=True)
+            (sweep.Path(d) / "a.cpp").write_text("int a;\n")
+            subprocess.run(git + ["add", "a.cpp"], check=True)
+            subprocess.run(git + ["commit", "-q", "-m", "a"], check=True)
+            head = subprocess.run(git + ["rev-parse", "--short=12", "HEAD"], check=True, capture_output=True,
+                                  text=True).stdout.strip()
+            real = sweep.ROOT
+            sweep.ROOT = sweep.Path(d)
+            try:
+                clean = sweep.source_revision()
+                (sweep.Path(d) / "new.cpp").write_text("int n;\n")   # untracked: mirrored too
+                untracked = sweep.source_revision()
+                (sweep.Path(d) / "new.cpp").unlink()
+                (sweep.Path(d) / "a.cpp").write_text("int b;\n")
+                changed = sweep.source_revision()
+                sweep.ROOT = sweep.Path(d) / "no-repo-here"
+                none = sweep.source_revision()
+            finally:
+                sweep.ROOT = real
+        self.assertEqual((clean, untracked, changed, none), (head, head + "+", head + "+", ""))
+
 
 if __name__ == "__main__":
     unittest.main()
