@@ -254,6 +254,43 @@ TEST(CaseFormat, InlineTensorsMustMatchTheShapes) {
             "x.json: tensors.block_tables: sequence 1 needs 19 blocks, its row has 1");
 }
 
+// Each inline tensor's values: both ends of the stored type's range are read
+// back as written, one past either end is refused naming the entry.
+TEST(CaseFormat, InlineTensorValuesTakeTheirWholeRangeAndNoMore) {
+  const json base = base_case();  // lens [5, 300], G 2, D 64: 256 query values; 1024 codes per block
+  const std::vector<int> table(2 * 19, 0);
+  struct Field {
+    const char* key;
+    size_t count;
+    int64_t hi;
+  };
+  for (const Field f : {Field{"q_bits", 256, 0xffff}, Field{"k_codes", 1024, 0xff}, Field{"v_codes", 1024, 0xff}}) {
+    SCOPED_TRACE(f.key);
+    std::vector<int64_t> values(f.count, 1);
+    values.front() = 0;
+    values.back() = f.hi;
+    json t = {{"block_tables", table}, {f.key, values}};
+    const CaseSpec s = case_from_json(with(base, "tensors", t), "x.json");
+    const std::string key = f.key;
+    std::vector<int64_t> got;
+    auto take = [&](const auto& read_back) {
+      if (read_back) got.assign(read_back->begin(), read_back->end());
+    };
+    if (key == "q_bits") take(s.q_bits);
+    if (key == "k_codes") take(s.k_codes);
+    if (key == "v_codes") take(s.v_codes);
+    EXPECT_EQ(got, values);
+    for (const auto& [at, bad] : {std::pair<size_t, int64_t>{0, -1}, {f.count - 1, f.hi + 1}}) {
+      std::vector<int64_t> off = values;
+      off[at] = bad;
+      t[f.key] = off;
+      EXPECT_EQ(read(with(base, "tensors", t)), "x.json: tensors." + key + "[" + std::to_string(at) +
+                                                   "]: must be in 0.." + std::to_string(f.hi) + ", got " +
+                                                   std::to_string(bad));
+    }
+  }
+}
+
 TEST(CaseFormat, SavedCaseReadsBackUnchanged) {
   const CaseSpec s = case_from_json(with(with(base_case(), "options.cu", kMaxCu), "workgroup_budget", kMaxWorkgroupBudget), "x.json");
   const CaseSpec t = case_from_json(case_to_json(s), "y.json");
