@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 #include <gtest/gtest.h>
 
+#include <cstddef>
 #include <string>
 #include <vector>
 
@@ -94,6 +95,29 @@ TEST(PlanCache, ScratchViewsFitTheSlot) {
   EXPECT_EQ(sc.m.shape_string(), "[2, " + std::to_string(cap) + ", 3]");
   EXPECT_FALSE(s->scratch(5, 64).partial.present());   // more rows than sized for
   EXPECT_FALSE(s->scratch(3, 128).partial.present());  // another head_dim
+}
+
+// The ranges a disjointness check reads are the slot's scratch, exactly: each
+// starts where its view at the largest row count starts and ends one byte past
+// that view's last element. (An inverted or short range would pass any
+// "ends before the other begins" check.)
+TEST(PlanCache, ScratchRangesAreTheBuffersExactly) {
+  PlanCache cache(small_config(), nullptr);  // max_rows = group 2 x max_q_len 2
+  auto s = cache.mint(Phase::capture, PlanKey{3, 2, 0, 0});
+  ASSERT_TRUE(s);
+  const Scratch sc = s->scratch(4, 64);
+  ASSERT_TRUE(sc.partial.present());
+  const auto ranges = s->scratch_ranges();
+  ASSERT_EQ(ranges.size(), 3u);
+  const TensorView* views[] = {&sc.partial, &sc.m, &sc.l};
+  for (size_t i = 0; i < 3; ++i) {
+    SCOPED_TRACE("range " + std::to_string(i));
+    const auto* begin = static_cast<const std::byte*>(ranges[i].begin);
+    const auto* end = static_cast<const std::byte*>(ranges[i].end);
+    EXPECT_EQ(begin, views[i]->data);
+    ASSERT_LE(begin, end);
+    EXPECT_EQ(end - begin, views[i]->numel() * int64_t(dtype_size(views[i]->dtype)));
+  }
 }
 
 TEST(PlanCache, RejectsAConfigThePlannerRejects) {
