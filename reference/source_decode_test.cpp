@@ -6,9 +6,13 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cmath>
 #include <cstdio>
+#include <map>
+#include <mutex>
+#include <tuple>
 
 #include "kernels/codecs.hpp"
 #include "reference/decode.hpp"
@@ -136,6 +140,35 @@ TEST(SourceDecode, SourceValuesNotCacheCodesDriveTheResult) {
   }
   EXPECT_NEAR(r.lse[0], std::log(4.0), 1e-12);
   EXPECT_TRUE(std::isinf(r.lse[2]));
+}
+
+// The source is asked for chunk_tokens tokens at a time (fewer only at a
+// segment's end), and the calls cover every token of every sequence once, for
+// each KV head: chunk_tokens is what bounds the caller's buffers.
+TEST(SourceDecode, EachChunkCallAsksForAtMostChunkTokens) {
+  for (int64_t chunk : {1, 3}) {
+    SCOPED_TRACE("chunk_tokens " + std::to_string(chunk));
+    const SourceGeometry g{.lens = {7, 0, 2}, .q_len = 1, .hkv = 2, .group = 1, .head_dim = 16};
+    const std::vector<float> q(3 * 2 * 16, 1.0f);
+    std::mutex mu;
+    std::map<std::tuple<int64_t, int64_t, int64_t>, int> asked;  // (seq, head, token) -> times
+    int64_t largest = 0;
+    source_decode(g, q.data(), [&](int64_t seq, int64_t h, int64_t t0, int64_t n, float* k, float* v) {
+      std::lock_guard<std::mutex> lock(mu);
+      largest = std::max(largest, n);
+      for (int64_t i = 0; i < n; ++i) {
+        ++asked[{seq, h, t0 + i}];
+        std::fill_n(k + i * 16, 16, 0.0f);
+        std::fill_n(v + i * 16, 16, 1.0f);
+      }
+    }, {.chunk_tokens = chunk, .segment_chunks = 2});
+    EXPECT_EQ(largest, chunk);
+    std::map<std::tuple<int64_t, int64_t, int64_t>, int> want;
+    for (int64_t seq : {0, 2})
+      for (int64_t h = 0; h < 2; ++h)
+        for (int64_t t = 0; t < g.lens[seq]; ++t) want[{seq, h, t}] = 1;
+    EXPECT_EQ(asked, want);
+  }
 }
 
 // A geometry that names only the lengths and head_dim is one query row, one KV
