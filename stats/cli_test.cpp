@@ -143,6 +143,15 @@ TEST_F(StatsCli, McnemarFourRunsPooled) {
   EXPECT_EQ(j["pairs"][1]["c"], 1);
   ASSERT_EQ(j["same_variant"].size(), 2u);
   EXPECT_DOUBLE_EQ(j["same_variant"][0]["agree"].get<double>(), 0.95);
+  // Runs are numbered from 1 as given: variant 32 is runs 1 and 4, 128 runs 2 and 3.
+  EXPECT_EQ(j["same_variant"][0]["variant"], "32");
+  EXPECT_EQ(j["same_variant"][0]["run_1"], 1);
+  EXPECT_EQ(j["same_variant"][0]["run_2"], 4);
+  EXPECT_EQ(j["same_variant"][1]["variant"], "128");
+  EXPECT_EQ(j["same_variant"][1]["run_1"], 2);
+  EXPECT_EQ(j["same_variant"][1]["run_2"], 3);
+  EXPECT_EQ(j["pairs"][0]["run_a"], 1);
+  EXPECT_EQ(j["pairs"][0]["run_b"], 2);
   EXPECT_EQ(j["runs"][2]["variant"], "128");
   EXPECT_EQ(j["runs"][2]["correct"], 32);
   EXPECT_TRUE(r.err.empty()) << r.err;
