@@ -941,6 +941,30 @@ TEST_F(PavCli, VerifyTwoKernelsFailsWhenEitherIsWrong) {
   EXPECT_NE(o.out.find("verdict: STOPPED (not a pass)"), std::string::npos) << o.out;
 }
 
+// pav compare --gate fails only when B is the significantly worse kernel: a
+// significant difference in B's favour passes. (alpha 0.3 makes three
+// discordant cases, exact p = 0.25, significant in a quick run.)
+TEST_F(PavCli, CompareGateFailsOnlyWhenBIsSignificantlyWorse) {
+  const std::string good = "pav:cpu";
+  const std::string bad = std::string("lib:") + PAV_SPLIT_DECODE + " --defect partition-end-off-by-one";
+  struct Pair {
+    std::string a, b;
+    int code;
+    const char* comparison;
+  };
+  for (const Pair& p : {Pair{bad, good, 0, "B is better (exact p = 0.25 < 0.3)"},
+                        Pair{good, bad, 1, "A is better (exact p = 0.25 < 0.3)"}}) {
+    SCOPED_TRACE("A " + p.a + ", B " + p.b);
+    const Outcome o = launch({{"compare", "--kernel", p.a, "--kernel", p.b, "--cases", "16", "--alpha", "0.3",
+                               "--gate", "--out-dir", dir_.string(), "--quiet", "--json"}});
+    EXPECT_EQ(o.code, p.code) << o.err;
+    const json j = json::parse(o.out, nullptr, /*allow_exceptions=*/false);
+    ASSERT_TRUE(j.is_object()) << o.out.substr(0, 500);
+    EXPECT_EQ(j["comparison"], p.comparison);
+    EXPECT_EQ(j["passed"], p.code == 0);
+  }
+}
+
 // Two kernels with no case in common (here: one reads only fp8_e4m3fn caches,
 // the other only fp8_e4m3fnuz) cannot be compared: bad input, exit 2, naming
 // what they do not share; never a comparison of zero cases.
