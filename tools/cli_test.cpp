@@ -63,6 +63,15 @@ std::string slurp(const fs::path& p) {
   return s.str();
 }
 
+// A report printed on stdout, or a discarded value (is_object() false) when it
+// is not JSON.
+json parsed(const std::string& out) { return json::parse(out, nullptr, /*allow_exceptions=*/false); }
+
+// The example plugin as a kernel spec, with one of its defects switched on.
+std::string split_decode_with(const std::string& defect) {
+  return std::string("lib:") + PAV_SPLIT_DECODE + " --defect " + defect;
+}
+
 // Splits on spaces; "" stands for an empty argument.
 std::vector<std::string> words(const std::string& text) {
   std::vector<std::string> out;
@@ -583,7 +592,7 @@ TEST_F(PavCli, JsonReportsHaveExactlyTheDocumentedFields) {
     ASSERT_NE(d, docs.end()) << "docs/json-reports.md documents no report '" << label << "'";
     const Outcome o = run(args);
     ASSERT_LE(o.code, 1) << o.err;
-    const json j = json::parse(o.out, nullptr, /*allow_exceptions=*/false);
+    const json j = parsed(o.out);
     ASSERT_TRUE(j.is_object()) << o.out.substr(0, 500);
     // Every path with the types seen there; an object whose path the document
     // marks as a map ("path.*") has its keys folded into "*".
@@ -653,7 +662,7 @@ TEST_F(PavCli, TextShowsEveryJsonFigure) {
   two["lens"] = {300, 0};
   two["q_len"] = 1;
   write("two.json", two.dump());
-  const std::string defective = std::string("lib:") + PAV_SPLIT_DECODE + " --defect merge-ignores-max";
+  const std::string defective = split_decode_with("merge-ignores-max");
   struct TextRun {
     std::vector<std::string> args;
     std::set<std::string> not_shown;
@@ -695,7 +704,7 @@ TEST_F(PavCli, TextShowsEveryJsonFigure) {
     const Outcome js = launch({json_args});
     ASSERT_LE(text.code, 1) << text.err;
     ASSERT_EQ(js.code, text.code) << js.err;
-    const json j = json::parse(js.out, nullptr, /*allow_exceptions=*/false);
+    const json j = parsed(js.out);
     ASSERT_TRUE(j.is_object()) << js.out.substr(0, 500);
     std::vector<std::pair<std::string, json>> figures;  // every number, by path
     for_each_value(
@@ -913,7 +922,7 @@ TEST_F(PavCli, VerifyStopsCleanlyOnSigint) {
 // right on every case. SIGINT stops it cleanly, and a stop is not a pass.
 TEST_F(PavCli, VerifyTwoKernelsFailsWhenEitherIsWrong) {
   const std::string good = "pav:cpu";
-  const std::string bad = std::string("lib:") + PAV_SPLIT_DECODE + " --defect merge-ignores-max";
+  const std::string bad = split_decode_with("merge-ignores-max");
   struct Pair {
     std::string a, b;
     int code;
@@ -925,7 +934,7 @@ TEST_F(PavCli, VerifyTwoKernelsFailsWhenEitherIsWrong) {
     const Outcome o = launch({{"verify", "--kernel", p.a, "--kernel", p.b, "--decode-cases", "12", "--out-dir",
                                dir_.string(), "--quiet", "--json"}});
     EXPECT_EQ(o.code, p.code) << o.err;
-    const json j = json::parse(o.out, nullptr, /*allow_exceptions=*/false);
+    const json j = parsed(o.out);
     ASSERT_TRUE(j.is_object()) << o.out.substr(0, 500);
     EXPECT_EQ(j["verdict"], p.verdict);
     EXPECT_EQ(j["passed"], p.code == 0);
@@ -946,7 +955,7 @@ TEST_F(PavCli, VerifyTwoKernelsFailsWhenEitherIsWrong) {
 // discordant cases, exact p = 0.25, significant in a quick run.)
 TEST_F(PavCli, CompareGateFailsOnlyWhenBIsSignificantlyWorse) {
   const std::string good = "pav:cpu";
-  const std::string bad = std::string("lib:") + PAV_SPLIT_DECODE + " --defect partition-end-off-by-one";
+  const std::string bad = split_decode_with("partition-end-off-by-one");
   struct Pair {
     std::string a, b;
     int code;
@@ -958,7 +967,7 @@ TEST_F(PavCli, CompareGateFailsOnlyWhenBIsSignificantlyWorse) {
     const Outcome o = launch({{"compare", "--kernel", p.a, "--kernel", p.b, "--cases", "16", "--alpha", "0.3",
                                "--gate", "--out-dir", dir_.string(), "--quiet", "--json"}});
     EXPECT_EQ(o.code, p.code) << o.err;
-    const json j = json::parse(o.out, nullptr, /*allow_exceptions=*/false);
+    const json j = parsed(o.out);
     ASSERT_TRUE(j.is_object()) << o.out.substr(0, 500);
     EXPECT_EQ(j["comparison"], p.comparison);
     EXPECT_EQ(j["passed"], p.code == 0);
@@ -999,7 +1008,7 @@ TEST_F(PavCli, ReplayRunsTheCasePathOrTheOneAsked) {
     if (!r.path_option.empty()) args.insert(args.end(), {"--path", r.path_option});
     const Outcome o = launch({args});
     ASSERT_LE(o.code, 1) << o.err;
-    const json j = json::parse(o.out, nullptr, /*allow_exceptions=*/false);
+    const json j = parsed(o.out);
     ASSERT_TRUE(j.is_object()) << o.out.substr(0, 500);
     EXPECT_EQ(j["cases"][0]["path"], r.ran);
   }
@@ -1014,7 +1023,7 @@ TEST_F(PavCli, VerifyDriftCheckThroughAKernelIsNarrowedToIt) {
                              "--quiet", "--json"}});
   EXPECT_EQ(o.signal, 0);
   ASSERT_EQ(o.code, 0) << o.err;
-  const json j = json::parse(o.out, nullptr, /*allow_exceptions=*/false);
+  const json j = parsed(o.out);
   ASSERT_TRUE(j.is_object()) << o.out.substr(0, 500);
   ASSERT_EQ(j["checks"].size(), 1u);
   const json& c = j["checks"][0];
@@ -1081,7 +1090,7 @@ TEST_F(PavCli, GateSaysWhenTheUniformKernelRejectsToo) {
     args.push_back("--json");
     const Outcome js = launch({args});
     ASSERT_EQ(js.code, 0) << js.err;
-    const json j = json::parse(js.out, nullptr, /*allow_exceptions=*/false);
+    const json j = parsed(js.out);
     ASSERT_TRUE(j.is_object()) << js.out.substr(0, 500);
     EXPECT_EQ(j["route"], r.route);
     EXPECT_EQ(j["reason"], r.reason);
@@ -1102,7 +1111,7 @@ TEST_F(PavCli, TraceStatsOfOneStep) {
   EXPECT_TRUE(std::regex_search(o.out, std::regex(R"(\b[01] of 1 steps above 1 )"))) << o.out;
   const Outcome js = launch({{"trace-stats", (dir_ / "one.jsonl").string(), "--json"}});
   ASSERT_EQ(js.code, 0) << js.err;
-  const json j = json::parse(js.out, nullptr, /*allow_exceptions=*/false);
+  const json j = parsed(js.out);
   ASSERT_TRUE(j.is_object()) << js.out.substr(0, 500);
   EXPECT_EQ(j["steps"], 1);
   EXPECT_EQ(j["headroom"]["steps"], 1);
@@ -1143,7 +1152,7 @@ TEST_F(PavCli, ReportsEchoTheOptionsGiven) {
     args.push_back("--json");
     const Outcome o = launch({args});
     ASSERT_EQ(o.code, 0) << o.err;
-    const json j = json::parse(o.out, nullptr, /*allow_exceptions=*/false);
+    const json j = parsed(o.out);
     ASSERT_TRUE(j.is_object()) << o.out.substr(0, 500);
     for (const auto& [field, value] : e.fields) EXPECT_EQ(j.value(json::json_pointer(field), json()), value) << field;
   }
