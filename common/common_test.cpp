@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // pav_common: durable writes under faults (a full file system, a file size
 // limit, a folder that takes no files), the progress reporter on a terminal and
-// in a log, and the comma-list parser.
+// in a log, the comma-list parser and the UTF-8 cleaning of kernel-supplied text.
 #include <gtest/gtest.h>
 
 #include <fcntl.h>
@@ -18,6 +18,7 @@
 #include "common/fault_testing.hpp"
 #include "common/progress.hpp"
 #include "common/text_list.hpp"
+#include "common/utf8_text.hpp"
 #include "common/version.hpp"
 
 namespace fs = std::filesystem;
@@ -230,6 +231,67 @@ TEST(TextList, SplitsTrimsAndKeepsEmptyItems) {
   EXPECT_EQ(pav::split_list("x,"), (V{"x", ""}));
   EXPECT_EQ(pav::split_list("   "), (V{""}));
   EXPECT_EQ(pav::split_list("120k/b8"), (V{"120k/b8"}));
+}
+
+// Expected values are written out byte by byte (Unicode 15, section 3.9: one
+// U+FFFD per maximal subpart of an ill-formed sequence).
+TEST(Utf8Text, ValidTextPassesUnchanged) {
+  for (const char* t : {"", "plain ascii", "caf\xc3\xa9", "\xe2\x82\xac 5", "\xf0\x9f\x98\x80", "\xed\x9f\xbf",
+                        "\xf4\x8f\xbf\xbf", "\xef\xbf\xbd"}) {
+    EXPECT_TRUE(pav::is_valid_utf8(t)) << t;
+    EXPECT_EQ(pav::utf8_clean(t), t);
+  }
+}
+
+TEST(Utf8Text, EveryIllFormedSequenceBecomesReplacementCharacters) {
+  const std::string fffd = "\xef\xbf\xbd";
+  struct Bad {
+    std::string in, out;
+  };
+  const Bad cases[] = {
+      {"a\xff" "b", "a" + fffd + "b"},                  // a byte that never occurs
+      {"\x80", fffd},                                      // a lone continuation byte
+      {"\xc0\xaf", fffd + fffd},                           // overlong '/'
+      {"\xe0\x80\xaf", fffd + fffd + fffd},                // overlong, three bytes
+      {"\xed\xa0\x80", fffd + fffd + fffd},                // a surrogate (U+D800)
+      {"\xf4\x90\x80\x80", fffd + fffd + fffd + fffd},     // past U+10FFFF
+      {"\xe2\x82", fffd},                                  // a sequence cut short at the end
+      {"\xe2\x82x", fffd + "x"},                           // cut short inside the text
+      {"\xf0\x9f\x98", fffd},                              // a four-byte sequence missing its last byte
+      {std::string("nul\0in", 6), std::string("nul\0in", 6)},  // NUL is valid UTF-8
+  };
+  for (const Bad& b : cases) {
+    EXPECT_EQ(pav::is_valid_utf8(b.in), b.in == b.out);
+    const std::string got = pav::utf8_clean(b.in);
+    EXPECT_EQ(got, b.out);
+    EXPECT_TRUE(pav::is_valid_utf8(got));
+  }
+}
+
+TEST(Utf8Text, CutsOnlyAtCharacterBoundariesAndMarksTheCut) {
+  // Four euro signs (3 bytes each): 12 bytes.
+  const std::string euros = "\xe2\x82\xac\xe2\x82\xac\xe2\x82\xac\xe2\x82\xac";
+  EXPECT_EQ(pav::utf8_clean(euros, 12), euros);                       // fits: unchanged, no mark
+  EXPECT_EQ(pav::utf8_clean(euros, 11), "\xe2\x82\xac\xe2\x82\xac...");  // 6 + 3 bytes
+  EXPECT_EQ(pav::utf8_clean(euros, 9), "\xe2\x82\xac\xe2\x82\xac...");
+  EXPECT_EQ(pav::utf8_clean(euros, 8), "\xe2\x82\xac...");
+  EXPECT_EQ(pav::utf8_clean(euros, 3), "...");
+  EXPECT_EQ(pav::utf8_clean(euros, 2), "");
+  EXPECT_EQ(pav::utf8_clean("abcdef", 5), "ab...");
+  EXPECT_EQ(pav::utf8_clean(std::string(1000000, 'x'), 100).size(), 100u);
+  // Replacement characters count at their own size (3 bytes), not the byte they replace.
+  EXPECT_EQ(pav::utf8_clean("\xff\xff\xff", 8), "\xef\xbf\xbd...");
+  EXPECT_EQ(pav::utf8_boundary(euros, 4), 3u);
+  EXPECT_EQ(pav::utf8_boundary(euros, 3), 3u);
+  EXPECT_EQ(pav::utf8_boundary(euros, 2), 0u);
+  EXPECT_EQ(pav::utf8_boundary(euros, 100), 12u);
+  // A cut at every byte of a mixed text stays valid and within the bound.
+  const std::string mixed = "a\xc3\xa9\xe2\x82\xac\xf0\x9f\x98\x80z\xff";
+  for (std::size_t max = 0; max <= mixed.size() + 4; ++max) {
+    const std::string got = pav::utf8_clean(mixed, max);
+    EXPECT_LE(got.size(), max);
+    EXPECT_TRUE(pav::is_valid_utf8(got)) << max;
+  }
 }
 
 TEST(Version, IsTheProjectVersionAndACommitOrUnknown) {
