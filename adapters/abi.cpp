@@ -5,6 +5,8 @@
 
 #include <cstring>
 
+#include "common/utf8_text.hpp"
+
 namespace pav::adapters::abi {
 
 using kernels::DType;
@@ -21,7 +23,8 @@ constexpr std::pair<DType, int32_t> kDTypes[] = {
 std::string cstring(const char* s, size_t cap, const char* field) {
   const void* end = std::memchr(s, 0, cap);
   if (!end) throw KernelSpecError(fmt::format("description: {} is not NUL-terminated within {} bytes", field, cap));
-  return std::string(s, static_cast<const char*>(end));
+  // Any bytes a library wrote: valid UTF-8 from here on (reports quote it).
+  return utf8_clean(std::string_view(s, size_t(static_cast<const char*>(end) - s)));
 }
 
 template <class E>
@@ -236,6 +239,33 @@ pav_decode_args make_args(const DecodeRequest& r, bool for_check) {
     for (pav_tensor* t : {&a.q, &a.out, &a.k_cache, &a.v_cache, &a.k_scale, &a.v_scale, &a.lse})
       t->data = nullptr;
   return a;
+}
+
+std::string args_problem(const pav_decode_args& a) {
+  const std::pair<const char*, const pav_tensor*> tensors[] = {
+      {"q", &a.q},           {"out", &a.out},         {"k_cache", &a.k_cache},     {"v_cache", &a.v_cache},
+      {"block_tables", &a.block_tables}, {"context_lens", &a.context_lens}, {"k_scale", &a.k_scale},
+      {"v_scale", &a.v_scale}, {"lse", &a.lse},       {"work_info", &a.work_info}, {"reduce_info", &a.reduce_info}};
+  for (const auto& [name, t] : tensors) {
+    if (t->rank < 0 || t->rank > PAV_MAX_RANK) return fmt::format("{}: rank {} outside 0..{}", name, t->rank, PAV_MAX_RANK);
+    if (!t->data) continue;  // no memory behind it: its shape is the check's to judge
+    int64_t span = 1;
+    for (int i = 0; i < t->rank; ++i) {
+      const int64_t n = t->shape[i], st = t->stride[i];
+      if (n < 0) return fmt::format("{}: shape[{}] = {} < 0 with data given", name, i, n);
+      if (st < 0) return fmt::format("{}: strides[{}] = {} < 0", name, i, st);
+      if (n == 0) break;
+      if (st != 0 && n - 1 > (int64_t(1) << 56) / st)
+        return fmt::format("{}: dim {} of {} at stride {} spans too far", name, i, n, st);
+      span += (n - 1) * st;
+    }
+    (void)span;
+  }
+  const bool plan = a.work_info.rank > 0 || a.reduce_info.rank > 0;
+  if (plan && ((a.work_info.data && (a.work_info.rank != 2 || a.work_info.shape[1] != 4)) ||
+               (a.reduce_info.data && (a.reduce_info.rank != 2 || a.reduce_info.shape[1] != 2))))
+    return "work_info / reduce_info: expected [capacity, 4] and [num_seqs, 2]";
+  return {};
 }
 
 DecodeRequest request_from_abi(const pav_decode_args& a, kernels::PlanView* plan_storage) {

@@ -31,6 +31,12 @@ void to_abi(const KernelDescription& d, pav_kernel_desc* out);
 // tables (block_tables, context_lens, work_info, reduce_info) is NULL.
 pav_decode_args make_args(const DecodeRequest& r, bool for_check);
 
+// Why the arguments of an ABI call cannot be read safely (a rank past
+// PAV_MAX_RANK, a negative extent or stride of a tensor with data, a span that
+// overflows); empty when they can. A receiver (plugin_glue) checks this before
+// it builds the request, and refuses the call otherwise.
+std::string args_problem(const pav_decode_args& a);
+
 // The request an ABI call describes; the plan (split = plan) is rebuilt into
 // *plan_storage from work_info / reduce_info and the call's KV-head count.
 DecodeRequest request_from_abi(const pav_decode_args& a, kernels::PlanView* plan_storage);

@@ -6,6 +6,9 @@
 #include <algorithm>
 #include <set>
 
+#include "common/utf8_text.hpp"
+#include "kernels/limits.hpp"
+
 
 namespace pav::adapters {
 
@@ -96,6 +99,10 @@ std::string description_problem(const KernelDescription& d) {
     return std::adjacent_find(v.begin(), v.end()) == v.end();
   };
   if (d.name.empty()) return "name: empty";
+  if (int64_t(d.name.size()) > kernels::kMaxKernelNameBytes)
+    return fmt::format("name: {} bytes, more than {}", d.name.size(), kernels::kMaxKernelNameBytes);
+  if (int64_t(d.version.size()) > kernels::kMaxKernelNameBytes)
+    return fmt::format("version: {} bytes, more than {}", d.version.size(), kernels::kMaxKernelNameBytes);
   if (d.q_dtypes.empty()) return "q_dtypes: empty (name bf16 and/or f16)";
   for (DType t : d.q_dtypes)
     if (t != DType::bf16 && t != DType::f16)
@@ -112,18 +119,25 @@ std::string description_problem(const KernelDescription& d) {
     if (l == VLayout::unknown) return "v_layouts: unknown layout";
   if (d.scale_kinds.empty()) return "scale_kinds: empty (name none, per_tensor and/or per_token)";
   if (d.block_sizes.empty()) return "block_sizes: empty";
+  // The limits of a case file (kernels/limits.hpp): a case pav saves must replay.
   for (int64_t b : d.block_sizes)
-    if (b < 1 || b > 4096) return fmt::format("block_sizes: {} outside 1..4096", b);
+    if (b < 1 || b > kernels::kMaxBlockSize)
+      return fmt::format("block_sizes: {} outside 1..{} (the most a case file holds)", b, kernels::kMaxBlockSize);
   if (d.head_dims.empty()) return "head_dims: empty";
   for (int64_t h : d.head_dims)
-    if (h < 16 || h % 16 != 0 || h > 4096) return fmt::format("head_dims: {} is not a multiple of 16 in 16..4096", h);
+    if (h < 16 || h % 16 != 0 || h > kernels::kMaxHeadDim)
+      return fmt::format("head_dims: {} is not a multiple of 16 in 16..{}", h, kernels::kMaxHeadDim);
   if (d.gqa_ratios.empty()) return "gqa_ratios: empty";
   for (int64_t g : d.gqa_ratios)
-    if (g < 1 || g > 1024) return fmt::format("gqa_ratios: {} outside 1..1024", g);
+    if (g < 1 || g > kernels::kMaxGroup)
+      return fmt::format("gqa_ratios: {} outside 1..{} (the most a case file holds)", g, kernels::kMaxGroup);
   if (!unique(d.block_sizes)) return "block_sizes: a value is listed twice";
   if (!unique(d.head_dims)) return "head_dims: a value is listed twice";
   if (!unique(d.gqa_ratios)) return "gqa_ratios: a value is listed twice";
   if (d.min_q_len < 1) return fmt::format("q_len: minimum {} < 1", d.min_q_len);
+  if (d.min_q_len > kernels::kMaxQLen)
+    return fmt::format("q_len: minimum {} > {}, the most a case file holds (pav generates q_len up to {})", d.min_q_len,
+                       kernels::kMaxQLen, kernels::kMaxQLen);
   if (d.max_q_len < d.min_q_len) return fmt::format("q_len: maximum {} < minimum {}", d.max_q_len, d.min_q_len);
   if (d.max_num_seqs < 0) return "max_num_seqs: negative";
   if (d.max_kv_heads < 0) return "max_kv_heads: negative";
@@ -141,43 +155,49 @@ std::string description_problem(const KernelDescription& d) {
 
 namespace {
 
+// A value of a worker's description quoted in a message: compact, at most 80
+// bytes of valid UTF-8.
+std::string quoted(const json& v) {
+  return utf8_clean(v.dump(-1, ' ', false, json::error_handler_t::replace), 80);
+}
+
 template <class E>
 E parse_name(const json& v, const std::string& field, std::initializer_list<E> values) {
-  if (!v.is_string()) throw KernelSpecError(field + ": expected a name string, got " + v.dump());
+  if (!v.is_string()) throw KernelSpecError(field + ": expected a name string, got " + quoted(v));
   const std::string s = v.get<std::string>();
   std::string known;
   for (E e : values) {
     if (to_string(e) == s) return e;
     known += (known.empty() ? "" : ", ") + std::string(to_string(e));
   }
-  throw KernelSpecError(field + ": unknown value '" + s + "' (expected one of " + known + ")");
+  throw KernelSpecError(field + ": unknown value '" + utf8_clean(s, 80) + "' (expected one of " + known + ")");
 }
 
 DType parse_dtype_name(const json& v, const std::string& field) {
   DType t;
   if (!v.is_string() || !kernels::parse_dtype(v.get<std::string>(), t) || t == DType::none)
-    throw KernelSpecError(field + ": unknown dtype " + v.dump());
+    throw KernelSpecError(field + ": unknown dtype " + quoted(v));
   return t;
 }
 
 const json& array_field(const json& j, const std::string& name) {
   const json& v = j.at(name);
-  if (!v.is_array()) throw KernelSpecError(name + ": expected a list, got " + v.dump());
+  if (!v.is_array()) throw KernelSpecError(name + ": expected a list, got " + quoted(v));
   return v;
 }
 
 int64_t int_field(const json& v, const std::string& name) {
-  if (!v.is_number_integer()) throw KernelSpecError(name + ": expected an integer, got " + v.dump());
+  if (!v.is_number_integer()) throw KernelSpecError(name + ": expected an integer, got " + quoted(v));
   return v.get<int64_t>();
 }
 
 bool bool_field(const json& v, const std::string& name) {
-  if (!v.is_boolean()) throw KernelSpecError(name + ": expected true or false, got " + v.dump());
+  if (!v.is_boolean()) throw KernelSpecError(name + ": expected true or false, got " + quoted(v));
   return v.get<bool>();
 }
 
 std::string string_field(const json& v, const std::string& name) {
-  if (!v.is_string()) throw KernelSpecError(name + ": expected a string, got " + v.dump());
+  if (!v.is_string()) throw KernelSpecError(name + ": expected a string, got " + quoted(v));
   return v.get<std::string>();
 }
 
@@ -215,7 +235,7 @@ json to_json(const KernelDescription& d) {
 }
 
 KernelDescription description_from_json(const json& j) {
-  if (!j.is_object()) throw KernelSpecError("description: expected a JSON object, got " + j.dump());
+  if (!j.is_object()) throw KernelSpecError("description: expected a JSON object, got " + quoted(j));
   static const std::set<std::string> known = {
       "name",         "version",        "memory",          "q_dtypes",   "out_dtype",         "cache_dtypes",
       "v_layouts",    "scale_kinds",    "block_sizes",     "head_dims",  "gqa_ratios",        "q_len",
@@ -225,7 +245,7 @@ KernelDescription description_from_json(const json& j) {
                                                  "scale_kinds", "block_sizes", "head_dims",  "gqa_ratios",
                                                  "q_len",       "profile"};
   for (const auto& [k, v] : j.items())
-    if (!known.count(k)) throw KernelSpecError("description: unknown field '" + k + "'");
+    if (!known.count(k)) throw KernelSpecError("description: unknown field '" + utf8_clean(k, 80) + "'");
   for (const std::string& k : required)
     if (!j.contains(k)) throw KernelSpecError("description: missing field '" + k + "'");
   KernelDescription d;
@@ -250,7 +270,7 @@ KernelDescription description_from_json(const json& j) {
     for (const json& v : array_field(j, f)) dst.push_back(int_field(v, f));
   }
   const json& q = array_field(j, "q_len");
-  if (q.size() != 2) throw KernelSpecError("q_len: expected [min, max], got " + q.dump());
+  if (q.size() != 2) throw KernelSpecError("q_len: expected [min, max], got " + quoted(q));
   d.min_q_len = int_field(q[0], "q_len");
   d.max_q_len = int_field(q[1], "q_len");
   if (j.contains("max_num_seqs")) d.max_num_seqs = int_field(j.at("max_num_seqs"), "max_num_seqs");
@@ -265,23 +285,23 @@ KernelDescription description_from_json(const json& j) {
   if (j.contains("thread_safe")) d.thread_safe = bool_field(j.at("thread_safe"), "thread_safe");
   if (j.contains("check")) d.has_check = bool_field(j.at("check"), "check");
   const json& p = j.at("profile");
-  if (!p.is_object()) throw KernelSpecError("profile: expected an object, got " + p.dump());
+  if (!p.is_object()) throw KernelSpecError("profile: expected an object, got " + quoted(p));
   for (const auto& [k, v] : p.items())
     if (k != "q_quant" && k != "p_round" && k != "partial")
-      throw KernelSpecError("profile: unknown field '" + k + "'");
+      throw KernelSpecError("profile: unknown field '" + utf8_clean(k, 80) + "'");
   for (const char* k : {"q_quant", "p_round", "partial"})
     if (!p.contains(k)) throw KernelSpecError(std::string("profile: missing field '") + k + "'");
   auto name_of = [&](const char* k) {
-    if (!p.at(k).is_string()) throw KernelSpecError(std::string("profile.") + k + ": expected a name, got " + p.at(k).dump());
+    if (!p.at(k).is_string()) throw KernelSpecError(std::string("profile.") + k + ": expected a name, got " + quoted(p.at(k)));
     return p.at(k).get<std::string>();
   };
   if (!reference::parse_q_quant(name_of("q_quant"), d.profile.q_quant))
-    throw KernelSpecError("profile.q_quant: unknown value '" + name_of("q_quant") + "' (expected fp8_per_row or none)");
+    throw KernelSpecError("profile.q_quant: unknown value '" + utf8_clean(name_of("q_quant"), 80) + "' (expected fp8_per_row or none)");
   if (!reference::parse_p_round(name_of("p_round"), d.profile.p_round))
-    throw KernelSpecError("profile.p_round: unknown value '" + name_of("p_round") +
+    throw KernelSpecError("profile.p_round: unknown value '" + utf8_clean(name_of("p_round"), 80) +
                           "' (expected fp8_running_max, bf16, f16 or none)");
   if (name_of("partial") != "none" && !reference::parse_partial_dtype(name_of("partial"), d.profile.partial))
-    throw KernelSpecError("profile.partial: unknown value '" + name_of("partial") + "' (expected f32, bf16, f16 or none)");
+    throw KernelSpecError("profile.partial: unknown value '" + utf8_clean(name_of("partial"), 80) + "' (expected f32, bf16, f16 or none)");
   if (const std::string why = description_problem(d); !why.empty()) throw KernelSpecError("description: " + why);
   canonicalize(d);
   return d;
@@ -303,7 +323,7 @@ std::string summary(const KernelDescription& d) {
 std::string identity(const KernelUnderTest& k) {
   const KernelDescription& d = k.description();
   return fmt::format("{} {} via {} ({})", d.name, d.version.empty() ? "(no version)" : d.version, k.adapter(),
-                     k.spec());
+                     utf8_clean(k.spec()));
 }
 
 json identity_json(const KernelUnderTest& k) {
@@ -311,7 +331,9 @@ json identity_json(const KernelUnderTest& k) {
   return {{"name", d.name},
           {"version", d.version},
           {"adapter", k.adapter()},
-          {"spec", k.spec()},
+          // A spec naming a path that is not UTF-8 is recorded with U+FFFD in
+          // its place: the report and the case file can still be written.
+          {"spec", utf8_clean(k.spec())},
           {"profile", to_json(d).at("profile")}};
 }
 

@@ -2,16 +2,23 @@
 #include "adapters/lib_kernel.hpp"
 
 #include <dlfcn.h>
+#include <elf.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <fmt/core.h>
 
 #include <atomic>
+#include <cstring>
 #include <filesystem>
 #include <mutex>
 
 #include "adapters/abi.hpp"
 #include "adapters/worker_kernel.hpp"
+#include "common/utf8_text.hpp"
+#include "kernels/limits.hpp"
 #ifdef PAV_HAVE_GPU
 #include "kernels/hip/gpu_backend.hpp"
 #endif
@@ -19,6 +26,130 @@
 namespace pav::adapters {
 
 namespace {
+
+// ---- a library that calls exit() ---------------------------------------------------
+//
+// In process, a library that calls exit() (from a constructor while it loads,
+// or during any call, on any thread) would end pav with the library's status,
+// 0 included: a gate that "passes". An on_exit handler, installed before the
+// first library is loaded, turns every exit() into exit 3 with a message naming
+// the library while pav is inside one of its entries or any instance of it is
+// alive (its run is incomplete). _exit() cannot be caught: --isolate is the
+// answer to a library that may do that.
+namespace exit_guard {
+
+std::atomic<int> g_inside{0};  // entries (dlopen included) in progress
+std::atomic<int> g_alive{0};   // instances not yet finished
+std::atomic<const char*> g_library{nullptr};  // the library last entered (a string that outlives the guard's use)
+std::atomic<const char*> g_entry{nullptr};
+
+void write_all(const char* s) {
+  size_t n = std::strlen(s);
+  while (n > 0) {
+    const ssize_t w = ::write(2, s, n);
+    if (w <= 0) return;
+    s += w;
+    n -= size_t(w);
+  }
+}
+
+extern "C" void on_exit_handler(int status, void*) {
+  const int inside = g_inside.load(), alive = g_alive.load();
+  if (inside == 0 && alive == 0) return;
+  const char* lib = g_library.load();
+  const char* entry = g_entry.load();
+  char code[16];
+  std::snprintf(code, sizeof code, "%d", status);
+  write_all("pav: could not run: the kernel library ");
+  write_all(lib ? lib : "(unknown)");
+  write_all(" called exit(");
+  write_all(code);
+  write_all(inside > 0 ? ") inside " : ") while its run was incomplete (last entry ");
+  write_all(entry ? entry : "?");
+  write_all(inside > 0 ? "" : ")");
+  write_all("; no verdict (exit 3). --isolate runs a library in a child process\n");
+  ::_exit(3);
+}
+
+void install() {
+  static const bool installed = [] {
+    ::on_exit(on_exit_handler, nullptr);
+    return true;
+  }();
+  (void)installed;
+}
+
+// While alive, pav is inside an entry of the library.
+class Inside {
+ public:
+  Inside(const std::string& library, const char* entry) {
+    g_library.store(library.c_str());
+    g_entry.store(entry);
+    ++g_inside;
+  }
+  ~Inside() { --g_inside; }
+  Inside(const Inside&) = delete;
+  Inside& operator=(const Inside&) = delete;
+};
+
+}  // namespace exit_guard
+
+// ---- the file before dlopen ---------------------------------------------------------
+
+// Why the file cannot be a shared library dlopen may map safely: not an ELF
+// file of this machine, or headers or a loadable segment past the end of the
+// file (a truncated copy: mapping it would end pav with SIGBUS). Empty when
+// it looks whole.
+std::string elf_problem(const std::string& path) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+  if (fd < 0) return fmt::format("cannot open: {}", std::strerror(errno));
+  struct stat st {};
+  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    ::close(fd);
+    return "not a regular file";
+  }
+  const uint64_t size = uint64_t(st.st_size);
+  auto read_at = [&](void* dst, size_t n, uint64_t off) {
+    size_t got = 0;
+    while (got < n) {
+      const ssize_t r = ::pread(fd, static_cast<char*>(dst) + got, n - got, off_t(off + got));
+      if (r < 0 && errno == EINTR) continue;
+      if (r <= 0) return false;
+      got += size_t(r);
+    }
+    return true;
+  };
+  std::string why;
+  Elf64_Ehdr eh{};
+  if (size < sizeof eh || !read_at(&eh, sizeof eh, 0))
+    why = fmt::format("{} bytes, shorter than an ELF header", size);
+  else if (std::memcmp(eh.e_ident, ELFMAG, SELFMAG) != 0)
+    why = "not an ELF file (bad magic)";
+  else if (eh.e_ident[EI_CLASS] != ELFCLASS64 || eh.e_ident[EI_DATA] != ELFDATA2LSB)
+    why = "not a 64-bit little-endian ELF file";
+  else if (eh.e_type != ET_DYN)
+    why = fmt::format("ELF type {} is not a shared object", eh.e_type);
+  else if (eh.e_phentsize != sizeof(Elf64_Phdr) || eh.e_phnum == 0)
+    why = fmt::format("ELF program headers of {} bytes x {} (expected {}-byte entries)", eh.e_phentsize, eh.e_phnum,
+                      sizeof(Elf64_Phdr));
+  else if (eh.e_phoff > size || uint64_t(eh.e_phnum) * sizeof(Elf64_Phdr) > size - eh.e_phoff)
+    why = fmt::format("truncated: the program headers end past the file's {} bytes", size);
+  else {
+    for (int i = 0; i < eh.e_phnum && why.empty(); ++i) {
+      Elf64_Phdr ph{};
+      if (!read_at(&ph, sizeof ph, eh.e_phoff + uint64_t(i) * sizeof ph)) {
+        why = "cannot read its program headers";
+        break;
+      }
+      if (ph.p_type != PT_LOAD) continue;
+      if (ph.p_offset > size || ph.p_filesz > size - ph.p_offset)
+        why = fmt::format("truncated: loadable segment {} covers bytes {}..{}, the file has {}", i, ph.p_offset,
+                          ph.p_offset + ph.p_filesz, size);
+    }
+  }
+  ::close(fd);
+  return why;
+}
 
 struct Entries {
   pav_kernel_abi_version_fn abi_version = nullptr;
@@ -29,8 +160,16 @@ struct Entries {
   pav_kernel_decode_fn decode = nullptr;
 };
 
-CallResult from_status(int rc, const char* message, const char* entry) {
-  const std::string text = message[0] ? std::string(message) : std::string("(no message)");
+// A message buffer the library filled: read no further than its size (a
+// library may leave it without a NUL), valid UTF-8, bounded.
+std::string text_of(const char* buf, size_t size, const char* none = "(no message)") {
+  const size_t n = ::strnlen(buf, size);
+  if (n == 0) return none;
+  return utf8_clean(std::string_view(buf, n), size_t(kernels::kMaxKernelMessageBytes));
+}
+
+CallResult from_status(int rc, const char* message, size_t size, const char* entry) {
+  const std::string text = text_of(message, size);
   switch (rc) {
     case PAV_OK: return CallResult::success();
     case PAV_REJECT: return {Outcome::rejected, text};
@@ -92,11 +231,17 @@ class DeviceStage {
 
 class LibKernel final : public KernelUnderTest {
  public:
-  LibKernel(std::string path, void* handle, Entries e, void* instance, KernelDescription d, std::string spec)
-      : path_(std::move(path)), handle_(handle), e_(e), instance_(instance), description_(std::move(d)),
+  // where: the library as messages name it ("lib:PATH"), alive as long as the
+  // process (the exit guard may name it at any time).
+  LibKernel(const std::string* where, void* handle, Entries e, void* instance, KernelDescription d, std::string spec)
+      : where_(where), handle_(handle), e_(e), instance_(instance), description_(std::move(d)),
         spec_(std::move(spec)) {}
   ~LibKernel() override {
-    if (e_.fini) e_.fini(instance_);
+    if (e_.fini) {
+      exit_guard::Inside in(*where_, "pav_kernel_fini");
+      e_.fini(instance_);
+    }
+    --exit_guard::g_alive;
     // The library stays loaded: a kernel's runtime (thread pools, device
     // contexts) may not survive being unloaded while the process runs on.
     (void)handle_;
@@ -111,11 +256,15 @@ class LibKernel final : public KernelUnderTest {
     if (!description_.thread_safe) lock.lock();
     const pav_decode_args a = abi::make_args(r, /*for_check=*/true);
     char reason[abi::kMessageBytes] = {0};
-    const int rc = e_.check(instance_, &a, reason, sizeof reason);
+    int rc;
+    {
+      exit_guard::Inside in(*where_, "pav_kernel_check");
+      rc = e_.check(instance_, &a, reason, sizeof reason);
+    }
     if (rc == PAV_OK) return CallResult::success();
-    if (rc == PAV_REJECT) return {Outcome::rejected, reason[0] ? reason : "(no reason given)"};
+    if (rc == PAV_REJECT) return {Outcome::rejected, text_of(reason, sizeof reason, "(no reason given)")};
     return {Outcome::kernel_error, fmt::format("pav_kernel_check returned {} (expected PAV_OK or PAV_REJECT): {}", rc,
-                                               reason[0] ? reason : "(no message)")};
+                                               text_of(reason, sizeof reason))};
   }
 
   CallResult decode(const DecodeRequest& r) override {
@@ -127,9 +276,13 @@ class LibKernel final : public KernelUnderTest {
 #ifdef PAV_HAVE_GPU
       try {
         DeviceStage stage(r);
-        const int rc = e_.decode(instance_, &stage.args(), message, sizeof message);
+        int rc;
+        {
+          exit_guard::Inside in(*where_, "pav_kernel_decode");
+          rc = e_.decode(instance_, &stage.args(), message, sizeof message);
+        }
         stage.copy_back();
-        return from_status(rc, message, "pav_kernel_decode");
+        return from_status(rc, message, sizeof message, "pav_kernel_decode");
       } catch (const kernels::gpu::Error& e) {
         return {Outcome::kernel_error, std::string("device error around the call: ") + e.what()};
       }
@@ -138,12 +291,17 @@ class LibKernel final : public KernelUnderTest {
 #endif
     }
     const pav_decode_args a = abi::make_args(r, /*for_check=*/false);
-    return from_status(e_.decode(instance_, &a, message, sizeof message), message, "pav_kernel_decode");
+    int rc;
+    {
+      exit_guard::Inside in(*where_, "pav_kernel_decode");
+      rc = e_.decode(instance_, &a, message, sizeof message);
+    }
+    return from_status(rc, message, sizeof message, "pav_kernel_decode");
   }
   int64_t decode_calls() const override { return decode_calls_.load(); }
 
  private:
-  std::string path_;
+  const std::string* where_;
   void* handle_;
   Entries e_;
   void* instance_;
@@ -162,16 +320,36 @@ F symbol(void* handle, const char* name) {
 
 std::unique_ptr<KernelUnderTest> open_lib_kernel(const std::string& path, const std::vector<std::string>& words,
                                                  const std::string& spec) {
-  const std::string where = "lib:" + path;
+  // The name messages use: valid UTF-8, bounded, kept for the life of the
+  // process (the exit guard may print it after the kernel is gone).
+  static std::mutex names_mu;
+  static std::vector<std::unique_ptr<const std::string>> names;
+  const std::string* where_kept;
+  {
+    std::lock_guard<std::mutex> lock(names_mu);
+    names.push_back(std::make_unique<const std::string>("lib:" + utf8_clean(path, 1024)));
+    where_kept = names.back().get();
+  }
+  const std::string& where = *where_kept;
   // dlopen searches the library path for a bare name; a file next to us is meant.
   std::string load = path;
   if (path.find('/') == std::string::npos && std::filesystem::exists(path)) load = "./" + path;
   if (!std::filesystem::exists(load) && path.find('/') != std::string::npos)
     throw KernelSpecError(where + ": no such file");
-  void* h = dlopen(load.c_str(), RTLD_NOW | RTLD_LOCAL);
+  // A file pav can read is checked before it is mapped (a bare name that
+  // dlopen finds on the library path is the system's).
+  if (std::filesystem::exists(load))
+    if (const std::string why = elf_problem(load); !why.empty())
+      throw KernelSpecError(where + ": not a loadable shared library: " + why);
+  exit_guard::install();
+  void* h;
+  {
+    exit_guard::Inside in(where, "its constructors (dlopen)");
+    h = dlopen(load.c_str(), RTLD_NOW | RTLD_LOCAL);
+  }
   if (!h) {
     const char* err = dlerror();
-    throw KernelSpecError(where + ": cannot load: " + (err ? err : "unknown dlopen error"));
+    throw KernelSpecError(where + ": cannot load: " + utf8_clean(err ? err : "unknown dlopen error", 1024));
   }
   Entries e;
   e.abi_version = symbol<pav_kernel_abi_version_fn>(h, "pav_kernel_abi_version");
@@ -189,7 +367,19 @@ std::unique_ptr<KernelUnderTest> open_lib_kernel(const std::string& path, const 
           "{}: missing required symbol {} (export it with extern \"C\" and PAV_KERNEL_EXPORT; see "
           "include/pav/kernel_abi.h)",
           where, name));
-  const uint32_t version = e.abi_version();
+  // From here until the instance is finished, an exit() is caught.
+  ++exit_guard::g_alive;
+  struct AliveUntilHandedOver {
+    bool handed_over = false;
+    ~AliveUntilHandedOver() {
+      if (!handed_over) --exit_guard::g_alive;
+    }
+  } alive;
+  uint32_t version;
+  {
+    exit_guard::Inside in(where, "pav_kernel_abi_version");
+    version = e.abi_version();
+  }
   if (version != PAV_KERNEL_ABI_VERSION)
     throw KernelSpecError(fmt::format("{}: kernel ABI version {}, this pav speaks version {}; rebuild the library "
                                       "against this pav's include/pav/kernel_abi.h",
@@ -203,35 +393,52 @@ std::unique_ptr<KernelUnderTest> open_lib_kernel(const std::string& path, const 
     std::vector<const char*> argv;
     for (const auto& w : words) argv.push_back(w.c_str());
     argv.push_back(nullptr);
-    const int rc = e.init(int(words.size()), argv.data(), &instance, message, sizeof message);
+    int rc;
+    {
+      exit_guard::Inside in(where, "pav_kernel_init");
+      rc = e.init(int(words.size()), argv.data(), &instance, message, sizeof message);
+    }
     if (rc == PAV_UNAVAILABLE)
-      throw KernelUnavailable(fmt::format("{}: the kernel cannot run on this machine: {}", where, message));
-    if (rc != PAV_OK) throw KernelSpecError(fmt::format("{}: pav_kernel_init failed ({}): {}", where, rc, message));
+      throw KernelUnavailable(fmt::format("{}: the kernel cannot run on this machine: {}", where,
+                                          text_of(message, sizeof message)));
+    if (rc != PAV_OK)
+      throw KernelSpecError(fmt::format("{}: pav_kernel_init failed ({}): {}", where, rc, text_of(message, sizeof message)));
   }
   pav_kernel_desc desc{};
   desc.struct_size = sizeof desc;
   desc.abi_version = PAV_KERNEL_ABI_VERSION;
   message[0] = 0;
-  const int rc = e.describe(instance, &desc, message, sizeof message);
+  auto finish = [&] {
+    if (!e.fini) return;
+    exit_guard::Inside in(where, "pav_kernel_fini");
+    e.fini(instance);
+  };
+  int rc;
+  {
+    exit_guard::Inside in(where, "pav_kernel_describe");
+    rc = e.describe(instance, &desc, message, sizeof message);
+  }
   if (rc != PAV_OK) {
-    if (e.fini) e.fini(instance);
-    throw KernelSpecError(fmt::format("{}: pav_kernel_describe failed ({}): {}", where, rc, message));
+    finish();
+    throw KernelSpecError(fmt::format("{}: pav_kernel_describe failed ({}): {}", where, rc, text_of(message, sizeof message)));
   }
   KernelDescription d;
   try {
     d = abi::from_abi(desc);
   } catch (const KernelSpecError& err) {
-    if (e.fini) e.fini(instance);
+    finish();
     throw KernelSpecError(where + ": " + err.what());
   }
   d.has_check = e.check != nullptr;
 #ifndef PAV_HAVE_GPU
   if (d.memory == Memory::device) {
-    if (e.fini) e.fini(instance);
+    finish();
     throw KernelUnavailable(where + ": the kernel works on device memory; this pav build has no GPU support");
   }
 #endif
-  return std::make_unique<LibKernel>(path, h, e, instance, std::move(d), spec);
+  auto kernel = std::make_unique<LibKernel>(where_kept, h, e, instance, std::move(d), spec);
+  alive.handed_over = true;  // ~LibKernel counts it down
+  return kernel;
 }
 
 std::unique_ptr<KernelUnderTest> open_isolated_kernel(const std::string& spec, const OpenOptions& options) {

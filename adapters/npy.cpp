@@ -12,6 +12,8 @@
 #include <cerrno>
 #include <cstring>
 
+#include "common/utf8_text.hpp"
+
 namespace pav::adapters::npy {
 
 using kernels::DType;
@@ -30,7 +32,7 @@ struct Literal {
   size_t i = 0;
 
   [[noreturn]] void fail(const std::string& what) const {
-    throw Error(fmt::format("npy header: {} at offset {} of '{}'", what, i, s));
+    throw Error(fmt::format("npy header: {} at offset {} of '{}'", utf8_clean(what, 200), i, utf8_clean(s, 200)));
   }
   void skip() {
     while (i < s.size() && (s[i] == ' ' || s[i] == '\t' || s[i] == '\n' || s[i] == '\r')) ++i;
@@ -210,8 +212,15 @@ void write(const std::string& path, const TensorView& v) {
     });
     data = packed.data();
   }
-  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  // Never through a symlink, never blocking on a FIFO someone left in place
+  // (no reader: ENXIO), never into anything but a regular file.
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK, 0644);
   if (fd < 0) throw Error(fmt::format("{}: cannot create: {}", path, std::strerror(errno)));
+  struct stat st {};
+  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    ::close(fd);
+    throw Error(fmt::format("{}: exists and is not a regular file", path));
+  }
   struct iovec iov[2] = {{const_cast<char*>(head.data()), head.size()},
                          {const_cast<void*>(data), size_t(std::max<int64_t>(n, 0) * es)}};
   try {
@@ -235,6 +244,7 @@ Array parse(std::string_view b) {
   if (b.size() < pos + size_t(len_bytes)) throw Error("truncated .npy header length");
   for (int i = 0; i < len_bytes; ++i) hlen |= uint64_t(uint8_t(b[pos + size_t(i)])) << (8 * i);
   pos += size_t(len_bytes);
+  if (hlen > kMaxHeaderBytes) throw Error(fmt::format("npy header of {} bytes (at most {})", hlen, kMaxHeaderBytes));
   if (b.size() < pos + hlen) throw Error(fmt::format("truncated .npy header ({} bytes announced)", hlen));
   Literal lit{b.substr(pos, hlen)};
   Array a;
@@ -262,7 +272,7 @@ Array parse(std::string_view b) {
   }
   if (!has_descr || !has_order || !has_shape) throw Error("npy header: descr, fortran_order and shape are all required");
   const int es = item_size(a.descr);
-  if (es == 0) throw Error("npy header: unsupported descr '" + a.descr + "'");
+  if (es == 0) throw Error("npy header: unsupported descr '" + utf8_clean(a.descr, 64) + "'");
   if (a.descr[0] == '>' && es > 1) throw Error("npy: big-endian data ('" + a.descr + "') is not supported");
   const std::string_view body = b.substr(pos + hlen);
   const int64_t n = a.numel();
@@ -273,15 +283,42 @@ Array parse(std::string_view b) {
   return a;
 }
 
-Array read(const std::string& path) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) throw Error(fmt::format("{}: {}", path, std::strerror(errno)));
+Array read(const std::string& path, int64_t max_data_bytes) {
+  // O_NOFOLLOW: a symlink (to /dev/zero, out of the folder) is refused;
+  // O_NONBLOCK: opening a FIFO does not wait for a writer. Then only a regular
+  // file of at most the data bound plus a header is read.
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
+  if (fd < 0) {
+    const int e = errno;
+    throw Error(e == ELOOP ? fmt::format("{}: a symbolic link (outputs must be regular files)", path)
+                           : fmt::format("{}: {}", path, std::strerror(e)));
+  }
   struct stat st {};
-  std::string bytes;
-  if (::fstat(fd, &st) == 0 && st.st_size > 0) bytes.resize(size_t(st.st_size));
+  if (::fstat(fd, &st) != 0) {
+    const int e = errno;
+    ::close(fd);
+    throw Error(fmt::format("{}: {}", path, std::strerror(e)));
+  }
+  if (!S_ISREG(st.st_mode)) {
+    ::close(fd);
+    const char* kind = S_ISFIFO(st.st_mode)  ? "a FIFO"
+                       : S_ISCHR(st.st_mode) ? "a character device"
+                       : S_ISBLK(st.st_mode) ? "a block device"
+                       : S_ISDIR(st.st_mode) ? "a directory"
+                       : S_ISSOCK(st.st_mode) ? "a socket"
+                                              : "not a regular file";
+    throw Error(fmt::format("{}: {} (outputs must be regular files)", path, kind));
+  }
+  const int64_t limit = max_data_bytes + int64_t(kMaxHeaderBytes) + 16;
+  if (st.st_size > limit)
+    throw Error(fmt::format("{}: {} bytes, more than the {} its shape allows", path, st.st_size, limit));
+  std::string bytes(size_t(st.st_size) + 1, '\0');  // one byte more: a file that grows is seen
   size_t got = 0;
   for (;;) {
-    if (got == bytes.size()) bytes.resize(std::max<size_t>(4096, bytes.size() * 2));
+    if (got == bytes.size()) {
+      ::close(fd);
+      throw Error(fmt::format("{}: grew while it was read", path));
+    }
     const ssize_t r = ::read(fd, bytes.data() + got, bytes.size() - got);
     if (r < 0) {
       if (errno == EINTR) continue;

@@ -14,6 +14,7 @@
 #include <string_view>
 #include <vector>
 
+#include "kernels/limits.hpp"
 #include "kernels/types.hpp"
 
 namespace pav::adapters::npy {
@@ -45,7 +46,12 @@ void write(const std::string& path, const kernels::TensorView& view);
 // (bad magic, unknown version, malformed header, data size not matching the
 // shape); the descr is not interpreted beyond its item size.
 Array parse(std::string_view bytes);
-Array read(const std::string& path);
+// The largest header parse() accepts.
+inline constexpr uint64_t kMaxHeaderBytes = uint64_t(1) << 20;
+// Reads a regular file only: a symlink, a FIFO (opened without waiting for a
+// writer), a device or a folder is refused by name, and so is a file longer
+// than max_data_bytes plus the largest header, before anything is read.
+Array read(const std::string& path, int64_t max_data_bytes = kernels::kMaxCaseHostBytes);
 
 // Item size in bytes of a descr such as '<f4', '|u1', '<u2'; 0 when unknown.
 int item_size(std::string_view descr);

@@ -22,6 +22,10 @@
 
 #include "adapters/npy.hpp"
 #include "adapters/worker_protocol.hpp"
+#include "common/durable_file.hpp"
+#include "common/utf8_text.hpp"
+#include "input/json_input.hpp"
+#include "kernels/limits.hpp"
 
 extern char** environ;
 
@@ -33,7 +37,7 @@ using Clock = std::chrono::steady_clock;
 
 namespace {
 
-inline constexpr size_t kMaxLine = size_t(64) << 20;  // a reply line longer than this is garbage
+inline constexpr size_t kMaxLine = size_t(kernels::kMaxWorkerLineBytes);  // a reply line longer than this is garbage
 
 // A misbehaving worker, caught by the call that saw it.
 struct WorkerFault {
@@ -104,9 +108,9 @@ class WorkerKernel final : public KernelUnderTest {
       const json reply = exchange(protocol::check_request(id, r), id);
       if (!reply.at("ok").get<bool>()) return {Outcome::kernel_error, error_text(reply)};
       if (!reply.contains("accept") || !reply.at("accept").is_boolean())
-        throw WorkerFault{"worker protocol error: a check reply without a boolean 'accept': " + clip(reply.dump())};
+        throw WorkerFault{"worker protocol error: a check reply without a boolean 'accept': " + input::excerpt(reply, 200)};
       if (reply.at("accept").get<bool>()) return CallResult::success();
-      const std::string reason = reply.value("reason", std::string());
+      const std::string reason = string_member(reply, "reason");
       return {Outcome::rejected, reason.empty() ? "(no reason given)" : reason};
     });
   }
@@ -118,19 +122,19 @@ class WorkerKernel final : public KernelUnderTest {
     CallResult res = guarded([&]() -> CallResult {
       const int64_t id = ++next_id_;
       dir = fmt::format("{}/{}", root_, id);
-      std::error_code ec;
-      fs::create_directory(dir, ec);
-      if (ec) throw WorkerFault{"cannot make the call's folder " + dir + ": " + ec.message()};
+      make_call_folder(dir);
       for (const protocol::NamedTensor& t : protocol::inputs_of(r)) {
         try {
           npy::write(dir + "/" + t.name + ".npy", t.view);
         } catch (const npy::Error& e) {
-          throw WorkerFault{std::string("cannot write the call's inputs: ") + e.what()};
+          // pav's own write (a full --exchange-dir, an I/O error): no verdict
+          // about the kernel, the run cannot go on (exit 3).
+          throw IoError(std::string("--exchange-dir: cannot write a call's inputs: ") + e.what());
         }
       }
       const json reply = exchange(protocol::decode_request(id, dir, r), id);
       if (!reply.at("ok").get<bool>()) {
-        const std::string status = reply.value("status", std::string("error"));
+        const std::string status = reply.contains("status") ? string_member(reply, "status") : "error";
         const std::string text = error_text(reply);
         if (status == "reject") return {Outcome::rejected, text};
         if (status == "stale_plan") return {Outcome::stale_plan, text};
@@ -150,16 +154,54 @@ class WorkerKernel final : public KernelUnderTest {
  private:
   // Runs one exchange; a fault kills the worker (restarted on the next call)
   // and becomes the call's result, with what the worker wrote to stderr.
+  // pav's own failures (the call folder, its inputs, a pipe for a restart)
+  // are thrown as IoError: never a verdict about the kernel. Every message
+  // that carries the worker's text is valid UTF-8 of bounded length.
   template <class F>
   CallResult guarded(F f) {
     log_mark_ = log_size();
+    CallResult res;
     try {
-      if (pid_ < 0) start(/*first=*/false);
-      return f();
+      if (pid_ < 0) {
+        try {
+          start(/*first=*/false);
+        } catch (const KernelUnavailable& e) {
+          throw IoError(std::string("cannot restart the worker: ") + e.what());
+        }
+      }
+      res = f();
     } catch (const WorkerFault& w) {
       stop();
-      return {Outcome::fault, w.message + log_tail()};
+      res = {Outcome::fault, utf8_clean(w.message, size_t(kernels::kMaxKernelMessageBytes)) + log_tail()};
+    } catch (const IoError&) {
+      stop();
+      throw;
+    } catch (const json::exception& e) {  // a reply of the wrong shape somewhere
+      stop();
+      res = {Outcome::fault, std::string("worker protocol error: ") + e.what() + log_tail()};
     }
+    res.message = utf8_clean(res.message, size_t(kernels::kMaxKernelMessageBytes + kernels::kMaxWorkerStderrBytes + 64));
+    return res;
+  }
+
+  // The call's folder, new: whatever the worker left under that name is
+  // removed first (never followed), so no input lands in a FIFO or through a
+  // link it planted.
+  static void make_call_folder(const std::string& dir) {
+    std::error_code ec;
+    fs::remove_all(dir, ec);
+    if (::mkdir(dir.c_str(), 0700) != 0)
+      throw IoError(fmt::format("--exchange-dir: cannot make the call's folder {}: {}", dir, std::strerror(errno)));
+  }
+
+  // A string member of a reply ("" when absent); a member of another type is
+  // a protocol error.
+  static std::string string_member(const json& reply, const char* key) {
+    const auto it = reply.find(key);
+    if (it == reply.end()) return {};
+    if (!it->is_string())
+      throw WorkerFault{fmt::format("worker protocol error: '{}' is not a string: {}", key, input::excerpt(*it))};
+    return utf8_clean(it->get<std::string>(), size_t(kernels::kMaxKernelMessageBytes));
   }
 
   json exchange(const json& request, int64_t id) {
@@ -169,35 +211,42 @@ class WorkerKernel final : public KernelUnderTest {
     const std::string line = receive(deadline, id);
     json reply;
     try {
-      reply = json::parse(line);
-    } catch (const json::exception&) {
-      throw WorkerFault{"worker protocol error: a reply line that is not JSON: " + clip(line)};
+      reply = input::parse_json(line, "reply");
+    } catch (const input::InputError& e) {
+      throw WorkerFault{"worker protocol error: a reply line that is not JSON: " + clip(line) + " (" + e.what() + ")"};
     }
     if (!reply.is_object() || !reply.contains("ok") || !reply.at("ok").is_boolean())
       throw WorkerFault{"worker protocol error: a reply without a boolean 'ok': " + clip(line)};
     if (!reply.contains("id") || !reply.at("id").is_number_integer() || reply.at("id").get<int64_t>() != id)
       throw WorkerFault{fmt::format("worker protocol error: a reply to request {} carries id {}", id,
-                                    reply.contains("id") ? reply.at("id").dump() : std::string("(none)"))};
+                                    reply.contains("id") ? input::excerpt(reply.at("id")) : std::string("(none)"))};
     return reply;
   }
 
   static std::string error_text(const json& reply) {
     const auto it = reply.find("error");
-    if (it != reply.end() && it->is_string() && !it->get<std::string>().empty()) return it->get<std::string>();
+    if (it != reply.end() && it->is_string() && !it->get<std::string>().empty())
+      return utf8_clean(it->get<std::string>(), size_t(kernels::kMaxKernelMessageBytes));
     return "(no message)";
   }
 
+  // A line the worker wrote, quoted: valid UTF-8, at most 200 bytes, one line.
   static std::string clip(const std::string& s) {
-    std::string out = s.size() > 200 ? s.substr(0, 200) + "..." : s;
+    std::string out = utf8_clean(s, 200);
     for (char& c : out)
       if (c == '\n' || c == '\r') c = ' ';
     return "'" + out + "'";
   }
 
+  // An output file: a regular file in the call's folder (no symlink, FIFO or
+  // device; see npy::read) no longer than the view's shape calls for.
   void read_output(const std::string& path, const kernels::TensorView& view, const char* name) {
-    if (!fs::exists(path)) throw WorkerFault{fmt::format("worker output: {} missing after an ok reply", name)};
+    std::error_code ec;
+    if (!fs::exists(fs::symlink_status(path, ec)))
+      throw WorkerFault{fmt::format("worker output: {} missing after an ok reply", name)};
+    const int64_t bytes = std::max<int64_t>(view.numel(), 0) * std::max(kernels::dtype_size(view.dtype), 1);
     try {
-      npy::copy_into(npy::read(path), view, name);
+      npy::copy_into(npy::read(path, bytes), view, name);
     } catch (const npy::Error& e) {
       throw WorkerFault{std::string("worker output: ") + e.what()};
     }
@@ -261,20 +310,23 @@ class WorkerKernel final : public KernelUnderTest {
       const std::string line = receive(deadline, 0);
       json reply;
       try {
-        reply = json::parse(line);
-      } catch (const json::exception&) {
-        throw WorkerFault{"worker protocol error: the describe reply is not JSON: " + clip(line)};
+        reply = input::parse_json(line, "describe reply");
+      } catch (const input::InputError& e) {
+        throw WorkerFault{"worker protocol error: the describe reply is not JSON: " + clip(line) + " (" + e.what() +
+                          ")"};
       }
-      if (!reply.is_object() || reply.value("ok", false) != true || !reply.contains("kernel"))
+      if (!reply.is_object() || !reply.contains("ok") || reply.at("ok") != true || !reply.contains("kernel"))
         throw WorkerFault{"worker protocol error: the describe reply lacks ok: true and kernel: " + clip(line)};
       if (reply.contains("protocol") && reply.at("protocol") != protocol::kVersion)
-        throw WorkerFault{fmt::format("worker speaks protocol {}, pav speaks {}", reply.at("protocol").dump(),
+        throw WorkerFault{fmt::format("worker speaks protocol {}, pav speaks {}", input::excerpt(reply.at("protocol")),
                                       protocol::kVersion)};
       KernelDescription d;
       try {
         d = description_from_json(reply.at("kernel"));
       } catch (const KernelSpecError& e) {
         throw WorkerFault{e.what()};
+      } catch (const json::exception& e) {
+        throw WorkerFault{std::string("description: ") + e.what()};
       }
       if (d.memory != Memory::host) throw WorkerFault{"description: a worker's memory must be host"};
       if (first) description_ = std::move(d);
@@ -285,7 +337,9 @@ class WorkerKernel final : public KernelUnderTest {
       if (first) {
         const std::string tail = log_tail();
         stop();
-        throw KernelSpecError(fmt::format("--kernel {}: {}{}", spec_, w.message, tail));
+        throw KernelSpecError(utf8_clean(fmt::format("--kernel {}: {}", spec_, w.message),
+                                         size_t(kernels::kMaxKernelMessageBytes)) +
+                              tail);
       }
       throw WorkerFault{"worker restart failed: " + w.message};
     }
@@ -319,7 +373,8 @@ class WorkerKernel final : public KernelUnderTest {
         if (!line.empty() && line.back() == '\r') line.pop_back();
         return line;
       }
-      if (buffer_.size() > kMaxLine) throw WorkerFault{"worker protocol error: a reply line longer than 64 MiB"};
+      if (buffer_.size() > kMaxLine)
+        throw WorkerFault{fmt::format("worker protocol error: a reply line longer than {} bytes", kMaxLine)};
       char chunk[65536];
       const ssize_t r = ::read(from_worker_, chunk, sizeof chunk);
       if (r > 0) {
@@ -401,11 +456,18 @@ class WorkerKernel final : public KernelUnderTest {
     if (!f) return {};
     f.seekg(0, std::ios::end);
     const int64_t end = f.tellg();
-    const int64_t from = std::max(log_mark_, end - 2048);
+    const int64_t from = std::max(log_mark_, end - kernels::kMaxWorkerStderrBytes);
     if (end <= from) return {};
-    std::string text(size_t(end - from), '\0');
+    std::string raw(size_t(end - from), '\0');
     f.seekg(from);
-    f.read(text.data(), std::streamsize(text.size()));
+    f.read(raw.data(), std::streamsize(raw.size()));
+    raw.resize(size_t(std::max<std::streamsize>(f.gcount(), 0)));
+    // The excerpt may start inside a character: drop its continuation bytes
+    // (at most three), then make the rest valid UTF-8.
+    size_t skip = 0;
+    if (from > log_mark_)
+      while (skip < 3 && skip < raw.size() && (static_cast<unsigned char>(raw[skip]) & 0xc0) == 0x80) ++skip;
+    std::string text = utf8_clean(std::string_view(raw).substr(skip));
     while (!text.empty() && (text.back() == '\n' || text.back() == '\r')) text.pop_back();
     std::vector<std::string> lines;
     size_t start = 0;

@@ -7,6 +7,7 @@
 #include <stdexcept>
 
 #include "adapters/npy.hpp"
+#include "kernels/limits.hpp"
 
 namespace pav::adapters::protocol {
 
@@ -105,23 +106,58 @@ json check_request(int64_t id, const DecodeRequest& r) {
 
 namespace {
 
+// A list of at most kMaxRank integers, each within +-kMaxExtent.
+std::vector<int64_t> dims_of(const json& d, const char* key, const std::string& name) {
+  const json& v = d.at(key);
+  if (!v.is_array()) throw std::runtime_error(fmt::format("{}: {} is not a list", name, key));
+  if (v.size() > size_t(kernels::kMaxRank)) throw std::runtime_error(fmt::format("{}: {} of rank above 6", name, key));
+  std::vector<int64_t> out;
+  for (const json& x : v) {
+    if (!x.is_number_integer()) throw std::runtime_error(fmt::format("{}: {} holds a non-integer", name, key));
+    const int64_t n = x.get<int64_t>();
+    if (n < -kMaxExtent || n > kMaxExtent)
+      throw std::runtime_error(fmt::format("{}: {} entry {} outside -{}..{}", name, key, n, kMaxExtent, kMaxExtent));
+    out.push_back(n);
+  }
+  return out;
+}
+
 TensorView view_from(const json& d, const std::string& name) {
   if (!d.is_object()) throw std::runtime_error(name + ": descriptor is not an object");
   TensorView v;
-  const std::string dt = d.value("dtype", std::string());
+  const std::string dt = d.contains("dtype") && d.at("dtype").is_string() ? d.at("dtype").get<std::string>() : "";
   if (dt != "unknown" && !kernels::parse_dtype(dt, v.dtype))
     throw std::runtime_error(name + ": unknown dtype '" + dt + "'");
-  const auto shape = d.at("shape").get<std::vector<int64_t>>();
-  if (shape.size() > size_t(kernels::kMaxRank)) throw std::runtime_error(name + ": rank above 6");
+  const auto shape = dims_of(d, "shape", name);
   v.rank = int(shape.size());
   std::copy(shape.begin(), shape.end(), v.shape.begin());
   if (d.contains("strides")) {
-    const auto strides = d.at("strides").get<std::vector<int64_t>>();
+    const auto strides = dims_of(d, "strides", name);
     if (strides.size() != shape.size()) throw std::runtime_error(name + ": strides and shape differ in length");
     std::copy(strides.begin(), strides.end(), v.stride.begin());
   }
   return v;
 }
+
+}  // namespace
+
+std::string storage_problem(const TensorView& v, int element_bytes) {
+  int64_t span = 1;
+  for (int i = 0; i < v.rank; ++i) {
+    const int64_t n = v.shape[size_t(i)], st = v.stride[size_t(i)];
+    if (n < 0) return fmt::format("shape[{}] = {} < 0", i, n);
+    if (st < 0) return fmt::format("strides[{}] = {} < 0", i, st);
+    if (n == 0) return {};  // no element: nothing is laid out
+    if (st != 0 && n - 1 > (int64_t(1) << 56) / st)
+      return fmt::format("dim {}: extent {} at stride {} spans too far", i, n, st);
+    span += (n - 1) * st;  // each term <= 2^56: the sum of six cannot overflow
+  }
+  if (span > kernels::kMaxCaseHostBytes / std::max(element_bytes, 1))
+    return fmt::format("{} elements of {} bytes, more than {} bytes", span, element_bytes, kernels::kMaxCaseHostBytes);
+  return {};
+}
+
+namespace {
 
 void make_contiguous(TensorView& v) {
   int64_t s = 1;
@@ -137,6 +173,9 @@ OwnedTensor load_tensor(const json& d, const std::string& dir, const std::string
   OwnedTensor t;
   t.view = view_from(d, name);
   make_contiguous(t.view);
+  if (const std::string why = storage_problem(t.view, std::max(kernels::dtype_size(t.view.dtype), 1)); !why.empty())
+    throw std::runtime_error(name + ": " + why);
+  if (!d.contains("file") || !d.at("file").is_string()) throw std::runtime_error(name + ": no file name");
   npy::Array a = npy::read(dir + "/" + d.at("file").get<std::string>());
   const std::vector<int64_t> shape(t.view.shape.begin(), t.view.shape.begin() + t.view.rank);
   if (a.descr != npy::descr_of(t.view.dtype) || a.shape != shape || (a.fortran_order && t.view.rank > 1))
@@ -150,15 +189,17 @@ OwnedTensor describe_tensor(const json& d, const std::string& name) {
   OwnedTensor t;
   t.view = view_from(d, name);
   if (d.contains("values")) {
-    const auto values = d.at("values").get<std::vector<int64_t>>();
     const int es = kernels::dtype_size(t.view.dtype);
     if (es != 4 && es != 8) throw std::runtime_error(name + ": values given for a non-integer tensor");
-    // The values are row-major over the shape; lay them out at the given strides.
-    int64_t span = 1;
-    for (int i = 0; i < t.view.rank; ++i)
-      if (t.view.shape[size_t(i)] > 0) span += (t.view.shape[size_t(i)] - 1) * std::max<int64_t>(t.view.stride[size_t(i)], 0);
-    if (int64_t(values.size()) != std::max<int64_t>(t.view.numel(), 0))
+    // Values are laid out at the given strides: both are checked before any
+    // byte is written (a negative stride or extent would reach outside).
+    if (const std::string why = storage_problem(t.view, es); !why.empty()) throw std::runtime_error(name + ": " + why);
+    const json& vj = d.at("values");
+    if (!vj.is_array() || int64_t(vj.size()) != t.view.numel())
       throw std::runtime_error(name + ": values do not match the shape");
+    const auto values = vj.get<std::vector<int64_t>>();
+    // The values are row-major over the shape; lay them out at the given strides.
+    const int64_t span = std::max<int64_t>(t.view.span(), 1);
     t.bytes.assign(size_t(span) * size_t(es), 0);
     t.view.data = t.bytes.data();
     std::array<int64_t, kernels::kMaxRank> idx{};

@@ -34,6 +34,16 @@ nlohmann::json args_of(const DecodeRequest& r, bool for_decode);
 nlohmann::json decode_request(int64_t id, const std::string& dir, const DecodeRequest& r);
 nlohmann::json check_request(int64_t id, const DecodeRequest& r);
 
+// The largest extent or stride a descriptor may carry (a request past it is
+// malformed); extents and strides of a tensor that holds data must also be
+// non-negative.
+inline constexpr int64_t kMaxExtent = int64_t(1) << 40;
+
+// Why a tensor of these extents and strides cannot be laid out in memory
+// (a negative extent or stride, a span past kernels::kMaxCaseHostBytes); empty
+// when it can. Checked before any buffer is sized or written.
+std::string storage_problem(const kernels::TensorView& v, int element_bytes);
+
 // A tensor rebuilt from a descriptor on the worker side: the view's dtype,
 // shape and strides (contiguous when the file holds data), and its bytes.
 struct OwnedTensor {

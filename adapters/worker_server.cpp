@@ -7,8 +7,12 @@
 #include <cmath>
 #include <cstring>
 
+#include <fmt/core.h>
+
 #include "adapters/npy.hpp"
 #include "adapters/worker_protocol.hpp"
+#include "input/json_input.hpp"
+#include "kernels/limits.hpp"
 
 namespace pav::adapters {
 
@@ -18,18 +22,27 @@ using nlohmann::json;
 
 namespace {
 
-bool read_line(int fd, std::string& buffer, std::string& line) {
+enum class LineRead { line, too_long, end };
+
+// One request line; a line longer than kMaxWorkerLineBytes is skipped to its
+// newline without being held (too_long).
+LineRead read_line(int fd, std::string& buffer, std::string& line) {
+  bool skipping = false;
   for (;;) {
     const auto nl = buffer.find('\n');
     if (nl != std::string::npos) {
       line = buffer.substr(0, nl);
       buffer.erase(0, nl + 1);
-      return true;
+      return skipping ? LineRead::too_long : LineRead::line;
+    }
+    if (int64_t(buffer.size()) > kernels::kMaxWorkerLineBytes) {
+      skipping = true;
+      buffer.clear();
     }
     char chunk[65536];
     const ssize_t r = ::read(fd, chunk, sizeof chunk);
     if (r < 0 && errno == EINTR) continue;
-    if (r <= 0) return false;
+    if (r <= 0) return LineRead::end;
     buffer.append(chunk, size_t(r));
   }
 }
@@ -94,13 +107,20 @@ void build(Materialized& m, const json& req, bool with_files) {
     if (!kernels::parse_dtype(o.at("dtype").get<std::string>(), t)) throw std::runtime_error("outputs.out: unknown dtype");
     const auto shape = o.at("shape").get<std::vector<int64_t>>();
     if (shape.size() != 3) throw std::runtime_error("outputs.out: expected rank 3");
-    m.out.assign(size_t(shape[0] * shape[1] * shape[2] * kernels::dtype_size(t)), 0);
-    c.out = TensorView::contiguous_of(m.out.data(), t, {shape[0], shape[1], shape[2]});
+    const int es = std::max(kernels::dtype_size(t), 1);
+    c.out = TensorView::contiguous_of(nullptr, t, {shape[0], shape[1], shape[2]});
+    if (const std::string why = protocol::storage_problem(c.out, es); !why.empty())
+      throw std::runtime_error("outputs.out: " + why);
+    m.out.assign(size_t(std::max<int64_t>(c.out.numel(), 0) * es), 0);
+    c.out.data = m.out.data();
     if (outputs.contains("lse")) {
       const auto ls = outputs.at("lse").at("shape").get<std::vector<int64_t>>();
       if (ls.size() != 2) throw std::runtime_error("outputs.lse: expected rank 2");
-      m.lse.assign(size_t(ls[0] * ls[1] * 4), 0);
-      m.request.lse = TensorView::contiguous_of(m.lse.data(), DType::f32, {ls[0], ls[1]});
+      m.request.lse = TensorView::contiguous_of(nullptr, DType::f32, {ls[0], ls[1]});
+      if (const std::string why = protocol::storage_problem(m.request.lse, 4); !why.empty())
+        throw std::runtime_error("outputs.lse: " + why);
+      m.lse.assign(size_t(std::max<int64_t>(m.request.lse.numel(), 0) * 4), 0);
+      m.request.lse.data = m.lse.data();
     }
   } else if (tensors.contains("out")) {
     c.out = take(m, tensors, "out", false, dir);
@@ -126,11 +146,17 @@ std::string status_name(Outcome o) {
 
 int serve_worker(KernelUnderTest& kernel, int in_fd, int out_fd, const ServeHooks& hooks) {
   std::string buffer, line;
-  while (read_line(in_fd, buffer, line)) {
+  for (LineRead got; (got = read_line(in_fd, buffer, line)) != LineRead::end;) {
+    if (got == LineRead::too_long) {
+      write_line(out_fd, failure(json(), "error",
+                                 fmt::format("request line longer than {} bytes", kernels::kMaxWorkerLineBytes))
+                             .dump());
+      continue;
+    }
     json req;
     try {
-      req = json::parse(line);
-    } catch (const json::exception& e) {
+      req = input::parse_json(line, "request");
+    } catch (const input::InputError& e) {
       write_line(out_fd, failure(json(), "error", std::string("request is not JSON: ") + e.what()).dump());
       continue;
     }
@@ -175,7 +201,7 @@ int serve_worker(KernelUnderTest& kernel, int in_fd, int out_fd, const ServeHook
         write_line(out_fd, *replaced);
         continue;
       }
-    write_line(out_fd, reply.dump());
+    write_line(out_fd, reply.dump(-1, ' ', false, json::error_handler_t::replace));
   }
   return 0;
 }

@@ -27,6 +27,15 @@ inline constexpr int64_t kMaxKvHeads = 1024;
 inline constexpr int64_t kMaxContextLen = 2147483647;
 inline constexpr int64_t kMaxPlanTiles = (kMaxContextLen + 255) / 256;
 
+// Shape fields of a case file (properties/case_format.cpp). Every case pav
+// saves must replay, so a kernel's description is held to them too
+// (adapters::description_problem): pav refuses, when the kernel describes
+// itself, a G or a minimum q_len it could generate but never read back.
+inline constexpr int kMaxQLen = 16;
+inline constexpr int kMaxGroup = 128;
+inline constexpr int kMaxHeadDim = 4096;
+inline constexpr int kMaxBlockSize = 4096;
+
 // Host memory one case may need (q, out, both caches, scales, block tables and
 // the scratch of its path), checked before any of it is allocated. The largest
 // generated or saved case is a few tens of MiB.
@@ -34,6 +43,19 @@ inline constexpr int64_t kMaxCaseHostBytes = int64_t(1) << 30;
 // K and V caches of the largest cell of a drift sweep (the full sweep's largest
 // is under 5 GB; a GPU holds 141 GB). Checked when the sweep is read.
 inline constexpr int64_t kMaxDriftCellBytes = int64_t(64) << 30;
+
+// ---- text a kernel under test supplies ------------------------------------------------
+
+// A kernel's name and version (a description longer than this is refused).
+inline constexpr int64_t kMaxKernelNameBytes = 256;
+// A message or reason a kernel returns, a worker's reply line quoted in a
+// fault, an .npy header quoted in an error: cut (at a character boundary) to
+// this many bytes.
+inline constexpr int64_t kMaxKernelMessageBytes = 2048;
+// The excerpt of a worker's stderr quoted in a fault verdict.
+inline constexpr int64_t kMaxWorkerStderrBytes = 2048;
+// One reply line of a worker (or request line of pav kernel-worker).
+inline constexpr int64_t kMaxWorkerLineBytes = int64_t(64) << 20;
 
 // ---- input files --------------------------------------------------------------------
 

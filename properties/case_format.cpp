@@ -22,12 +22,9 @@ using input::Object;
 
 constexpr int32_t kI32Min = std::numeric_limits<int32_t>::min();
 constexpr int32_t kI32Max = std::numeric_limits<int32_t>::max();
-// Ranges of the shape fields. Memory is bounded separately, before any buffer
-// is sized (kMaxCaseHostBytes, checked by build_case).
-constexpr int kMaxQLen = 16;
-constexpr int kMaxGroup = 128;
-constexpr int kMaxHeadDim = 4096;
-constexpr int kMaxBlockSize = 4096;
+// Ranges of the shape fields: kMaxQLen, kMaxGroup, kMaxHeadDim, kMaxBlockSize
+// (kernels/limits.hpp). Memory is bounded separately, before any buffer is
+// sized (kMaxCaseHostBytes, checked by build_case).
 constexpr int64_t kMaxPadOrSpare = int64_t(1) << 20;
 constexpr int kMaxPartitionField = 1 << 20;  // partition_size, uniform_partitions: past the kernel's range on purpose
 constexpr double kMaxSoftmaxScale = 1e4;

@@ -18,6 +18,8 @@
 // the same counterexample with --jobs 1 or 8.
 #include <rapidcheck.h>
 
+#include "common/durable_file.hpp"
+
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
@@ -80,11 +82,16 @@ struct Shrunk {
   bool hit_limit = false; // stopped by ShrinkLimits, not at a local minimum
 };
 
-// Runs a check, turning any exception into a failure naming it.
+// Runs a check, turning any exception into a failure naming it, except
+// pav::IoError: pav's own I/O failing (writing a worker's inputs into a full
+// --exchange-dir) says nothing about the code under test, so it is thrown on
+// and the run ends with exit 3, no verdict and no case saved.
 template <class T>
 Verdict guarded(const std::function<Verdict(const T&)>& check, const T& v) {
   try {
     return check(v);
+  } catch (const pav::IoError&) {
+    throw;  // pav's own I/O failed (a full --exchange-dir): no verdict, exit 3
   } catch (const std::exception& e) {
     return Verdict::fail(std::string("exception: ") + e.what());
   } catch (...) {
@@ -225,6 +232,8 @@ Property make_property(PropertyParts<T> parts) {
         v.emplace(p->gen(rc::Random(seed), size).value());
       }
       return guarded(check, *v);
+    } catch (const pav::IoError&) {
+      throw;
     } catch (const std::exception& e) {
       return Verdict::fail(std::string("generator threw: ") + e.what());
     }

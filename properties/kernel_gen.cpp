@@ -5,6 +5,7 @@
 
 #include <algorithm>
 
+#include "kernels/limits.hpp"
 #include "properties/gate_gen.hpp"
 
 namespace pav::props {
@@ -225,7 +226,8 @@ std::vector<Clause> abi_clauses(Split split) {
 
 std::vector<std::string> outside_moves(const KernelDescription& d) {
   std::vector<std::string> v = {"head_dim", "block_size", "group", "negative_len"};
-  if (d.max_q_len < 32 || d.min_q_len > 1) v.push_back("q_len");
+  // One past max_q_len only where a case file holds it (a saved case must replay).
+  if (d.max_q_len < kernels::kMaxQLen || d.min_q_len > 1) v.push_back("q_len");
   if (d.max_num_seqs > 0 && d.max_num_seqs < 16) v.push_back("num_seqs");
   if (d.max_kv_heads > 0 && d.max_kv_heads < 8) v.push_back("kv_heads");
   if (d.max_context_len > 0 && d.max_context_len < 20000) v.push_back("context_len");
@@ -263,7 +265,7 @@ bool move_outside(CaseSpec& s, const std::string& f, const KernelDescription& d)
     return true;
   }
   if (f == "q_len") {
-    if (d.max_q_len < 32) s.q_len = int(d.max_q_len + 1);
+    if (d.max_q_len < kernels::kMaxQLen) s.q_len = int(d.max_q_len + 1);
     else if (d.min_q_len > 1) s.q_len = int(d.min_q_len - 1);
     else return false;
     return true;

@@ -48,6 +48,16 @@ bool args_ok(const pav_decode_args* a, char* err, size_t err_size) {
   return true;
 }
 
+// Shapes and strides are checked before the request is built from them: a
+// call that cannot be read safely is refused by check, an error for decode.
+bool args_readable(const pav_decode_args* a, char* err, size_t err_size) {
+  if (const std::string why = abi::args_problem(*a); !why.empty()) {
+    abi::set_message(err, err_size, "malformed call: " + why);
+    return false;
+  }
+  return true;
+}
+
 }  // namespace
 
 KernelUnderTest* kernel_of(void* instance) {
@@ -83,6 +93,7 @@ int describe(void* instance, pav_kernel_desc* desc, char* err, size_t err_size) 
 
 int check(void* instance, const pav_decode_args* args, char* reason, size_t reason_size) {
   if (!args_ok(args, reason, reason_size)) return PAV_ERROR;
+  if (!args_readable(args, reason, reason_size)) return PAV_REJECT;
   return guarded(reason, reason_size, [&] {
     kernels::PlanView plan;
     const DecodeRequest r = abi::request_from_abi(*args, &plan);
@@ -93,7 +104,7 @@ int check(void* instance, const pav_decode_args* args, char* reason, size_t reas
 }
 
 int decode(void* instance, const pav_decode_args* args, char* err, size_t err_size) {
-  if (!args_ok(args, err, err_size)) return PAV_ERROR;
+  if (!args_ok(args, err, err_size) || !args_readable(args, err, err_size)) return PAV_ERROR;
   return guarded(err, err_size, [&] {
     kernels::PlanView plan;
     const DecodeRequest r = abi::request_from_abi(*args, &plan);
