@@ -4,11 +4,12 @@
 #include <fmt/core.h>
 
 #include <algorithm>
-#include <fstream>
 #include <limits>
 #include <set>
 #include <stdexcept>
 
+#include "input/json_input.hpp"
+#include "kernels/limits.hpp"
 #include "kernels/planner.hpp"
 #include "properties/drift_run_data.hpp"
 
@@ -128,7 +129,7 @@ DriftSweep parse_drift_sweep(const json& j) {
     s.uniform_baseline = j["uniform_baseline"];
   }
   if (j.contains("workgroup_budget"))
-    s.workgroup_budget = get_num<int64_t>(j["workgroup_budget"], "workgroup_budget", 0, int64_t(1) << 30);
+    s.workgroup_budget = get_num<int64_t>(j["workgroup_budget"], "workgroup_budget", 0, kernels::kMaxWorkgroupBudget);
   if (j.contains("arch")) {
     if (!j["arch"].is_string() || !kernels::parse_arch(j["arch"].get<std::string>(), s.arch) ||
         kernels::arch_fp8(s.arch) == DType::none)
@@ -174,14 +175,12 @@ DriftSweep parse_drift_sweep(const json& j) {
 }
 
 DriftSweep load_drift_sweep(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) throw std::invalid_argument(path + ": cannot open");
-  json j;
-  try {
-    j = json::parse(in);
-  } catch (const json::parse_error& e) {
-    throw std::invalid_argument(path + ": not JSON: " + e.what());
-  }
+  // The shared bounded reader: a directory, a FIFO or another non-regular file
+  // is refused before it is opened (never read, never waited on), a file past
+  // the size limit before it is read, and 1e999, a duplicate key or nesting
+  // past kMaxJsonDepth while parsing; its InputError is an invalid_argument
+  // naming the file and field.
+  const json j = input::read_json_file(path);
   try {
     return parse_drift_sweep(j);
   } catch (const std::invalid_argument& e) {

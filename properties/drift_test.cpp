@@ -7,6 +7,7 @@
 
 #include <fmt/core.h>
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cmath>
@@ -91,6 +92,57 @@ TEST(DriftSweepFormat, BadFieldsAreNamed) {
   json no_ctx = minimal();
   no_ctx.erase("contexts");
   EXPECT_NE(parse_error(no_ctx).find("contexts: is required"), std::string::npos);
+}
+
+TEST(DriftSweepFormat, WorkgroupBudgetIsThePlannersRange) {
+  json j = minimal();
+  j["workgroup_budget"] = int64_t(1) << 20;  // the planner's limit itself
+  EXPECT_EQ(parse_drift_sweep(j).workgroup_budget, int64_t(1) << 20);
+  j["workgroup_budget"] = (int64_t(1) << 20) + 1;
+  EXPECT_NE(parse_error(j).find("workgroup_budget: 1048577 is outside 0..1048576"), std::string::npos) << parse_error(j);
+  j["workgroup_budget"] = 0;  // 0: twice cu
+  EXPECT_EQ(parse_drift_sweep(j).workgroup_budget, 0);
+  j["workgroup_budget"] = -1;
+  EXPECT_NE(parse_error(j).find("workgroup_budget: -1 is outside"), std::string::npos) << parse_error(j);
+}
+
+// The file reader: what is not a regular file is refused by name before it is
+// opened (a FIFO would block the open), and the parser's limits hold.
+TEST(DriftSweepFormat, FilesAreReadThroughTheBoundedReader) {
+  const std::string dir = ::testing::TempDir() + "pav-drift-reader-" + std::to_string(::getpid());
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  auto refusal = [](const std::string& path) -> std::string {
+    try {
+      load_drift_sweep(path);
+    } catch (const std::invalid_argument& e) {
+      return e.what();
+    }
+    return "(accepted)";
+  };
+  auto write = [&](const std::string& name, const std::string& text) {
+    std::ofstream(dir + "/" + name) << text;
+    return dir + "/" + name;
+  };
+  EXPECT_EQ(refusal(write("ok.json", minimal().dump())), "(accepted)");
+  EXPECT_NE(refusal(dir).find(dir + ": is a directory"), std::string::npos) << refusal(dir);
+  const std::string fifo = dir + "/fifo";
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  EXPECT_NE(refusal(fifo).find("fifo: not a regular file"), std::string::npos) << refusal(fifo);
+  EXPECT_NE(refusal(dir + "/none.json").find("none.json: no such file"), std::string::npos);
+  std::string text = minimal().dump();
+  text.insert(text.size() - 1, ", \"kv_scale\": 1e999");
+  const std::string overflow = refusal(write("overflow.json", text));
+  EXPECT_NE(overflow.find("overflow.json: kv_scale"), std::string::npos) << overflow;
+  text = minimal().dump();
+  text.insert(text.size() - 1, ", \"description\": " + std::string(100000, '[') + std::string(100000, ']'));
+  const std::string deep = refusal(write("deep.json", text));
+  EXPECT_NE(deep.find("nested deeper than 64"), std::string::npos) << deep.substr(0, 300);
+  // A field's error still names the file and the field.
+  json bad = minimal();
+  bad["cu"] = 0;
+  EXPECT_NE(refusal(write("cu.json", bad.dump())).find("cu.json: cu: 0 is outside 1..4096"), std::string::npos);
+  std::filesystem::remove_all(dir);
 }
 
 TEST(DriftSweepFormat, FixturesParseAndTheQuickOneIsTheBuiltIn) {

@@ -4,7 +4,10 @@
 #include <fmt/core.h>
 
 #include <algorithm>
+#include <cmath>
 #include <set>
+
+#include "input/json_input.hpp"
 
 namespace pav::props::fuzz {
 
@@ -22,41 +25,180 @@ bool non_negative_integer(const json& v) {
   return v.is_number_unsigned() || (v.is_number_integer() && v.get<int64_t>() >= 0);
 }
 
+// "got VALUE", the value cut short and escaped, so a message stays one line.
+std::string got(const json& v) { return "got " + input::excerpt(v); }
+
 uint64_t unsigned_field(const json& j, const std::string& key, const std::string& where) {
   const json& v = field(j, key, where);
-  if (!non_negative_integer(v)) throw ReportError(where + "." + key + ": expected a non-negative integer");
+  if (!non_negative_integer(v)) throw ReportError(where + "." + key + ": expected a non-negative integer, " + got(v));
   return v.get<uint64_t>();
+}
+
+// A count a run can reach: 0..kMaxReportCases.
+int64_t count_field(const json& j, const std::string& key, const std::string& where) {
+  const json& v = field(j, key, where);
+  if (!non_negative_integer(v) || v.get<uint64_t>() > uint64_t(kMaxReportCases))
+    throw ReportError(fmt::format("{}.{}: expected a case count 0..{}, {}", where, key, kMaxReportCases, got(v)));
+  return v.get<int64_t>();
 }
 
 std::string string_field(const json& j, const std::string& key, const std::string& where) {
   const json& v = field(j, key, where);
-  if (!v.is_string()) throw ReportError(where + "." + key + ": expected a string");
+  if (!v.is_string()) throw ReportError(where + "." + key + ": expected a string, " + got(v));
   return v.get<std::string>();
 }
+
+bool bool_field(const json& j, const std::string& key, const std::string& where) {
+  const json& v = field(j, key, where);
+  if (!v.is_boolean()) throw ReportError(where + "." + key + ": expected true or false, " + got(v));
+  return v.get<bool>();
+}
+
+// Seconds: a finite number >= 0.
+double seconds_field(const json& j, const std::string& key, const std::string& where) {
+  const json& v = field(j, key, where);
+  if (!v.is_number() || !std::isfinite(v.get<double>()) || v.get<double>() < 0)
+    throw ReportError(where + "." + key + ": expected a finite number of seconds >= 0, " + got(v));
+  return v.get<double>();
+}
+
+// A string or null (null: "").
+json string_or_null(const json& j, const std::string& key, const std::string& where) {
+  const json& v = field(j, key, where);
+  if (!v.is_string() && !v.is_null()) throw ReportError(where + "." + key + ": expected a string or null, " + got(v));
+  return v;
+}
+
+// One property's run as the report records it, checked against itself.
+struct RunInfo {
+  std::string property;
+  int64_t cases = 0;
+  double seconds = 0, cpu_seconds = 0;
+  bool interrupted = false;
+  bool failed = false;
+  // The failure, when failed: its fields checked.
+  uint64_t seed = 0;
+  std::string message, shrunk_case;
+  json case_id, saved;
+  bool reproduced = true;
+};
 
 // The fields of a report that the merge and --resume read, checked.
 struct ShardReport {
   std::string path;
-  std::string version, commit, backend;
+  std::string version, commit, backend, host, device;
   json kernel;
   uint64_t base_seed = 0;
   int index = 0, count = 1;
   std::vector<std::string> properties;
   std::map<std::string, StreamPoint> resumed, resume;
   int exit_code = 0;
-  const json* report = nullptr;
+  bool interrupted = false;
+  double wall_seconds = 0, cpu_seconds = 0;
+  std::vector<RunInfo> runs;
+  // Why this report is not a pass ("" when it passed): a failure, or a stop
+  // before its budget was spent.
+  std::string not_passed;
 
   std::string shard() const { return fmt::format("{}/{}", index, count); }
   std::string name() const { return fmt::format("shard {} ({})", shard(), path); }
+  const RunInfo* run_of(const std::string& property) const {
+    for (const RunInfo& r : runs)
+      if (r.property == property) return &r;
+    return nullptr;
+  }
 };
 
 std::map<std::string, StreamPoint> points(const json& report, const std::string& key,
                                           const std::vector<std::string>& properties, const std::string& path) {
   const json& m = field(report, key, path);
-  if (!m.is_object()) throw ReportError(path + "." + key + ": expected an object keyed by property");
+  if (!m.is_object()) throw ReportError(path + "." + key + ": expected an object keyed by property, " + got(m));
   std::map<std::string, StreamPoint> out;
   for (const std::string& p : properties) out[p] = stream_point_from_json(field(m, p, path + "." + key), path + "." + key + "." + p);
   return out;
+}
+
+// The number of case indices a point says ran: every one below next_case and
+// those listed beyond it.
+__int128 done_count(const StreamPoint& p) { return __int128(p.next_case) + __int128(p.done_beyond.size()); }
+
+// Every case `from` counts as run is still run at `to`.
+bool covers(const StreamPoint& to, const StreamPoint& from) {
+  if (to.next_case < from.next_case) return false;
+  for (uint64_t k : from.done_beyond)
+    if (k >= to.next_case && !std::binary_search(to.done_beyond.begin(), to.done_beyond.end(), k)) return false;
+  return true;
+}
+
+std::string point_text(const StreamPoint& p) {
+  return fmt::format("next_case {}{}", p.next_case,
+                     p.done_beyond.empty() ? std::string() : fmt::format(" and {} beyond", p.done_beyond.size()));
+}
+
+RunInfo read_run(const json& r, const std::string& where, const std::string& want_property, int jobs,
+                 const StreamPoint& resumed, const StreamPoint& resume) {
+  if (!r.is_object()) throw ReportError(where + ": expected an object, " + got(r));
+  RunInfo run;
+  run.property = string_field(r, "property", where);
+  if (run.property != want_property)
+    throw ReportError(fmt::format("{}.property: expected '{}' (runs follow the properties list in order), got {}",
+                                  where, want_property, input::excerpt(run.property)));
+  run.cases = count_field(r, "cases", where);
+  run.seconds = seconds_field(r, "seconds", where);
+  run.cpu_seconds = seconds_field(r, "cpu_seconds", where);
+  run.interrupted = bool_field(r, "interrupted", where);
+  const bool passed = bool_field(r, "passed", where);
+  // Per job, then the total.
+  const json& per_job = field(r, "cases_per_job", where);
+  if (!per_job.is_array() || per_job.size() != size_t(jobs))
+    throw ReportError(fmt::format("{}.cases_per_job: expected a list of {} case count(s), one per job, {}", where, jobs,
+                                  got(per_job)));
+  int64_t sum = 0;
+  for (size_t i = 0; i < per_job.size(); ++i) {
+    const json& c = per_job[i];
+    if (!non_negative_integer(c) || c.get<uint64_t>() > uint64_t(kMaxReportCases))
+      throw ReportError(fmt::format("{}.cases_per_job[{}]: expected a case count 0..{}, {}", where, i, kMaxReportCases,
+                                    got(c)));
+    sum += c.get<int64_t>();
+  }
+  if (sum != run.cases)
+    throw ReportError(fmt::format("{}.cases: {} is not the sum of cases_per_job ({})", where, run.cases, sum));
+  // The seed stream: it starts where `resumed` says and stops where `resume`
+  // says, and the cases between are the ones counted.
+  const json& seeds = field(r, "seeds", where);
+  const StreamPoint from = stream_point_from_json(field(seeds, "from", where + ".seeds"), where + ".seeds.from");
+  const StreamPoint to = stream_point_from_json(field(seeds, "to", where + ".seeds"), where + ".seeds.to");
+  if (from != resumed)
+    throw ReportError(fmt::format("{}.seeds.from: {} is not where the report's resumed.{} starts ({})", where,
+                                  point_text(from), want_property, point_text(resumed)));
+  if (to != resume)
+    throw ReportError(fmt::format("{}.seeds.to: {} is not where the report's resume.{} stops ({})", where,
+                                  point_text(to), want_property, point_text(resume)));
+  if (!covers(to, from) || done_count(to) - done_count(from) != __int128(run.cases))
+    throw ReportError(fmt::format("{}.cases: {} case(s) do not take the seed stream from {} to {}", where, run.cases,
+                                  point_text(from), point_text(to)));
+  if (r.contains("failure") && !r.at("failure").is_null()) {
+    const json& f = r.at("failure");
+    const std::string fw = where + ".failure";
+    if (!f.is_object()) throw ReportError(fw + ": expected an object, " + got(f));
+    run.failed = true;
+    run.seed = unsigned_field(f, "seed", fw);
+    run.message = string_field(f, "message", fw);
+    run.shrunk_case = string_field(f, "shrunk_case", fw);
+    run.reproduced = bool_field(f, "reproduced", fw);
+    run.case_id = string_or_null(f, "case_id", fw);
+    if (run.reproduced != run.case_id.is_string())
+      throw ReportError(fw + ".case_id: expected the shrunk case's id when reproduced is true and null when false");
+    run.saved = string_or_null(f, "saved", fw);
+    string_or_null(f, "save_error", fw);
+    if (run.cases < 1) throw ReportError(where + ".cases: 0 cases cannot have found a failure");
+  }
+  if (passed == run.failed)
+    throw ReportError(fmt::format("{}.passed: {} contradicts {}", where, passed ? "true" : "false",
+                                  run.failed ? "its failure" : "a run without a failure"));
+  if (run.interrupted && run.failed)
+    throw ReportError(where + ".interrupted: true contradicts its failure (a run that found one ended by it)");
+  return run;
 }
 
 ShardReport read_shard(const json& r, const std::string& path) {
@@ -65,11 +207,14 @@ ShardReport read_shard(const json& r, const std::string& path) {
                       "\", as pav fuzz --report writes)");
   ShardReport s;
   s.path = path;
-  s.report = &r;
   s.version = string_field(r, "pav_version", path);
   s.commit = string_field(r, "source_commit", path);
   s.backend = string_field(r, "backend", path);
+  s.host = string_field(r, "host", path);
+  s.device = string_field(r, "device", path);
   s.kernel = field(r, "kernel", path);
+  if (!s.kernel.is_null() && !s.kernel.is_object())
+    throw ReportError(path + ".kernel: expected the kernel's identity (an object) or null, " + got(s.kernel));
   s.base_seed = unsigned_field(r, "base_seed", path);
   const uint64_t index = unsigned_field(r, "shard_index", path), count = unsigned_field(r, "shard_count", path);
   if (count < 1 || count > (1u << 20) || index >= count)
@@ -80,15 +225,97 @@ ShardReport read_shard(const json& r, const std::string& path) {
   const json& props = field(r, "properties", path);
   if (!props.is_array() || props.empty()) throw ReportError(path + ".properties: expected a list of property names");
   for (const json& p : props) {
-    if (!p.is_string()) throw ReportError(path + ".properties: expected a list of property names");
+    if (!p.is_string()) throw ReportError(path + ".properties: expected a list of property names, " + got(p));
+    if (std::find(s.properties.begin(), s.properties.end(), p.get<std::string>()) != s.properties.end())
+      throw ReportError(path + ".properties: " + input::excerpt(p) + " is listed twice");
     s.properties.push_back(p.get<std::string>());
   }
   s.resumed = points(r, "resumed", s.properties, path);
   s.resume = points(r, "resume", s.properties, path);
+  const uint64_t jobs = unsigned_field(r, "jobs", path);
+  if (jobs < 1 || jobs > 1024) throw ReportError(path + ".jobs: expected 1..1024, got " + std::to_string(jobs));
+  // The budget: cases per property and/or minutes.
+  const json& budget = field(r, "budget", path);
+  const json& budget_cases = field(budget, "cases_per_property", path + ".budget");
+  const json& budget_minutes = field(budget, "minutes", path + ".budget");
+  if (!budget_cases.is_null() && (!non_negative_integer(budget_cases) || budget_cases.get<uint64_t>() < 1 ||
+                                  budget_cases.get<uint64_t>() > uint64_t(kMaxReportCases)))
+    throw ReportError(fmt::format("{}.budget.cases_per_property: expected null or 1..{}, {}", path, kMaxReportCases,
+                                  got(budget_cases)));
+  if (!budget_minutes.is_null() &&
+      (!budget_minutes.is_number() || !std::isfinite(budget_minutes.get<double>()) || !(budget_minutes.get<double>() > 0)))
+    throw ReportError(path + ".budget.minutes: expected null or a finite number above 0, " + got(budget_minutes));
+  if (budget_cases.is_null() && budget_minutes.is_null())
+    throw ReportError(path + ".budget: neither cases_per_property nor minutes is given (every run has a budget)");
+  s.wall_seconds = seconds_field(r, "wall_seconds", path);
+  s.cpu_seconds = seconds_field(r, "cpu_seconds", path);
   const json& rc = field(r, "exit_code", path);
-  if (!rc.is_number_integer()) throw ReportError(path + ".exit_code: expected an integer");
+  if (!rc.is_number_integer()) throw ReportError(path + ".exit_code: expected an integer, " + got(rc));
+  if (rc != 0 && rc != 1 && rc != 3)
+    throw ReportError(path + ".exit_code: " + input::excerpt(rc) +
+                      " is not an exit code pav fuzz records (0 pass, 1 a failure found, 3 stopped early)");
   s.exit_code = rc.get<int>();
-  if (!field(r, "runs", path).is_array()) throw ReportError(path + ".runs: expected a list");
+  const bool passed = bool_field(r, "passed", path);
+  s.interrupted = bool_field(r, "interrupted", path);
+  const json& runs = field(r, "runs", path);
+  if (!runs.is_array()) throw ReportError(path + ".runs: expected a list, " + got(runs));
+  if (runs.size() > s.properties.size())
+    throw ReportError(fmt::format("{}.runs: {} runs for {} properties (one run per property at most)", path,
+                                  runs.size(), s.properties.size()));
+  for (size_t i = 0; i < runs.size(); ++i) {
+    const std::string& p = s.properties[i];
+    s.runs.push_back(read_run(runs[i], fmt::format("{}.runs[{}]", path, i), p, int(jobs), s.resumed.at(p), s.resume.at(p)));
+    const RunInfo& run = s.runs.back();
+    if (run.interrupted && !s.interrupted)
+      throw ReportError(fmt::format("{}.interrupted: false, but runs[{}] ({}) was interrupted", path, i, p));
+    // Without a case budget's end the run stopped early: only a failure, a
+    // stop or the time budget ends it.
+    if (budget_minutes.is_null() && !run.failed && !run.interrupted &&
+        run.cases != budget_cases.get<int64_t>())
+      throw ReportError(fmt::format("{}.runs[{}].cases: {} case(s) of a budget of {} per property, with no failure "
+                                    "and no stop",
+                                    path, i, run.cases, budget_cases.get<int64_t>()));
+    if (!budget_cases.is_null() && run.cases > budget_cases.get<int64_t>())
+      throw ReportError(fmt::format("{}.runs[{}].cases: {} case(s), more than the budget of {} per property", path, i,
+                                    run.cases, budget_cases.get<int64_t>()));
+  }
+  // A property not reached stays where it was.
+  for (size_t i = runs.size(); i < s.properties.size(); ++i) {
+    const std::string& p = s.properties[i];
+    if (s.resume.at(p) != s.resumed.at(p))
+      throw ReportError(fmt::format("{}.resume.{}: the property has no run, yet its seed stream moved from {} to {}",
+                                    path, p, point_text(s.resumed.at(p)), point_text(s.resume.at(p))));
+  }
+  // The verdict, as pav fuzz derives it: a failure, else a stop, else a pass.
+  const RunInfo* failed = nullptr;
+  for (const RunInfo& run : s.runs)
+    if (run.failed && !failed) failed = &run;
+  const int want = failed ? 1 : s.interrupted ? 3 : 0;
+  if (s.exit_code != want)
+    throw ReportError(fmt::format("{}.exit_code: {} contradicts the report, which {}", path, s.exit_code,
+                                  failed           ? "records a failure of " + failed->property + " (exit 1)"
+                                  : s.interrupted ? "says it was interrupted (exit 3)"
+                                                  : "records neither a failure nor a stop (exit 0)"));
+  if (passed != (s.exit_code == 0))
+    throw ReportError(fmt::format("{}.passed: {} contradicts exit_code {}", path, passed ? "true" : "false", s.exit_code));
+  if (s.exit_code == 0 && s.runs.size() < s.properties.size())
+    throw ReportError(fmt::format("{}.runs: no run of property '{}', yet the report neither stopped early nor failed",
+                                  path, s.properties[s.runs.size()]));
+  if (failed) {
+    s.not_passed = fmt::format("found a failure: {} seed {}{}", input::excerpt(failed->property), failed->seed,
+                               failed->case_id.is_string() ? " (" + input::excerpt(failed->case_id.get<std::string>()) + ")" : "");
+  } else if (s.interrupted) {
+    int64_t ran = 0;
+    for (const RunInfo& run : s.runs) ran += run.cases;
+    std::string where;
+    for (size_t i = 0; i < s.properties.size() && where.empty(); ++i)
+      if (i >= s.runs.size()) where = "; " + input::excerpt(s.properties[i]) + " not reached";
+      else if (s.runs[i].interrupted)
+        where = "; " + input::excerpt(s.properties[i]) + " stopped after " + std::to_string(s.runs[i].cases) + " case(s)";
+    const json& sig = r.contains("signal") && r.at("signal").is_string() ? r.at("signal") : json("a signal");
+    s.not_passed = fmt::format("did not complete: stopped by {} before its budget was spent, after {} case(s){}",
+                               input::excerpt(sig.get<std::string>()), ran, where);
+  }
   return s;
 }
 
@@ -114,7 +341,7 @@ void check_belongs(const ShardReport& s, const ShardReport& ref) {
   if (s.count != ref.count) refuse("it is one of", std::to_string(s.count) + " shards", std::to_string(ref.count));
   if (s.version != ref.version || s.commit != ref.commit)
     refuse("pav", s.version + " (commit " + s.commit + ")", ref.version + " (commit " + ref.commit + ")");
-  if (s.kernel != ref.kernel) refuse("kernel", s.kernel.dump(), ref.kernel.dump());
+  if (s.kernel != ref.kernel) refuse("kernel", input::excerpt(s.kernel), input::excerpt(ref.kernel));
   if (s.backend != ref.backend) refuse("backend", s.backend, ref.backend);
   if (s.base_seed != ref.base_seed)
     refuse("base seed", std::to_string(s.base_seed), std::to_string(ref.base_seed) + " (seeds would overlap or leave gaps)");
@@ -161,16 +388,6 @@ std::vector<const ShardReport*> chain(std::vector<const ShardReport*> segments) 
     segments.erase(next);
   }
   return out;
-}
-
-const json* run_of(const json& report, const std::string& property) {
-  for (const json& r : report.at("runs"))
-    if (r.is_object() && r.value("property", std::string()) == property) return &r;
-  return nullptr;
-}
-
-double number_or_zero(const json& j, const std::string& key) {
-  return j.is_object() && j.contains(key) && j.at(key).is_number() ? j.at(key).get<double>() : 0.0;
 }
 
 }  // namespace
@@ -247,7 +464,6 @@ FleetResult merge_reports(const std::vector<ReportFile>& files) {
     uint64_t seed;
   };
   std::vector<Seen> failures;
-  bool any_failure = false, any_cannot_run = false;
   double fleet_wall = 0, fleet_cpu = 0;
   m["properties"] = ojson::array();
   for (const std::string& p : ref.properties) {
@@ -258,19 +474,17 @@ FleetResult merge_reports(const std::vector<ReportFile>& files) {
       int64_t shard_cases = 0;
       double shard_seconds = 0;
       for (const ShardReport* s : segs) {
-        const json* run = run_of(*s->report, p);
+        const RunInfo* run = s->run_of(p);
         if (!run) continue;
-        shard_cases += run->value("cases", int64_t(0));
-        shard_seconds += number_or_zero(*run, "seconds");
-        cpu += number_or_zero(*run, "cpu_seconds");
-        if (run->contains("failure") && run->at("failure").is_object()) {
-          const json& f = run->at("failure");
+        shard_cases += run->cases;
+        shard_seconds += run->seconds;
+        cpu += run->cpu_seconds;
+        if (run->failed) {
           ++failed;
-          const uint64_t seed = f.value("seed", uint64_t(0));
-          const std::string id = f.contains("case_id") && f.at("case_id").is_string()
-                                     ? f.at("case_id").get<std::string>()
-                                     : fmt::format("{}-unreproduced-seed{}", p, seed);
-          ojson who{{"shard", s->shard()}, {"report", s->path}, {"seed", seed}, {"saved", f.value("saved", json())}};
+          const uint64_t seed = run->seed;
+          const std::string id = run->case_id.is_string() ? run->case_id.get<std::string>()
+                                                          : fmt::format("{}-unreproduced-seed{}", p, seed);
+          ojson who{{"shard", s->shard()}, {"report", s->path}, {"seed", seed}, {"saved", run->saved}};
           auto it = std::find_if(failures.begin(), failures.end(),
                                  [&](const Seen& x) { return x.failure["case_id"] == id; });
           if (it == failures.end()) {
@@ -278,10 +492,10 @@ FleetResult merge_reports(const std::vector<ReportFile>& files) {
                         {"case_id", id},
                         {"seed", seed},
                         {"shard", s->shard()},
-                        {"message", f.value("message", std::string())},
-                        {"shrunk_case", f.value("shrunk_case", std::string())},
-                        {"reproduced", f.value("reproduced", true)},
-                        {"saved", f.value("saved", json())},
+                        {"message", run->message},
+                        {"shrunk_case", run->shrunk_case},
+                        {"reproduced", run->reproduced},
+                        {"saved", run->saved},
                         {"report", s->path}};
             failures.push_back({first, ojson::array({who}), seed});
           } else {
@@ -290,7 +504,7 @@ FleetResult merge_reports(const std::vector<ReportFile>& files) {
               it->seed = seed;
               it->failure["seed"] = seed;
               it->failure["shard"] = s->shard();
-              it->failure["saved"] = f.value("saved", json());
+              it->failure["saved"] = run->saved;
               it->failure["report"] = s->path;
             }
           }
@@ -300,8 +514,10 @@ FleetResult merge_reports(const std::vector<ReportFile>& files) {
       if (shard_seconds > 0) rate += double(shard_cases) / shard_seconds;
       const ShardReport* last = segs.back();
       // Seeds base + k*N + I for k < next_case all ran on shard I: in the
-      // unsharded numbering, every index below next_case*N + I did, over all shards.
-      prefix = std::min(prefix, last->resume.at(p).next_case * uint64_t(ref.count) + uint64_t(last->index));
+      // unsharded numbering, every index below next_case*N + I did, over all
+      // shards (held at the largest integer the report can carry).
+      const unsigned __int128 k = (unsigned __int128)last->resume.at(p).next_case * uint64_t(ref.count) + uint64_t(last->index);
+      prefix = std::min<uint64_t>(prefix, k > UINT64_MAX ? UINT64_MAX : uint64_t(k));
     }
     fleet_cpu += cpu;
     m["properties"].push_back({{"property", p},
@@ -312,36 +528,43 @@ FleetResult merge_reports(const std::vector<ReportFile>& files) {
                                {"seed_prefix", prefix},
                                {"failures", failed}});
   }
+  // Every shard's verdict: a failure in any segment fails it; it completed when
+  // the last segment of its chain spent its budget (an earlier segment stopped
+  // by a signal is continued by the next one, which starts where it stopped).
   m["reports"] = ojson::array();
+  m["not_passed"] = ojson::array();
   for (const auto& segs : chains) {
     double shard_wall = 0;
     int segment = 0;
     for (const ShardReport* s : segs) {
-      const double wall = number_or_zero(*s->report, "wall_seconds");
-      shard_wall += wall;
-      if (s->exit_code == 1) any_failure = true;
-      if (s->exit_code == 3) any_cannot_run = true;
+      shard_wall += s->wall_seconds;
+      const bool last = s == segs.back();
+      const std::string verdict = s->exit_code == 1 ? "fail" : s->exit_code == 3 ? (last ? "incomplete" : "continued") : "pass";
+      if (s->exit_code == 1 || (s->exit_code == 3 && last))
+        out.not_passed.push_back(fmt::format("{}{}: {}", s->name(), segs.size() > 1 ? fmt::format(", segment {}", segment) : "",
+                                             s->not_passed));
       m["reports"].push_back({{"shard", s->shard()},
                               {"segment", segment++},
                               {"report", s->path},
-                              {"host", s->report->value("host", std::string())},
-                              {"device", s->report->value("device", std::string())},
-                              {"wall_seconds", wall},
-                              {"cpu_seconds", number_or_zero(*s->report, "cpu_seconds")},
-                              {"exit_code", s->exit_code}});
+                              {"host", s->host},
+                              {"device", s->device},
+                              {"wall_seconds", s->wall_seconds},
+                              {"cpu_seconds", s->cpu_seconds},
+                              {"exit_code", s->exit_code},
+                              {"verdict", verdict}});
     }
     fleet_wall = std::max(fleet_wall, shard_wall);
   }
+  for (const std::string& why : out.not_passed) m["not_passed"].push_back(why);
   std::sort(failures.begin(), failures.end(), [](const Seen& a, const Seen& b) { return a.seed < b.seed; });
   m["failures"] = ojson::array();
   for (Seen& f : failures) {
     f.failure["found_by"] = f.found_by;
     m["failures"].push_back(f.failure);
   }
-  any_failure = any_failure || !failures.empty();
   m["wall_seconds"] = fleet_wall;
   m["cpu_seconds"] = fleet_cpu;
-  out.exit_code = any_failure ? 1 : any_cannot_run ? 3 : 0;
+  out.exit_code = out.not_passed.empty() && failures.empty() ? 0 : 1;
   m["passed"] = out.exit_code == 0;
   m["exit_code"] = out.exit_code;
   return out;

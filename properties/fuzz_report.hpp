@@ -12,6 +12,17 @@
 // pav build, one kernel, one base seed, one property list, shards 0..N-1 each
 // present, each shard's segments one unbroken chain from case 0. Anything else
 // is refused with a ReportError naming the shard and the file at fault.
+//
+// Every report is also checked against itself before it is believed: each
+// field of its type and range (no negative count, no non-finite time), each
+// run's cases the sum of its per-job counts and exactly the cases between the
+// stream points it started and stopped at, the runs in property order, a
+// property without a run left where it was, and exit_code, passed and
+// interrupted the verdict pav fuzz derives from the runs (1 a failure, else 3
+// a stop, else 0; no other code). A report that contradicts itself is a
+// ReportError (bad input) naming the file and the field; a consistent report
+// of a failure or of a run stopped early makes the merge fail (exit 1), named
+// in FleetResult::not_passed.
 #include <cstdint>
 #include <map>
 #include <stdexcept>
@@ -26,6 +37,9 @@ namespace pav::props::fuzz {
 
 inline constexpr const char* kFuzzReportFormat = "pav-fuzz-report/1";
 inline constexpr const char* kFleetReportFormat = "pav-fleet-report/1";
+// The most cases one report may count per property and run (pav fuzz --cases's
+// limit; a time budget reaches far fewer).
+inline constexpr int64_t kMaxReportCases = int64_t(1) << 40;
 
 // A report that cannot be used as asked (malformed, or not of the same
 // campaign): bad input. what() names the file, and the shard when known.
@@ -57,10 +71,16 @@ struct ReportFile {
 
 struct FleetResult {
   nlohmann::ordered_json merged;  // kFleetReportFormat
-  int exit_code = 0;              // 1 a failure found; 3 a shard stopped early or lost a case; else 0
+  int exit_code = 0;              // 0 every shard passed and completed; 1 otherwise
+  // Per shard report that keeps the campaign from passing: "shard I/N (FILE):
+  // found a failure: ..." or "...: did not complete: stopped by SIGTERM ...".
+  std::vector<std::string> not_passed;
 };
 
-// Merges shard reports (see above). Per property: cases and CPU time summed,
+// Merges shard reports (see above). The campaign passes only when no segment
+// found a failure and the last segment of every shard's chain completed its
+// budget (an earlier segment stopped early is continued by the next). Per
+// property: cases and CPU time summed,
 // cases/s summed over shards (they run side by side), and the seed prefix: the
 // number of seeds from the base seed on that all ran, as an unsharded run of
 // that many cases would have. Failures are deduplicated by their shrunk case

@@ -94,18 +94,27 @@ TEST(StreamPoint, ResumedRunsRunEachSeedOnce) {
 
 // ---- merge ---------------------------------------------------------------------
 
-json run_json(const std::string& property, int64_t cases, double seconds, json failure = nullptr) {
-  json r{{"property", property}, {"cases", cases}, {"seconds", seconds}, {"cpu_seconds", seconds}};
-  if (!failure.is_null()) r["failure"] = failure;
-  return r;
+// One run of `property` from case `from` to case `to` (one job).
+json run_json(const std::string& property, uint64_t from, uint64_t to, double seconds = 1.0) {
+  const int64_t cases = int64_t(to - from);
+  return {{"property", property},
+          {"cases", cases},
+          {"seconds", seconds},
+          {"cpu_seconds", seconds},
+          {"cases_per_job", {cases}},
+          {"interrupted", false},
+          {"passed", true},
+          {"seeds", {{"from", stream_point_json(point(from))}, {"to", stream_point_json(point(to))}}}};
 }
 
 json failure_json(const std::string& id, uint64_t seed) {
-  return {{"seed", seed}, {"case_id", id}, {"message", "m"}, {"shrunk_case", "d"}, {"saved", "ce/" + id + ".json"}};
+  return {{"seed", seed},         {"case_id", id},         {"message", "m"},       {"shrunk_case", "d"},
+          {"reproduced", true},   {"saved", "ce/" + id + ".json"}, {"save_error", nullptr}};
 }
 
-// A report of one property "p" from case `from` to case `to`.
-json report(int index, int count, uint64_t from, uint64_t to, int64_t cases, double seconds = 1.0) {
+// A report of one property "p" from case `from` to case `to`, as pav fuzz
+// writes it for a run of one job under a time budget that passed.
+json report(int index, int count, uint64_t from, uint64_t to, double seconds = 1.0) {
   return {{"format", kFuzzReportFormat},
           {"pav_version", "1.2.3"},
           {"source_commit", "abcdef012345"},
@@ -116,19 +125,40 @@ json report(int index, int count, uint64_t from, uint64_t to, int64_t cases, dou
           {"base_seed", 7},
           {"shard_index", index},
           {"shard_count", count},
+          {"jobs", 1},
           {"properties", {"p"}},
-          {"runs", {run_json("p", cases, seconds)}},
+          {"budget", {{"cases_per_property", nullptr}, {"minutes", 1.0}}},
+          {"runs", {run_json("p", from, to, seconds)}},
           {"resumed", {{"p", stream_point_json(point(from))}}},
           {"resume", {{"p", stream_point_json(point(to))}}},
           {"wall_seconds", seconds},
           {"cpu_seconds", seconds},
-          {"exit_code", 0}};
+          {"passed", true},
+          {"exit_code", 0},
+          {"interrupted", false}};
+}
+
+// The report's first run found a failure: what pav fuzz writes then.
+void found_failure(json& r, const std::string& id, uint64_t seed) {
+  r["runs"][0]["failure"] = failure_json(id, seed);
+  r["runs"][0]["passed"] = false;
+  r["passed"] = false;
+  r["exit_code"] = 1;
+}
+
+// A signal stopped the report's first run before its budget was spent.
+void stopped(json& r) {
+  r["runs"][0]["interrupted"] = true;
+  r["interrupted"] = true;
+  r["signal"] = "SIGTERM";
+  r["passed"] = false;
+  r["exit_code"] = 3;
 }
 
 std::vector<ReportFile> shards(int count, uint64_t cases_each) {
   std::vector<ReportFile> out;
   for (int i = 0; i < count; ++i)
-    out.push_back({"s" + std::to_string(i) + ".json", report(i, count, 0, cases_each, int64_t(cases_each))});
+    out.push_back({"s" + std::to_string(i) + ".json", report(i, count, 0, cases_each)});
   return out;
 }
 
@@ -144,8 +174,8 @@ std::string refusal(const std::vector<ReportFile>& files) {
 
 TEST(MergeReports, SumsCasesAndFindsTheSeedPrefix) {
   std::vector<ReportFile> f = shards(3, 10);
-  f[0].report = report(0, 3, 0, 12, 12, 2.0);  // shard 0 ran further, in twice the time
-  f[2].report = report(2, 3, 0, 9, 9);
+  f[0].report = report(0, 3, 0, 12, 2.0);  // shard 0 ran further, in twice the time
+  f[2].report = report(2, 3, 0, 9);
   const FleetResult r = merge_reports(f);
   EXPECT_EQ(r.exit_code, 0);
   const auto& p = r.merged["properties"][0];
@@ -175,7 +205,7 @@ TEST(MergeReports, RefusesAMissingShardNamingIt) {
 
 TEST(MergeReports, RefusesAShardGivenTwice) {
   std::vector<ReportFile> f = shards(3, 5);
-  f.push_back({"again.json", report(1, 3, 0, 5, 5)});
+  f.push_back({"again.json", report(1, 3, 0, 5)});
   const std::string why = refusal(f);
   EXPECT_NE(why.find("shard 1/3 is given twice"), std::string::npos) << why;
   EXPECT_NE(why.find("s1.json"), std::string::npos) << why;
@@ -185,21 +215,21 @@ TEST(MergeReports, RefusesAShardGivenTwice) {
 TEST(MergeReports, RefusesOverlappingOrBrokenSegments) {
   std::vector<ReportFile> f = shards(2, 5);
   // Shard 1 in two segments: 0..5 then 5..9 is one chain.
-  f.push_back({"s1b.json", report(1, 2, 5, 9, 4)});
+  f.push_back({"s1b.json", report(1, 2, 5, 9)});
   const FleetResult ok = merge_reports(f);
   EXPECT_EQ(ok.merged["properties"][0]["cases"], 14);
   EXPECT_EQ(ok.merged["properties"][0]["seed_prefix"], 10);  // shard 0 at case 5: 5*2+0
   // A segment starting at 4 overlaps the first one (case 4 twice).
-  f.back().report = report(1, 2, 4, 9, 5);
+  f.back().report = report(1, 2, 4, 9);
   std::string why = refusal(f);
   EXPECT_NE(why.find("shard 1/2"), std::string::npos) << why;
   EXPECT_NE(why.find("s1b.json does not continue s1.json"), std::string::npos) << why;
   // A segment starting at 6 leaves case 5 out.
-  f.back().report = report(1, 2, 6, 9, 3);
+  f.back().report = report(1, 2, 6, 9);
   EXPECT_NE(refusal(f).find("s1b.json does not continue s1.json"), std::string::npos);
   // A later segment alone: its first cases are missing.
   f.erase(f.begin() + 1);
-  f.back().report = report(1, 2, 5, 9, 4);
+  f.back().report = report(1, 2, 5, 9);
   why = refusal(f);
   EXPECT_NE(why.find("shard 1/2: s1b.json continues an earlier run that is not given (p from case 5)"),
             std::string::npos)
@@ -216,6 +246,7 @@ TEST(MergeReports, RefusesReportsOfAnotherCampaignNamingTheShard) {
       {"base seed 8", [](json& r) { r["base_seed"] = 8; }},
       {"properties p,q", [](json& r) {
          r["properties"] = {"p", "q"};
+         r["runs"].push_back(run_json("q", 0, 0));
          r["resumed"]["q"] = stream_point_json(point(0));
          r["resume"]["q"] = stream_point_json(point(0));
        }},
@@ -252,12 +283,9 @@ TEST(MergeReports, RefusesMalformedReports) {
 
 TEST(MergeReports, DeduplicatesFailuresByShrunkCaseLowestSeedFirst) {
   std::vector<ReportFile> f = shards(3, 5);
-  f[0].report["runs"][0] = run_json("p", 3, 1.0, failure_json("p-aaaa", 19));
-  f[0].report["exit_code"] = 1;
-  f[1].report["runs"][0] = run_json("p", 2, 1.0, failure_json("p-aaaa", 13));
-  f[1].report["exit_code"] = 1;
-  f[2].report["runs"][0] = run_json("p", 4, 1.0, failure_json("p-bbbb", 30));
-  f[2].report["exit_code"] = 1;
+  found_failure(f[0].report, "p-aaaa", 19);
+  found_failure(f[1].report, "p-aaaa", 13);
+  found_failure(f[2].report, "p-bbbb", 30);
   const FleetResult r = merge_reports(f);
   EXPECT_EQ(r.exit_code, 1);
   const json failures = r.merged["failures"];
@@ -270,13 +298,242 @@ TEST(MergeReports, DeduplicatesFailuresByShrunkCaseLowestSeedFirst) {
   EXPECT_EQ(r.merged["properties"][0]["failures"], 3);
 }
 
+// ---- a shard that failed or did not complete: exit 1, named ----------------------
+
+// The merge's verdict and the reasons it gives.
+std::pair<int, std::string> verdict(const std::vector<ReportFile>& f) {
+  const FleetResult r = merge_reports(f);
+  std::string why;
+  for (const auto& w : r.not_passed) why += w + "\n";
+  EXPECT_EQ(r.merged["passed"], r.exit_code == 0);
+  EXPECT_EQ(r.merged["not_passed"].size(), r.not_passed.size());
+  return {r.exit_code, why};
+}
+
+TEST(MergeReports, AShardStoppedEarlyFailsTheMergeNamed) {
+  EXPECT_EQ(verdict(shards(2, 5)), std::make_pair(0, std::string()));
+  std::vector<ReportFile> f = shards(2, 5);
+  stopped(f[1].report);
+  auto [rc, why] = verdict(f);
+  EXPECT_EQ(rc, 1);
+  EXPECT_NE(why.find("shard 1/2 (s1.json): did not complete: stopped by SIGTERM before its budget was spent, after 5 "
+                     "case(s); p stopped after 5 case(s)"),
+            std::string::npos)
+      << why;
+  EXPECT_EQ(merge_reports(f).merged["reports"][1]["verdict"], "incomplete");
+  // Stopped before its first property: no run at all, the stream where it was.
+  f = shards(2, 5);
+  f[0].report["runs"] = json::array();
+  f[0].report["resume"] = f[0].report["resumed"];
+  f[0].report["interrupted"] = true;
+  f[0].report["passed"] = false;
+  f[0].report["exit_code"] = 3;
+  std::tie(rc, why) = verdict(f);
+  EXPECT_EQ(rc, 1);
+  EXPECT_NE(why.find("shard 0/2 (s0.json): did not complete: stopped by a signal before its budget was spent, after 0 "
+                     "case(s); p not reached"),
+            std::string::npos)
+      << why;
+}
+
+TEST(MergeReports, AShardThatFoundAFailureFailsTheMergeNamed) {
+  std::vector<ReportFile> f = shards(2, 5);
+  found_failure(f[0].report, "p-aaaa", 9);
+  auto [rc, why] = verdict(f);
+  EXPECT_EQ(rc, 1);
+  EXPECT_NE(why.find("shard 0/2 (s0.json): found a failure: p seed 9 (p-aaaa)"), std::string::npos) << why;
+  // The failure of a first property ends the run: the second has no run, which
+  // is what pav fuzz writes then.
+  f = shards(2, 5);
+  for (auto& r : f) {
+    r.report["properties"] = {"p", "q"};
+    r.report["runs"].push_back(run_json("q", 0, 3));
+    r.report["resumed"]["q"] = stream_point_json(point(0));
+    r.report["resume"]["q"] = stream_point_json(point(3));
+  }
+  EXPECT_EQ(verdict(f).first, 0);
+  found_failure(f[1].report, "p-cccc", 10);
+  f[1].report["runs"].erase(1);
+  f[1].report["resume"]["q"] = stream_point_json(point(0));
+  std::tie(rc, why) = verdict(f);
+  EXPECT_EQ(rc, 1);
+  EXPECT_NE(why.find("shard 1/2 (s1.json): found a failure: p seed 10"), std::string::npos) << why;
+}
+
+TEST(MergeReports, AStoppedSegmentContinuedByTheNextCompletesItsShard) {
+  // Shard 1 stopped by a signal at case 5, resumed from there to case 9.
+  std::vector<ReportFile> f = shards(2, 5);
+  stopped(f[1].report);
+  f.push_back({"s1b.json", report(1, 2, 5, 9)});
+  auto [rc, why] = verdict(f);
+  EXPECT_EQ(rc, 0) << why;
+  EXPECT_EQ(merge_reports(f).merged["reports"][1]["verdict"], "continued");
+  EXPECT_EQ(merge_reports(f).merged["reports"][2]["verdict"], "pass");
+  // The last segment stopped too: the shard did not complete.
+  stopped(f[2].report);
+  std::tie(rc, why) = verdict(f);
+  EXPECT_EQ(rc, 1);
+  EXPECT_NE(why.find("shard 1/2 (s1b.json), segment 1: did not complete"), std::string::npos) << why;
+  EXPECT_EQ(why.find("s1.json"), std::string::npos) << why;  // the continued one is not held against it
+  // A failure in an earlier segment stands even when a later one passed.
+  f = shards(2, 5);
+  found_failure(f[1].report, "p-dddd", 12);
+  f.push_back({"s1b.json", report(1, 2, 5, 9)});
+  std::tie(rc, why) = verdict(f);
+  EXPECT_EQ(rc, 1);
+  EXPECT_NE(why.find("shard 1/2 (s1.json), segment 0: found a failure"), std::string::npos) << why;
+}
+
 TEST(MergeReports, ExitCodeFollowsTheShards) {
   std::vector<ReportFile> f = shards(2, 5);
-  f[1].report["exit_code"] = 3;  // stopped by a signal
-  EXPECT_EQ(merge_reports(f).exit_code, 3);
-  f[0].report["exit_code"] = 1;
+  stopped(f[1].report);
+  EXPECT_EQ(merge_reports(f).exit_code, 1);
+  found_failure(f[0].report, "p-eeee", 4);
   EXPECT_EQ(merge_reports(f).exit_code, 1);
   EXPECT_EQ(merge_reports(shards(2, 5)).exit_code, 0);
+}
+
+// ---- a report that is malformed or contradicts itself: refused, naming file and field
+
+// Each change makes shard 1's report one pav fuzz could not have written; the
+// unchanged report merges (the other side of every rule).
+TEST(MergeReports, RefusesAReportThatContradictsItselfNamingTheField) {
+  ASSERT_EQ(refusal(shards(2, 5)), "");
+  const std::vector<std::pair<std::string, std::function<void(json&)>>> changes = {
+      // The verdict fields against each other and against the runs.
+      {"s1.json.exit_code: 0 contradicts the report, which says it was interrupted (exit 3)",
+       [](json& r) { r["interrupted"] = true; }},
+      {"s1.json.exit_code: 137 is not an exit code pav fuzz records", [](json& r) { r["exit_code"] = 137; }},
+      {"s1.json.exit_code: 2 is not an exit code", [](json& r) { r["exit_code"] = 2; }},
+      {"s1.json.exit_code: 3 contradicts the report, which records neither a failure nor a stop",
+       [](json& r) { r["exit_code"] = 3; r["passed"] = false; }},
+      {"s1.json.exit_code: 0 contradicts the report, which records a failure of p",
+       [](json& r) { found_failure(r, "p-a", 9); r["exit_code"] = 0; r["passed"] = true; }},
+      {"s1.json.exit_code: 3 contradicts the report, which records a failure of p",
+       [](json& r) { found_failure(r, "p-a", 9); r["exit_code"] = 3; r["interrupted"] = true; }},
+      {"s1.json.passed: true contradicts exit_code 3", [](json& r) { stopped(r); r["passed"] = true; }},
+      {"s1.json.passed: false contradicts exit_code 0", [](json& r) { r["passed"] = false; }},
+      {"s1.json.exit_code: expected an integer", [](json& r) { r["exit_code"] = "0"; }},
+      {"s1.json.interrupted: expected true or false", [](json& r) { r["interrupted"] = 0; }},
+      {"s1.json: missing field 'interrupted'", [](json& r) { r.erase("interrupted"); }},
+      {"s1.json: missing field 'passed'", [](json& r) { r.erase("passed"); }},
+      {"s1.json.interrupted: false, but runs[0] (p) was interrupted",
+       [](json& r) { r["runs"][0]["interrupted"] = true; }},
+      {"s1.json.runs[0].passed: true contradicts its failure",
+       [](json& r) { found_failure(r, "p-a", 9); r["runs"][0]["passed"] = true; }},
+      {"s1.json.runs[0].passed: false contradicts a run without a failure",
+       [](json& r) { r["runs"][0]["passed"] = false; }},
+      {"s1.json.runs[0].interrupted: true contradicts its failure",
+       [](json& r) { found_failure(r, "p-a", 9); r["runs"][0]["interrupted"] = true; r["interrupted"] = true; }},
+      // Runs: every property reached has one, in order; the others did not move.
+      {"s1.json.resume.p: the property has no run, yet its seed stream moved",
+       [](json& r) { r["runs"] = json::array(); }},
+      {"s1.json.runs: no run of property 'p', yet the report neither stopped early nor failed",
+       [](json& r) { r["runs"] = json::array(); r["resume"] = r["resumed"]; }},
+      {"s1.json.runs: 2 runs for 1 properties", [](json& r) { r["runs"].push_back(r["runs"][0]); }},
+      {"s1.json.runs[0].property: expected 'p'", [](json& r) { r["runs"][0]["property"] = "q"; }},
+      {"s1.json.runs: expected a list", [](json& r) { r["runs"] = json::object(); }},
+      {"s1.json.runs[0]: expected an object", [](json& r) { r["runs"][0] = 5; }},
+      // Counts: non-negative, the per-job counts summing to the total, the
+      // stream moved by exactly the cases counted.
+      {"s1.json.runs[0].cases: expected a case count 0..1099511627776, got -5",
+       [](json& r) { r["runs"][0]["cases"] = -5; }},
+      {"s1.json.runs[0].cases_per_job[0]: expected a case count", [](json& r) { r["runs"][0]["cases_per_job"] = {-5}; }},
+      {"s1.json.runs[0].cases: 4 is not the sum of cases_per_job (5)", [](json& r) { r["runs"][0]["cases"] = 4; }},
+      {"s1.json.runs[0].cases: 4 case(s) do not take the seed stream from next_case 0 to next_case 5",
+       [](json& r) { r["runs"][0]["cases"] = 4; r["runs"][0]["cases_per_job"] = {4}; }},
+      {"s1.json.runs[0].cases_per_job: expected a list of 1 case count(s), one per job",
+       [](json& r) { r["runs"][0]["cases_per_job"] = {3, 2}; }},
+      {"s1.json.runs[0].cases: expected a case count 0..1099511627776, got 1099511627777",
+       [](json& r) { r["runs"][0]["cases"] = (int64_t(1) << 40) + 1; }},
+      {"s1.json.runs[0].seeds.from: next_case 1 is not where the report's resumed.p starts (next_case 0)",
+       [](json& r) { r["runs"][0]["seeds"]["from"] = stream_point_json(point(1)); }},
+      {"s1.json.runs[0].seeds.to: next_case 4 is not where the report's resume.p stops (next_case 5)",
+       [](json& r) { r["runs"][0]["seeds"]["to"] = stream_point_json(point(4)); }},
+      {"s1.json.runs[0].seconds: expected a finite number of seconds >= 0, got -1",
+       [](json& r) { r["runs"][0]["seconds"] = -1; }},
+      {"s1.json.wall_seconds: expected a finite number of seconds >= 0", [](json& r) { r["wall_seconds"] = "1"; }},
+      {"s1.json.cpu_seconds: expected a finite number of seconds >= 0", [](json& r) { r["cpu_seconds"] = -0.5; }},
+      // The budget: a case budget alone is spent exactly by a run that passed.
+      {"s1.json.runs[0].cases: 5 case(s) of a budget of 6 per property, with no failure and no stop",
+       [](json& r) { r["budget"] = {{"cases_per_property", 6}, {"minutes", nullptr}}; }},
+      {"s1.json.runs[0].cases: 5 case(s), more than the budget of 4 per property",
+       [](json& r) { r["budget"] = {{"cases_per_property", 4}, {"minutes", 1.0}}; }},
+      {"s1.json.budget: neither cases_per_property nor minutes is given",
+       [](json& r) { r["budget"] = {{"cases_per_property", nullptr}, {"minutes", nullptr}}; }},
+      {"s1.json.budget.minutes: expected null or a finite number above 0",
+       [](json& r) { r["budget"]["minutes"] = 0; }},
+      {"s1.json.budget.cases_per_property: expected null or 1..", [](json& r) { r["budget"]["cases_per_property"] = 0; }},
+      {"s1.json.jobs: expected 1..1024, got 0", [](json& r) { r["jobs"] = 0; }},
+      // The failure's fields.
+      {"s1.json.runs[0].failure.seed: expected a non-negative integer",
+       [](json& r) { found_failure(r, "p-a", 9); r["runs"][0]["failure"]["seed"] = -9; }},
+      {"s1.json.runs[0].failure.case_id: expected the shrunk case's id when reproduced is true",
+       [](json& r) { found_failure(r, "p-a", 9); r["runs"][0]["failure"]["case_id"] = nullptr; }},
+      {"s1.json.runs[0].failure.message: expected a string",
+       [](json& r) { found_failure(r, "p-a", 9); r["runs"][0]["failure"]["message"] = 5; }},
+      {"s1.json.runs[0].failure: expected an object", [](json& r) { r["runs"][0]["failure"] = 5; }},
+      // Identity fields.
+      {"s1.json.kernel: expected the kernel's identity (an object) or null", [](json& r) { r["kernel"] = "k"; }},
+      {"s1.json.host: expected a string", [](json& r) { r["host"] = 5; }},
+      {"s1.json.properties: \"p\" is listed twice", [](json& r) { r["properties"] = {"p", "p"}; }},
+  };
+  for (const auto& [expect, change] : changes) {
+    std::vector<ReportFile> f = shards(2, 5);
+    change(f[1].report);
+    const std::string why = refusal(f);
+    EXPECT_NE(why.find(expect), std::string::npos) << "want: " << expect << "\n got: " << why;
+  }
+  // The sides the rules allow: a case budget spent exactly, a time budget with
+  // fewer cases than the case budget, a consistent stop, a consistent failure.
+  std::vector<ReportFile> f = shards(2, 5);
+  f[1].report["budget"] = {{"cases_per_property", 5}, {"minutes", nullptr}};
+  EXPECT_EQ(refusal(f), "");
+  f[1].report["budget"] = {{"cases_per_property", 6}, {"minutes", 1.0}};
+  EXPECT_EQ(refusal(f), "");
+  f[1].report["budget"] = {{"cases_per_property", 6}, {"minutes", nullptr}};
+  stopped(f[1].report);
+  EXPECT_EQ(refusal(f), "");
+  f = shards(2, 5);
+  f[1].report["budget"] = {{"cases_per_property", 6}, {"minutes", nullptr}};
+  found_failure(f[1].report, "p-a", 9);
+  EXPECT_EQ(refusal(f), "");
+  f[1].report["runs"][0]["failure"]["reproduced"] = false;
+  f[1].report["runs"][0]["failure"]["case_id"] = nullptr;
+  EXPECT_EQ(refusal(f), "");
+}
+
+TEST(MergeReports, TwoJobsCountEveryCaseTheStreamMovedBy) {
+  // Job 0 ran fresh 0,2,4,6; job 1 ran 1,3: 5 is the first not run, 6 ran past it.
+  std::vector<ReportFile> f = shards(2, 5);
+  for (auto& r : f) r.report["jobs"] = 2;
+  json& r = f[1].report;
+  for (auto& x : f) x.report["runs"][0]["cases_per_job"] = {3, 2};
+  r["runs"][0]["cases"] = 6;
+  r["runs"][0]["cases_per_job"] = {4, 2};
+  r["runs"][0]["seeds"]["to"] = stream_point_json(point(5, {6}));
+  r["resume"]["p"] = stream_point_json(point(5, {6}));
+  EXPECT_EQ(refusal(f), "");
+  // One case more beyond the frontier than the jobs counted.
+  r["runs"][0]["seeds"]["to"] = stream_point_json(point(5, {6, 7}));
+  r["resume"]["p"] = stream_point_json(point(5, {6, 7}));
+  EXPECT_NE(refusal(f).find("s1.json.runs[0].cases: 6 case(s) do not take the seed stream"), std::string::npos)
+      << refusal(f);
+}
+
+TEST(ResumeSource, ReadsAStoppedReportAndRefusesOneThatContradictsItself) {
+  json r = report(1, 4, 0, 5);
+  stopped(r);
+  const ResumeSource s = read_resume_source(r, "a.json");
+  EXPECT_EQ(s.points.at("p"), point(5));
+  EXPECT_EQ(s.shard_index, 1);
+  r["exit_code"] = 0;
+  try {
+    read_resume_source(r, "a.json");
+    ADD_FAILURE() << "a report that contradicts itself was read for resuming";
+  } catch (const ReportError& e) {
+    EXPECT_NE(std::string(e.what()).find("a.json.exit_code: 0 contradicts"), std::string::npos) << e.what();
+  }
 }
 
 }  // namespace

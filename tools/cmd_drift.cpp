@@ -187,7 +187,9 @@ int run(std::vector<std::string> args) {
     }
   }
   ojson j = cli::report_header("drift");
-  const ojson body = ojson::parse(props::report_json(rep).dump());
+  // The sweep's name and description came from a file: bytes that are not
+  // UTF-8 are replaced, never thrown on.
+  const ojson body = ojson::parse(props::report_json(rep).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
   for (const auto& [k, v] : body.items()) j[k] = v;
   return output.finish(j, rc, "drift");
 }
