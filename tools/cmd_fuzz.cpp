@@ -14,6 +14,7 @@
 #include <fstream>
 #include <random>
 
+#include "input/json_input.hpp"
 #include "properties/case_format.hpp"
 #include "common/durable_file.hpp"
 #include "properties/fuzz.hpp"
@@ -76,14 +77,14 @@ std::string utc_now() {
 }
 
 // --resume REPORT: the report, read and checked (bad input names the file).
+// Through the shared bounded reader: not a regular file, past the size limit,
+// nested past kMaxJsonDepth or not JSON is refused by name.
 fz::ResumeSource read_resume(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw cli::BadInput("--resume " + path + ": cannot open the report");
   nlohmann::json j;
   try {
-    j = nlohmann::json::parse(in);
-  } catch (const nlohmann::json::exception& e) {
-    throw cli::BadInput("--resume " + path + ": not JSON: " + e.what());
+    j = input::read_json_file(path);
+  } catch (const input::InputError& e) {
+    throw cli::BadInput(std::string("--resume ") + e.what());
   }
   try {
     return fz::read_resume_source(j, path);
