@@ -171,6 +171,20 @@ DriftSweep parse_drift_sweep(const json& j) {
       s.growth.min_relative_growth = get_num<double>(g["min_relative_growth"], "growth.min_relative_growth", 0.0, 100.0);
   }
   if (j.contains("control_epsilon")) s.control_epsilon = get_num<double>(j["control_epsilon"], "control_epsilon", 0.0, 1e6);
+  // A cell's K and V caches (fp8, one byte per element) hold at most batch x
+  // context tokens, each request rounded up to whole blocks: a sweep whose
+  // largest cell could never be held is refused here, before anything runs.
+  for (size_t c = 0; c < s.contexts.size(); ++c)
+    for (size_t b = 0; b < s.batches.size(); ++b)
+      for (const DriftHeads& h : s.heads) {
+        const __int128 blocks = (__int128(s.contexts[c]) + s.block_size - 1) / s.block_size;
+        const __int128 bytes = __int128(s.batches[b]) * blocks * s.block_size * h.hkv * s.head_dim * 2;
+        if (bytes > kernels::kMaxDriftCellBytes)
+          bad(fmt::format("contexts[{}]", c),
+              fmt::format("a cell of {} (batches[{}]) requests of up to {} tokens, {} KV head(s) of dim {}, needs up to "
+                          "{} bytes of K and V cache, more than the limit of {} bytes",
+                          s.batches[b], b, s.contexts[c], h.hkv, s.head_dim, int64_t(bytes), kernels::kMaxDriftCellBytes));
+      }
   return s;
 }
 

@@ -106,6 +106,20 @@ TEST(DriftSweepFormat, WorkgroupBudgetIsThePlannersRange) {
   EXPECT_NE(parse_error(j).find("workgroup_budget: -1 is outside"), std::string::npos) << parse_error(j);
 }
 
+TEST(DriftSweepFormat, ACellPastTheMemoryLimitIsRefusedWhenRead) {
+  // 64 GiB of K and V: batch x blocks x 16 tokens x hkv x head_dim x 2 bytes.
+  json j = minimal();
+  j["head_dim"] = 128;
+  j["heads"] = {{{"hkv", 1}, {"group", 1}}};
+  j["batches"] = {1, 4096};
+  j["contexts"] = {1000, 65536};  // 4096 x 65536 x 128 x 2 = 2^36 = the limit exactly
+  EXPECT_EQ(parse_drift_sweep(j).contexts.size(), 2u);
+  j["contexts"] = {1000, 65537};  // one block more per request
+  const std::string why = parse_error(j);
+  EXPECT_NE(why.find("contexts[1]: a cell of 4096 (batches[1]) requests of up to 65537 tokens"), std::string::npos) << why;
+  EXPECT_NE(why.find("more than the limit of 68719476736 bytes"), std::string::npos) << why;
+}
+
 // The file reader: what is not a regular file is refused by name before it is
 // opened (a FIFO would block the open), and the parser's limits hold.
 TEST(DriftSweepFormat, FilesAreReadThroughTheBoundedReader) {

@@ -13,14 +13,45 @@ Every input is checked for what a gate that runs unattended owes its users:
 Usage:
   corpus.py --pav PATH [--work DIR] [--size default|large] [--jobs N] [--filter TEXT] [--list]
 
---size large adds a seeded random set (byte flips, truncations, value swaps
-over every input kind) where only the first two rules are asserted; it carries
-the slow label. Every case is named; --filter runs those whose name contains
-TEXT. The corpus is rebuilt under DIR (default: a temporary folder) each run.
+Every input kind also gets seeded random damage (byte flips, truncations,
+inserted tokens) where only the first two rules are asserted: --random N of
+them (default 60: a few per kind; the sanitizer build runs fewer). --size large
+is the big random set (the slow label runs it with --random 3000). Every case is
+named; --filter runs those whose name contains TEXT. The corpus is rebuilt
+under DIR (default: a temporary folder) each run.
+
+Extra classes: every file classes_*.py beside this one (or in --classes-dir)
+that defines add_cases(corpus) is imported, in name order, and called once
+after the built-in classes, before the random set. A module that fails to
+import, or whose add_cases raises, fails the whole run (exit 1, named): a class
+never drops out silently. What a module may use:
+
+  corpus.path(name)           the absolute path of name under the corpus folder
+  corpus.write(name, content) writes str or bytes there (folders made), returns
+                              the path; name it "<class>/<file>", e.g.
+                              "kernels/bad-reply.json", so classes never collide
+  corpus.add(name, args, expect, mentions=(), timeout=30.0)
+                              one case: pav run with args (a list of str; a file
+                              name may carry undecodable bytes as
+                              os.fsdecode(b"...") gives them); name unique over
+                              the corpus, "<class>.<what>" by convention
+  corpus.rng                  a random.Random seeded once per run (reproducible)
+  corpus.pav                  the pav under test (to make real inputs with it)
+  corpus.run_pav(args)        runs it once while building (returns the
+                              CompletedProcess), e.g. to write a real report
+  Case expectations (expect): "reject" exit 2; "fail" exit 1; "refuse" exit 1
+  or 2 (a call the kernel must refuse); "ok" exit 0; "any" only the first two
+  rules. For reject, fail and refuse every string in mentions must appear in
+  the output (stdout + stderr): name the field, option or file at fault.
+  Helpers: dumps(value) (strings made with raw(TEXT) are written verbatim, for
+  1e999 or NaN), with_field(doc, path, value), without_field(doc, path),
+  BAD_TYPES, BAD_NUMBERS, the limits (MAX_DEPTH, MAX_JSON_FILE, ...).
 """
 import argparse
 import concurrent.futures
 import copy
+import glob
+import importlib.util
 import json
 import os
 import random
@@ -128,19 +159,28 @@ class Case:
     def __init__(self, name, args, expect, mentions=(), timeout=30.0, stdin=None):
         self.name = name
         self.args = args
-        # "reject": exit 2; "refuse": exit 1 or 2 (a valid-looking call the kernel
-        # must refuse); "ok": exit 0; "any": only no signal, no hang, bounded output.
+        # "reject": exit 2; "fail": exit 1 (well formed, and the verdict is not a
+        # pass); "refuse": exit 1 or 2 (a valid-looking call the kernel must
+        # refuse); "ok": exit 0; "any": only no signal, no hang, bounded output.
         self.expect = expect
         self.mentions = list(mentions)
         self.timeout = timeout
 
 
 class Corpus:
-    def __init__(self, root, seed=20240601):
+    def __init__(self, root, seed=20240601, pav=None):
         self.root = root
         self.cases = []
         self.rng = random.Random(seed)
         self.names = set()
+        self.pav = pav
+
+    def run_pav(self, args, timeout=120):
+        """Runs the pav under test once while the corpus is built (not a case)."""
+        env = dict(os.environ)
+        env.setdefault("PAV_COUNTEREXAMPLE_DIR", self.path("counterexamples"))
+        return subprocess.run([self.pav] + args, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                              stdin=subprocess.DEVNULL, timeout=timeout, env=env)
 
     def path(self, name):
         return os.path.join(self.root, name)
@@ -577,7 +617,7 @@ class Corpus:
         for label, v in [("zero", "0"), ("above", str(MAX_CU + 1)), ("2e8", "200000000"), ("2pow63", str(2**63)),
                          ("nan", "nan")]:
             plan_opt(f"cu-{label}", {"--cu": v}, "cu")
-        plan_opt("max-partitions-above-cu", {"--max-partitions": "9"}, "max_partitions")
+        plan_opt("max-partitions-above-cu", {"--max-partitions": "9"}, "--max-partitions")
         plan_opt("max-partitions-negative", {"--max-partitions": "-1"}, "max")
         for label, v in [("empty", ""), ("negative", "-1"), ("above", str(MAX_BUDGET + 1)), ("2pow63", str(2**63))]:
             plan_opt(f"budget-{label}", {"--budget": v}, "budget")
@@ -628,10 +668,229 @@ class Corpus:
         self.add("cli.unknown-command", ["frobnicate"], "reject", ["unknown command"])
         self.add("cli.no-command", [], "reject", [])
 
+    # ---- shard reports (report merge, fuzz --resume) ------------------------------------------
+
+    def real_reports(self):
+        """Two shards of one campaign written by the pav under test, and a resumed segment."""
+        if hasattr(self, "_reports"):
+            return self._reports
+        made = []
+        for i in range(2):
+            p = self.path(f"report/real-s{i}.json")
+            os.makedirs(os.path.dirname(p), exist_ok=True)
+            r = self.run_pav(["fuzz", "--backend", "cpu", "--property", "planner,gate-mirror", "--cases", "3",
+                              "--seed", "11", "--shard", f"{i}/2", "--quiet", "--save", self.path("report/ce"),
+                              "--report", p])
+            if r.returncode != 0:
+                raise RuntimeError(f"pav fuzz could not write the corpus's shard report {i}/2 (exit {r.returncode}): "
+                                   + (r.stderr or r.stdout)[:400].decode("utf-8", "replace"))
+            with open(p) as f:
+                made.append(json.load(f))
+        self._reports = made
+        return made
+
+    def report_docs(self):
+        s0, s1 = self.real_reports()
+        p0 = self.write("report/s0.json", json.dumps(s0, indent=1))
+
+        def merge(name, doc_or_text, expect, mentions, extra=(), timeout=30.0):
+            text = doc_or_text if isinstance(doc_or_text, (str, bytes)) else dumps(doc_or_text)
+            p = self.write("report/" + name + ".json", text)
+            self.add(f"report.{name}", ["report", "merge", p0, p] + list(extra), expect, mentions, timeout)
+            return p
+
+        def stopped(r):
+            r = copy.deepcopy(r)
+            r["interrupted"], r["signal"], r["passed"], r["exit_code"] = True, "SIGTERM", False, 3
+            r["runs"][-1]["interrupted"] = True
+            return r
+
+        def failed(r):
+            r = copy.deepcopy(r)
+            first = r["properties"][0]
+            run = r["runs"][0]
+            run["passed"] = False
+            run["failure"] = {"seed": 12, "size": 1, "first_message": "m", "message": "m", "shrunk_case": "d",
+                              "reproduced": True, "case_id": first + "-0123456789ab", "shrink_hit_limit": False,
+                              "saved": None, "save_error": None, "reproduce": "pav fuzz"}
+            r["runs"] = r["runs"][:1]
+            for q in r["properties"][1:]:
+                r["resume"][q] = r["resumed"][q]
+            r["passed"], r["exit_code"] = False, 1
+            return r
+
+        merge("valid", s1, "ok", ())
+        merge("valid-json", s1, "ok", (), extra=["--json"])
+        # A file name that is not UTF-8 goes into the fleet report replaced, never thrown on.
+        odd = self.write(os.fsdecode(b"report/s1-\xff\xfe.json"), dumps(s1))
+        self.add("report.file-name-not-utf8", ["report", "merge", p0, odd, "--json"], "ok")
+        self.add("report.file-name-not-utf8-text", ["report", "merge", p0, odd], "ok")
+
+        # Consistent reports that are not a pass: exit 1, the shard named with why.
+        stop = merge("stopped", stopped(s1), "fail", ["shard 1/2", "did not complete", "SIGTERM"])
+        before = stopped(s1)
+        before["runs"] = []
+        before["resume"] = copy.deepcopy(before["resumed"])
+        merge("stopped-before-first-property", before, "fail", ["shard 1/2", "did not complete", "not reached"])
+        merge("failure", failed(s1), "fail", ["shard 1/2", "found a failure"])
+        merge("failure-json", failed(s1), "fail", ["shard 1/2", "found a failure"], extra=["--json"])
+        huge_host = stopped(s1)
+        huge_host["host"] = "h" * 10_000_000
+        merge("stopped-huge-host", huge_host, "fail", ["shard 1/2", "did not complete"])
+        # A stopped segment continued by --resume: the shard completes with the later segment.
+        cont = self.path("report/stopped-continued.json")
+        r = self.run_pav(["fuzz", "--backend", "cpu", "--resume", stop, "--cases", "2", "--quiet", "--save",
+                          self.path("report/ce"), "--report", cont])
+        if r.returncode != 0:
+            raise RuntimeError(f"pav fuzz --resume of a stopped report exited {r.returncode}: "
+                               + (r.stderr or r.stdout)[:400].decode("utf-8", "replace"))
+        self.add("report.stopped-then-resumed", ["report", "merge", p0, stop, cont], "ok")
+        self.add("report.stopped-then-resumed-reversed", ["report", "merge", cont, p0, stop], "ok")
+
+        # Reports that contradict themselves: exit 2, naming the file and field.
+        contradictions = [
+            ("interrupted-exit-0", lambda r: r.update(interrupted=True), ["exit_code"]),
+            ("exit-137", lambda r: r.update(exit_code=137), ["exit_code", "137"]),
+            ("exit-137-passed-false", lambda r: r.update(exit_code=137, passed=False), ["exit_code", "137"]),
+            ("exit-2", lambda r: r.update(exit_code=2, passed=False), ["exit_code"]),
+            ("exit-3-not-stopped", lambda r: r.update(exit_code=3, passed=False), ["exit_code"]),
+            ("passed-false-exit-0", lambda r: r.update(passed=False), ["passed"]),
+            ("runs-empty", lambda r: r.update(runs=[]), ["resume.planner"]),
+            ("runs-empty-streams-unmoved", lambda r: r.update(runs=[], resume=copy.deepcopy(r["resumed"])),
+             ["runs", "no run of property"]),
+            ("runs-swapped", lambda r: r.update(runs=r["runs"][::-1]), ["runs[0].property"]),
+            ("runs-repeated", lambda r: r.update(runs=r["runs"] + r["runs"][:1]), ["runs"]),
+            ("cases-negative", lambda r: r["runs"][0].update(cases=-1), ["runs[0].cases"]),
+            ("cases-per-job-negative", lambda r: r["runs"][0].update(cases_per_job=[-3]),
+             ["runs[0].cases_per_job[0]"]),
+            ("cases-not-the-sum", lambda r: r["runs"][0].update(cases=2), ["runs[0].cases", "cases_per_job"]),
+            ("cases-not-the-stream", lambda r: r["runs"][0].update(cases=2, cases_per_job=[2]),
+             ["runs[0].cases", "seed stream"]),
+            ("budget-not-spent", lambda r: r["budget"].update(cases_per_property=4), ["runs[0].cases", "budget"]),
+            ("budget-none", lambda r: r["budget"].update(cases_per_property=None, minutes=None), ["budget"]),
+            ("seeds-from", lambda r: r["runs"][0]["seeds"]["from"].update(next_case=1), ["runs[0].seeds.from"]),
+            ("seeds-to", lambda r: r["runs"][0]["seeds"]["to"].update(next_case=2), ["runs[0].seeds.to"]),
+            ("run-interrupted-alone", lambda r: r["runs"][0].update(interrupted=True), ["interrupted"]),
+            ("run-passed-false", lambda r: r["runs"][0].update(passed=False), ["runs[0].passed"]),
+            ("wall-negative", lambda r: r.update(wall_seconds=-1), ["wall_seconds"]),
+            ("jobs-zero", lambda r: r.update(jobs=0), ["jobs"]),
+            ("properties-twice", lambda r: r.update(properties=["planner", "planner"]), ["properties"]),
+        ]
+        for label, change, mentions in contradictions:
+            doc = copy.deepcopy(s1)
+            change(doc)
+            merge(f"contradiction.{label}", doc, "reject", [os.path.basename(self.path(f"report/contradiction.{label}.json"))] + mentions)
+        for label, change, mentions in [
+            ("failure-exit-0", lambda r: r.update(exit_code=0, passed=True), ["exit_code"]),
+            ("failure-run-passed", lambda r: r["runs"][0].update(passed=True), ["runs[0].passed"]),
+            ("failure-case-id-null", lambda r: r["runs"][0]["failure"].update(case_id=None), ["case_id"]),
+            ("failure-seed-negative", lambda r: r["runs"][0]["failure"].update(seed=-1), ["failure.seed"]),
+            ("failure-interrupted", lambda r: (r["runs"][0].update(interrupted=True), r.update(interrupted=True)),
+             ["runs[0].interrupted"]),
+        ]:
+            doc = failed(s1)
+            change(doc)
+            merge(f"contradiction.{label}", doc, "reject", mentions)
+
+        # Every field of its type.
+        fields = {"format": "string", "pav_version": "string", "source_commit": "string", "backend": "string",
+                  "host": "string", "device": "string", "base_seed": "int", "shard_index": "int",
+                  "shard_count": "int", "jobs": "int", "exit_code": "int", "wall_seconds": "number",
+                  "cpu_seconds": "number", "passed": "bool", "interrupted": "bool", "properties": "array",
+                  "runs": "array", "resumed": "object", "resume": "object", "budget": "object", "kernel": "kernel"}
+        run_fields = {"property": "string", "cases": "int", "seconds": "number", "cpu_seconds": "number",
+                      "cases_per_job": "array", "interrupted": "bool", "passed": "bool", "seeds": "object"}
+        valid_as = {"string": {"string"}, "int": set(), "number": set(), "bool": {"bool"}, "array": {"array"},
+                    "object": {"object"}, "kernel": {"object", "null"}}
+        for path, kind in [([k], v) for k, v in fields.items()] + [(["runs", 0, k], v) for k, v in run_fields.items()]:
+            field = ".".join(str(x) for x in path).replace("runs.0.", "runs[0].")
+            for label, v in BAD_TYPES + BAD_NUMBERS + [("negative", -1)]:
+                if label in valid_as[kind] or (label == "negative" and kind not in ("int", "number")):
+                    continue
+                doc = copy.deepcopy(s1)
+                node = doc
+                for k in path[:-1]:
+                    node = node[k]
+                node[path[-1]] = v
+                mention = "format" if field == "format" else field
+                merge(f"type.{field}.{label}", doc, "reject", [mention])
+            doc = copy.deepcopy(s1)
+            node = doc
+            for k in path[:-1]:
+                node = node[k]
+            del node[path[-1]]
+            merge(f"missing.{field}", doc, "reject", [path[-1] if isinstance(path[-1], str) else field])
+
+        # The kernel field nested past the reader's limit (recursion) and other structure damage.
+        text = dumps(s1)
+        for label, depth in [("100k", 100000), ("65", MAX_DEPTH)]:
+            deep = text.replace('"kernel": null', '"kernel": ' + '{"a":' * depth + "1" + "}" * depth)
+            assert deep != text
+            merge(f"kernel-deep-{label}", deep, "reject", ["nested deeper than 64"])
+        deep_arrays = text.replace('"kernel": null', '"kernel": {"a": ' + "[" * 100000 + "]" * 100000 + "}")
+        p = merge("kernel-deep-arrays", deep_arrays, "reject", ["nested deeper than 64"])
+        self.add("report.resume-kernel-deep", ["fuzz", "--backend", "cpu", "--resume", p, "--cases", "1", "--quiet",
+                                               "--save", self.path("report/ce")], "reject", ["--resume", "nested deeper than 64"])
+        runs_deep = text.replace('"runs": [', '"runs": [' + "[" * 100000 + "]" * 100000 + ", ", 1)
+        merge("runs-deep", runs_deep, "reject", ["nested deeper than 64"])
+        merge("kernel-not-utf8", text.replace('"kernel": null', '"kernel": {"name": "k\xff\xfe"}').encode("latin-1"),
+              "reject", ["kernel"])
+        other_kernel = copy.deepcopy(s1)
+        other_kernel["kernel"] = {"name": "k" * 1_000_000}
+        merge("kernel-huge-other-campaign", other_kernel, "reject", ["does not belong", "kernel"])
+        merge("duplicate-key", text[:-1] + ', "jobs": 1}', "reject", ["jobs"])
+        merge("overflow-seed", text.replace('"base_seed": 11', '"base_seed": 1e999'), "reject", ["base_seed"])
+        merge("truncated", text[: len(text) // 2], "reject", ["malformed JSON"])
+        merge("empty", "", "reject", ["malformed JSON"])
+        merge("garbage", bytes(self.rng.randrange(256) for _ in range(2048)), "reject", ["malformed JSON"])
+        resume_bad = copy.deepcopy(s1)
+        resume_bad["interrupted"] = True
+        p = self.write("report/resume-contradiction.json", dumps(resume_bad))
+        self.add("report.resume-contradiction", ["fuzz", "--backend", "cpu", "--resume", p, "--cases", "1", "--quiet",
+                                                 "--save", self.path("report/ce")], "reject", ["--resume", "exit_code"])
+        # Files that are not files.
+        d = self.path("report/a-directory")
+        os.makedirs(d, exist_ok=True)
+        fifo = self.path("report/a-fifo")
+        os.mkfifo(fifo)
+        for label, p in [("directory", d), ("fifo", fifo), ("missing", self.path("report/none.json")),
+                         ("dev-null", "/dev/null")]:
+            self.add(f"report.path.{label}", ["report", "merge", p0, p], "reject", [os.path.basename(p)], timeout=10)
+            self.add(f"report.path.{label}.resume", ["fuzz", "--backend", "cpu", "--resume", p, "--cases", "1",
+                                                     "--quiet", "--save", self.path("report/ce")], "reject",
+                     [os.path.basename(p)], timeout=10)
+
+    # ---- extra class modules (classes_*.py) -------------------------------------------------
+
+    def extra_classes(self, folder):
+        """Imports every classes_*.py of folder that defines add_cases(corpus), in name order, and calls it."""
+        loaded = []
+        for path in sorted(glob.glob(os.path.join(folder, "classes_*.py"))):
+            name = os.path.splitext(os.path.basename(path))[0]
+            try:
+                spec = importlib.util.spec_from_file_location("pav_hostile_" + name, path)
+                module = importlib.util.module_from_spec(spec)
+                sys.modules.setdefault("corpus", sys.modules[__name__])
+                spec.loader.exec_module(module)
+            except Exception as e:
+                raise RuntimeError(f"{path}: the class module does not import: {type(e).__name__}: {e}") from e
+            add = getattr(module, "add_cases", None)
+            if not callable(add):
+                continue
+            before = len(self.cases)
+            try:
+                add(self)
+            except Exception as e:
+                raise RuntimeError(f"{path}: add_cases failed: {type(e).__name__}: {e}") from e
+            loaded.append((name, len(self.cases) - before))
+        return loaded
+
     # ---- the large, random set (slow) -------------------------------------------------------
 
     def random_docs(self, count):
         """Seeded random damage to every input kind; only 'no signal, no hang, bounded output'."""
+        if not os.path.exists(self.path("report/s0.json")):
+            self.write("report/s0.json", json.dumps(self.real_reports()[0]))
         kinds = [
             ("case", dumps(BASE_CASE), lambda p: ["replay", p, "--backend", "cpu"]),
             ("sweep", dumps(BASE_SWEEP), lambda p: ["drift", "--sweep", p, "--list"]),
@@ -639,6 +898,8 @@ class Corpus:
              lambda p: ["bench-compare", p, p, "--resamples", "50"]),
             ("trace", '{"context_lens": [100, 5000]}\n{"context_lens": [7]}\n', lambda p: ["trace-stats", p]),
             ("jsonl", '{"id": "a", "correct": true}\n{"id": "b", "correct": false}\n', lambda p: ["mcnemar", p, p]),
+            ("report", json.dumps(self.real_reports()[1]),
+             lambda p: ["report", "merge", self.path("report/s0.json"), p]),
         ]
         tokens = [b"1e999", b"-1", b"NaN", b"null", b"[", b"{", b"\"", b"\x00", b"\xff", b"9223372036854775808",
                   b"4097", b"0", b"[[[[", b"}", b",", b"2147483648", b"true"]
@@ -685,13 +946,13 @@ def judge(case, rc, out, err):
     printed = len(err) + (len(out) if case.expect != "ok" else 0)  # a plan's own output may be long
     if printed > OUTPUT_LIMIT:
         problems.append(f"printed {printed} bytes (more than {OUTPUT_LIMIT}): an excerpt was not cut")
-    want = {"reject": {2}, "refuse": {1, 2}, "ok": {0}, "any": {0, 1, 2, 3}}[case.expect]
+    want = {"reject": {2}, "fail": {1}, "refuse": {1, 2}, "ok": {0}, "any": {0, 1, 2, 3}}[case.expect]
     if rc is not None and 0 <= rc < 128 and rc not in want:
-        if rc == 0 and case.expect in ("reject", "refuse"):
+        if rc == 0 and case.expect in ("reject", "fail", "refuse"):
             problems.append("exit 0 on an input that must be rejected")
         else:
             problems.append(f"exit {rc}, expected {sorted(want)}")
-    if case.expect in ("reject", "refuse"):
+    if case.expect in ("reject", "fail", "refuse"):
         for m in case.mentions:
             if m not in text:
                 problems.append(f"output does not name '{m}'")
@@ -703,7 +964,10 @@ def main():
     ap.add_argument("--pav", required=True)
     ap.add_argument("--work", default=None)
     ap.add_argument("--size", choices=["default", "large"], default="default")
-    ap.add_argument("--random", type=int, default=600, help="random inputs in the large set")
+    ap.add_argument("--random", type=int, default=None,
+                    help="seeded random inputs (default: 60, or 600 with --size large)")
+    ap.add_argument("--classes-dir", default=os.path.dirname(os.path.abspath(__file__)),
+                    help="where the extra class modules (classes_*.py) are found")
     ap.add_argument("--jobs", type=int, default=os.cpu_count() or 2)
     ap.add_argument("--filter", default="")
     ap.add_argument("--list", action="store_true")
@@ -712,16 +976,21 @@ def main():
     work = args.work or tempfile.mkdtemp(prefix="pav-hostile-")
     shutil.rmtree(work, ignore_errors=True)
     os.makedirs(work)
-    corpus = Corpus(work)
-    corpus.case_docs()
-    corpus.special_paths()
-    corpus.sweep_docs()
-    corpus.jsonl_docs()
-    corpus.bench_docs()
-    corpus.trace_docs()
-    corpus.option_cases()
-    if args.size == "large":
-        corpus.random_docs(args.random)
+    corpus = Corpus(work, pav=args.pav)
+    try:
+        corpus.case_docs()
+        corpus.special_paths()
+        corpus.sweep_docs()
+        corpus.jsonl_docs()
+        corpus.bench_docs()
+        corpus.trace_docs()
+        corpus.option_cases()
+        corpus.report_docs()
+        extra = corpus.extra_classes(args.classes_dir)
+        corpus.random_docs(args.random if args.random is not None else 600 if args.size == "large" else 60)
+    except (RuntimeError, subprocess.SubprocessError, OSError) as e:
+        print(f"hostile corpus: could not build the corpus: {e}", flush=True)
+        return 1
     cases = [c for c in corpus.cases if args.filter in c.name]
     if args.list:
         for c in cases:
@@ -730,7 +999,8 @@ def main():
 
     env = dict(os.environ)
     env.setdefault("PAV_COUNTEREXAMPLE_DIR", os.path.join(work, "counterexamples"))
-    print(f"hostile corpus: {len(cases)} inputs under {work}, {args.jobs} at a time, pav {args.pav}", flush=True)
+    print(f"hostile corpus: {len(cases)} inputs under {work}, {args.jobs} at a time, pav {args.pav}; extra classes: "
+          + (", ".join(f"{n} ({k} inputs)" for n, k in extra) or "none"), flush=True)
     t0 = time.monotonic()
     failures = []
     slowest = []
