@@ -9,8 +9,11 @@
 #include <atomic>
 #include <cmath>
 #include <cstring>
+#include <exception>
 #include <filesystem>
 #include <mutex>
+#include <new>
+#include <system_error>
 #include <thread>
 
 #include <tbb/task_arena.h>
@@ -574,7 +577,12 @@ std::string save_found(const std::string& dir, const Found& f, const FuzzOptions
   meta["shard"] = shard_text(opt);
   meta["base_seed"] = opt.seed;
   meta["backend"] = opt.ctx.backend == Backend::gpu ? "gpu" : "cpu";
-  if (opt.ctx.kernel) meta["kernel"] = adapters::identity_json(*opt.ctx.kernel);
+  if (opt.ctx.kernel) {
+    json kernel = adapters::identity_json(*opt.ctx.kernel);
+    if (opt.kernel_run.is_object())
+      for (const auto& [key, value] : opt.kernel_run.items()) kernel[key] = value;
+    meta["kernel"] = std::move(kernel);
+  }
   meta["message"] = f.message;
   meta["first_message"] = f.first_message;
   meta["shrink"] = {{"steps", f.shrink_steps},
@@ -591,6 +599,16 @@ Verdict replay_case(const CaseSpec& spec, const json& meta, const CheckContext& 
   if (meta.is_object() && meta.contains("property") && !meta.at("property").is_string())
     throw CaseError(std::string("meta.property: expected a string, got ") + meta.at("property").type_name());
   const std::string named = meta.is_object() ? meta.value("property", std::string()) : std::string();
+  // A case found through a kernel under test is evidence about that kernel:
+  // run on pav's own kernels instead it would pass for the wrong reason.
+  if (!ctx.kernel && meta.is_object() && meta.contains("kernel") && !meta.at("kernel").is_null()) {
+    const json& k = meta.at("kernel");
+    const std::string spec = k.is_object() && k.contains("spec") && k.at("spec").is_string()
+                                 ? k.at("spec").get<std::string>()
+                                 : std::string("(no meta.kernel.spec)");
+    throw CaseError("meta.kernel.spec: the case was found with the kernel '" + spec.substr(0, 200) +
+                    "'; it replays only through a kernel under test, not on pav's own kernels");
+  }
   if (ctx.kernel) {
     // A kernel's case replays through that kernel's property of the same name.
     const std::vector<Property> props = kernel_properties(ctx.kernel->description());
@@ -679,8 +697,13 @@ FuzzReport run_fuzz(const FuzzOptions& opt, const std::vector<const Property*>& 
     const auto deadline = t0 + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(seconds_each));
 
     std::vector<double> cpu(size_t(opt.jobs), 0.0);
+    // Set when a job could not start or could not go on (a thread or memory
+    // refused): every job stops before its next case.
+    std::atomic<bool> abandon{false};
+    std::exception_ptr job_error;
     auto run_job = [&](int job) {
       for (uint64_t m = 0;; ++m) {
+        if (abandon.load()) break;
         const uint64_t fresh = job_case_index(job, opt.jobs, m);
         if (opt.cases > 0 && fresh >= uint64_t(opt.cases)) break;
         const uint64_t k = run.from.fresh_case(fresh);
@@ -709,15 +732,38 @@ FuzzReport run_fuzz(const FuzzOptions& opt, const std::vector<const Property*>& 
     };
     auto worker = [&](int job) {
       const double cpu0 = thread_cpu_seconds();
-      // One core per job: the CPU backend's parallel loops run on this thread
-      // only, so --jobs N uses N cores and --jobs 1 measures one.
-      tbb::task_arena one_core(1);
-      one_core.execute([&] { run_job(job); });
+      try {
+        // One core per job: the CPU backend's parallel loops run on this thread
+        // only, so --jobs N uses N cores and --jobs 1 measures one.
+        tbb::task_arena one_core(1);
+        one_core.execute([&] { run_job(job); });
+      } catch (...) {
+        // Nothing may leave a thread (std::terminate): the run is abandoned
+        // and the error raised again on the caller's thread.
+        std::lock_guard<std::mutex> lock(hit_mu);
+        if (!job_error) job_error = std::current_exception();
+        abandon = true;
+      }
       cpu[size_t(job)] = thread_cpu_seconds() - cpu0;
       --running;
     };
     std::vector<std::thread> threads;
-    for (int j = 0; j < opt.jobs; ++j) threads.emplace_back(worker, j);
+    std::string start_error;
+    try {
+      threads.reserve(size_t(opt.jobs));
+      for (int j = 0; j < opt.jobs; ++j) threads.emplace_back(worker, j);
+    } catch (const std::exception& e) {
+      start_error = fmt::format("--jobs {}: could not start job {} of {} here: {}", opt.jobs, threads.size() + 1,
+                                opt.jobs, e.what());
+      abandon = true;
+      running -= opt.jobs - int(threads.size());
+    }
+    if (!start_error.empty()) {
+      for (auto& t : threads) t.join();
+      progress.done();
+      throw JobsUnavailable(start_error + " (a thread or its stack refused: a process, thread or address-space "
+                                          "limit); run with fewer --jobs");
+    }
     while (running.load() > 0) {
       std::this_thread::sleep_for(std::chrono::milliseconds(50));
       const double el = std::chrono::duration<double>(Clock::now() - t0).count();
@@ -727,6 +773,18 @@ FuzzReport run_fuzz(const FuzzOptions& opt, const std::vector<const Property*>& 
     }
     for (auto& t : threads) t.join();
     progress.done();
+    if (job_error) {
+      try {
+        std::rethrow_exception(job_error);
+      } catch (const std::bad_alloc&) {
+        throw JobsUnavailable(fmt::format("--jobs {}: a job ran out of memory (an address-space or memory limit); "
+                                          "run with fewer --jobs",
+                                          opt.jobs));
+      } catch (const std::system_error& e) {
+        throw JobsUnavailable(fmt::format("--jobs {}: a job could not go on here: {}; run with fewer --jobs",
+                                          opt.jobs, e.what()));
+      }
+    }
     run.cases = done.load();
     run.seconds = std::chrono::duration<double>(Clock::now() - t0).count();
     for (double c : cpu) run.cpu_seconds += c;

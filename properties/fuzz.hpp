@@ -27,6 +27,7 @@
 #include <map>
 #include <mutex>
 #include <optional>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -329,6 +330,10 @@ struct FuzzOptions {
   // earlier report); a property not named starts at case 0. The case budget
   // counts the cases of this run.
   std::map<std::string, StreamPoint> resume;
+  // How the kernel under test was opened beyond its identity (isolate,
+  // timeout_seconds, cwd): merged into a saved case's meta.kernel, so a replay
+  // opens the same kernel the same way (docs/case-format.md).
+  nlohmann::json kernel_run = nlohmann::json::object();
   std::string label = "pav fuzz";       // how the log's first line names the run
   std::function<bool()> should_stop;    // polled between cases: true ends the run cleanly
 };
@@ -356,6 +361,13 @@ struct FuzzReport {
   const PropertyRun* first_failure() const;
 };
 
+// Thrown by run_fuzz when the jobs asked for cannot start here (a thread or
+// its memory refused, e.g. under ulimit -v): the run stops before any verdict,
+// every job started is joined, and the CLI exits 3 with this message.
+struct JobsUnavailable : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
 // Runs the properties one after another (the time budget split evenly among
 // them). A property's run ends at its first failure, which is shrunk and saved
 // under opt.save_dir; the whole run then stops, unless keep_going. A failed save
@@ -372,7 +384,10 @@ std::string save_found(const std::string& dir, const Found& f, const FuzzOptions
 // known property (pav replay's decode files, other suites' saved decode cases)
 // replays as the decode property. *property_out gets the property run. Throws
 // CaseError (naming the file and field) for a case that cannot be read or
-// rebuilt: bad input, not a verdict.
+// rebuilt: bad input, not a verdict. A case whose meta records a kernel under
+// test (meta.kernel) replays only through a kernel (ctx.kernel): without one it
+// is refused (CaseError naming meta.kernel.spec), never run on pav's own
+// kernels instead of the one it was found with.
 Verdict replay_case_file(const std::string& path, const CheckContext& ctx, std::string* property_out = nullptr);
 Verdict replay_case(const CaseSpec& spec, const nlohmann::json& meta, const CheckContext& ctx,
                     std::string* property_out = nullptr);

@@ -51,6 +51,8 @@ struct Launch {
   std::vector<std::string> args;
   std::vector<std::string> env = {};  // extra NAME=VALUE entries (override)
   rlim_t file_size_limit = RLIM_INFINITY;
+  rlim_t address_space_limit = RLIM_INFINITY;  // ulimit -v, in bytes
+  std::string cwd = {};                         // "" = the test's scratch folder
   double timeout_s = 300;
   // Runs while pav does, with its pid and the files its stdout and stderr go to.
   std::function<void(pid_t, const fs::path&, const fs::path&)> during = nullptr;
@@ -121,7 +123,13 @@ class PavCli : public ::testing::Test {
         lim.rlim_cur = l.file_size_limit;
         setrlimit(RLIMIT_FSIZE, &lim);
       }
-      ::chdir(dir_.c_str());
+      if (l.address_space_limit != RLIM_INFINITY) {
+        rlimit lim{};
+        getrlimit(RLIMIT_AS, &lim);
+        lim.rlim_cur = l.address_space_limit;
+        setrlimit(RLIMIT_AS, &lim);
+      }
+      if (::chdir(l.cwd.empty() ? dir_.c_str() : l.cwd.c_str()) != 0) _exit(126);
       execve(PAV_BINARY, argv.data(), envp.data());
       _exit(127);
     }
@@ -248,6 +256,18 @@ TEST_F(PavCli, ExitCodeTableOverEveryCommand) {
       {"verify --decode-cases 100001", 2, "--decode-cases"},
       {"verify --seed -1", 2, "--seed"},
       {"verify --checks planner,nosuch", 2, "--checks: unknown check 'nosuch'"},
+      // An empty value (a variable that expanded to nothing) is not "the default".
+      {"verify --checks \"\"", 2, "--checks: an empty list"},
+      {"verify --checks \"\" --kernel pav:cpu", 2, "--checks: an empty list"},
+      {"verify --out-dir \"\" --kernel pav:cpu --kernel pav:cpu", 2, "--out-dir"},
+      {"verify --backend cpu --checks planner --json-out \"\"", 2, "--json-out"},
+      {"verify --backend cpu --checks planner --save \"\"", 2, "--save"},
+      {"fuzz --property planner --cases 1 --save \"\"", 2, "--save"},
+      {"fuzz --property planner --cases 1 --report \"\"", 2, "--report"},
+      {"fuzz --property \"\" --cases 1", 2, "--property"},
+      {"fuzz --property planner --cases 1 --kernel pav:cpu --exchange-dir \"\"", 2, "--exchange-dir"},
+      {"fuzz --property planner --cases 1 --trust-case-kernel", 2, "--trust-case-kernel: only with --replay"},
+      {"replay {dir}/case.json --json-out \"\"", 2, "--json-out"},
       {"verify --nosuch", 2, "--nosuch"},
       {"verify --json {dir}/old.json", 2, "old.json"},
       {"verify --backend cpu --checks planner --save {dir}/plain/sub", 3, "--save"},
@@ -1249,4 +1269,221 @@ TEST_F(PavCli, PlanPrintsTheHandComputedPlans) {
   ASSERT_EQ(c.code, 0) << c.err;
   EXPECT_NE(c.out.find("max_partitions 4, budget 10, capacity 5, active tasks 5"), std::string::npos) << c.out;
   EXPECT_TRUE(std::regex_search(c.out, std::regex(R"(\n +2 +9000 +36 +1 +4 +9 9 9 9\n)"))) << c.out;
+}
+
+// ---- replaying what a kernel under test failed ------------------------------------
+
+namespace {
+
+// The case files saved under a folder, as paths.
+std::vector<fs::path> case_files(const fs::path& d) {
+  std::vector<fs::path> out;
+  if (fs::exists(d))
+    for (const auto& e : fs::directory_iterator(d))
+      if (e.path().extension() == ".json") out.push_back(e.path());
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+// The two ways to replay a case: pav replay and pav fuzz --replay, with the
+// array their --json report lists the cases in.
+struct ReplayCommand {
+  std::vector<std::string> words;
+  const char* key;
+};
+const ReplayCommand kReplayCommands[] = {{{"replay"}, "cases"}, {{"fuzz", "--replay"}, "replays"}};
+
+std::vector<std::string> replay_args(const ReplayCommand& c, const fs::path& file, std::vector<std::string> more) {
+  std::vector<std::string> args = c.words;
+  args.push_back(file.string());
+  args.insert(args.end(), more.begin(), more.end());
+  return args;
+}
+
+}  // namespace
+
+// A case found through a foreign kernel (lib:, in process and under --isolate)
+// records it, how it was opened and where from; replayed, it runs through that
+// kernel with that isolation on both replay commands (exit 1, the defect), or
+// is refused by name (exit 2) when nothing says the file may load it; never
+// exit 0 from pav's own kernel standing in for the one that failed.
+TEST_F(PavCli, AReplayRunsTheKernelTheCaseWasFoundWith) {
+  const std::string bad = split_decode_with("merge-ignores-max");
+  for (const bool isolate : {false, true}) {
+    SCOPED_TRACE(isolate ? "--isolate" : "in process");
+    const fs::path save = dir_ / (isolate ? "isolated" : "in-process");
+    std::vector<std::string> fuzz = {"fuzz",      "--kernel", bad,          "--property", "decode", "--cases",
+                                     "200",       "--seed",   "1",          "--save",     save.string(),
+                                     "--quiet",   "--shrink-tries", "100",  "--timeout",  "30"};
+    if (isolate) fuzz.push_back("--isolate");
+    const Outcome f = launch({fuzz});
+    ASSERT_EQ(f.code, 1) << f.out << f.err;
+    const auto files = case_files(save);
+    ASSERT_EQ(files.size(), 1u);
+    const json meta = json::parse(slurp(files[0]))["meta"];
+    EXPECT_EQ(meta["kernel"]["spec"], bad);
+    EXPECT_EQ(meta["kernel"]["adapter"], isolate ? "lib (isolated)" : "lib");
+    EXPECT_EQ(meta["kernel"]["isolate"], isolate);
+    EXPECT_EQ(meta["kernel"]["timeout_seconds"], 30);
+    EXPECT_EQ(meta["kernel"]["cwd"], dir_.string());
+    for (const ReplayCommand& c : kReplayCommands) {
+      SCOPED_TRACE(c.words.front());
+      const Outcome refused = launch({replay_args(c, files[0], {"--backend", "cpu"})});
+      EXPECT_EQ(refused.code, 2) << refused.out << refused.err;
+      EXPECT_NE(refused.err.find("'" + bad + "' (meta.kernel.spec)"), std::string::npos) << refused.err;
+      EXPECT_NE(refused.err.find("--kernel SPEC"), std::string::npos) << refused.err;
+      EXPECT_NE(refused.err.find("--trust-case-kernel"), std::string::npos) << refused.err;
+      EXPECT_EQ(refused.out.find("PASS"), std::string::npos) << refused.out;
+
+      const Outcome trusted = launch({replay_args(c, files[0], {"--trust-case-kernel", "--json"})});
+      EXPECT_EQ(trusted.code, 1) << trusted.out << trusted.err;
+      const json j = parsed(trusted.out);
+      ASSERT_TRUE(j.is_object()) << trusted.out.substr(0, 500) << trusted.err;
+      const json& r = j[c.key][0];
+      EXPECT_EQ(r["kernel"]["spec"], bad);
+      EXPECT_EQ(r["kernel"]["adapter"], isolate ? "lib (isolated)" : "lib");
+      EXPECT_EQ(r["kernel_recorded_in_case"], true);
+      EXPECT_EQ(r["passed"], false);
+
+      // --kernel wins over the recorded one: the kernel without the defect passes.
+      const Outcome fixed =
+          launch({replay_args(c, files[0], {"--kernel", std::string("lib:") + PAV_SPLIT_DECODE, "--json"})});
+      EXPECT_EQ(fixed.code, 0) << fixed.out << fixed.err;
+      const json k = parsed(fixed.out);
+      ASSERT_TRUE(k.is_object()) << fixed.out.substr(0, 500);
+      EXPECT_EQ(k[c.key][0]["kernel_recorded_in_case"], false);
+      EXPECT_EQ(k[c.key][0]["kernel"]["spec"], std::string("lib:") + PAV_SPLIT_DECODE);
+    }
+  }
+}
+
+// A case file from someone else's CI never runs a command or loads a library by
+// itself: a recorded exec: kernel whose command would leave a marker file, and
+// a lib: one, are refused (exit 2) by both replay commands, naming the spec and
+// both ways to run it, and the marker is not there. --trust-case-kernel runs the
+// command (the marker appears); --kernel runs the kernel named instead.
+TEST_F(PavCli, ACaseFileNeverRunsItsKernelOnItsOwn) {
+  write_inputs();
+  const json base = json::parse(slurp(dir_ / "case.json"));
+  const fs::path marker = dir_ / "marker";
+  json exec_case = base;
+  exec_case["meta"] = {{"property", "decode"},
+                       {"kernel", {{"adapter", "exec"}, {"spec", "exec:touch " + marker.string()}}}};
+  write("exec-case.json", exec_case.dump());
+  json lib_case = base;
+  lib_case["meta"] = {{"property", "decode"},
+                      {"kernel", {{"adapter", "lib"}, {"spec", std::string("lib:") + PAV_SPLIT_DECODE}}}};
+  write("lib-case.json", lib_case.dump());
+  for (const ReplayCommand& c : kReplayCommands)
+    for (const char* name : {"exec-case.json", "lib-case.json"}) {
+      SCOPED_TRACE(c.words.front() + std::string(" ") + name);
+      const json& doc = std::string(name) == "exec-case.json" ? exec_case : lib_case;
+      const Outcome o = launch({replay_args(c, dir_ / name, {"--backend", "cpu"})});
+      EXPECT_EQ(o.code, 2) << o.out << o.err;
+      EXPECT_NE(o.err.find(doc["meta"]["kernel"]["spec"].get<std::string>()), std::string::npos) << o.err;
+      EXPECT_NE(o.err.find("--kernel SPEC"), std::string::npos) << o.err;
+      EXPECT_NE(o.err.find("--trust-case-kernel"), std::string::npos) << o.err;
+      EXPECT_FALSE(fs::exists(marker)) << "a case file ran its command";
+      // --kernel names the kernel: the recorded one is not touched.
+      const Outcome named = launch({replay_args(c, dir_ / name, {"--kernel", "pav:cpu", "--json"})});
+      EXPECT_EQ(named.code, 0) << named.out << named.err;
+      EXPECT_FALSE(fs::exists(marker)) << "--kernel given, yet the case's command ran";
+    }
+  // Trusted, the command runs (touch is no worker: the replay cannot go on).
+  const Outcome t = launch({{"replay", (dir_ / "exec-case.json").string(), "--trust-case-kernel", "--timeout", "5"}});
+  EXPECT_GE(t.code, 2) << t.out << t.err;
+  EXPECT_EQ(t.signal, 0);
+  EXPECT_TRUE(fs::exists(marker)) << "--trust-case-kernel did not run the recorded kernel\n" << t.err;
+}
+
+// A relative path in a recorded spec is relative to the folder the case was
+// found in (meta.kernel.cwd): a replay from elsewhere loads the same library
+// and runs the same command there; a recorded folder missing here is refused
+// by name.
+TEST_F(PavCli, ARelativeKernelPathReplaysFromTheFolderItWasFoundIn) {
+  const fs::path found = dir_ / "found", elsewhere = dir_ / "elsewhere";
+  fs::create_directories(found / "k");
+  fs::create_directories(elsewhere);
+  fs::copy_file(PAV_SPLIT_DECODE, found / "k" / "libsd.so");
+  Launch f{{"fuzz", "--kernel", "lib:k/libsd.so --defect merge-ignores-max", "--property", "decode", "--cases",
+            "200", "--seed", "1", "--save", (dir_ / "ce").string(), "--quiet", "--shrink-tries", "50"}};
+  f.cwd = found.string();
+  const Outcome o = launch(f);
+  ASSERT_EQ(o.code, 1) << o.out << o.err;
+  const auto files = case_files(dir_ / "ce");
+  ASSERT_EQ(files.size(), 1u);
+  EXPECT_EQ(json::parse(slurp(files[0]))["meta"]["kernel"]["cwd"], found.string());
+  Launch r{{"replay", files[0].string(), "--trust-case-kernel", "--json"}};
+  r.cwd = elsewhere.string();
+  const Outcome rr = launch(r);
+  EXPECT_EQ(rr.code, 1) << "the library was not loaded from " << found << "\n" << rr.out << rr.err;
+
+  // exec: a relative command runs in the recorded folder.
+  const fs::path rec = dir_ / "rec";
+  write("rec/w.sh", "pwd > ran-in\n");
+  json c = json::parse(slurp(fs::path(PAV_SOURCE_DIR) / "fixtures/counterexamples/decode-causality-row-sees-next-token.json"));
+  c["meta"] = {{"property", "decode"}, {"kernel", {{"adapter", "exec"}, {"spec", "exec:sh w.sh"}, {"cwd", rec.string()}}}};
+  write("rel-exec.json", c.dump());
+  Launch e{{"replay", (dir_ / "rel-exec.json").string(), "--trust-case-kernel", "--timeout", "5"}};
+  e.cwd = elsewhere.string();
+  const Outcome eo = launch(e);
+  EXPECT_EQ(eo.signal, 0);
+  EXPECT_NE(eo.code, 0);
+  EXPECT_EQ(slurp(rec / "ran-in"), rec.string() + "\n") << eo.err;
+  EXPECT_FALSE(fs::exists(elsewhere / "ran-in"));
+
+  c["meta"]["kernel"]["cwd"] = (dir_ / "gone").string();
+  write("gone-exec.json", c.dump());
+  Launch g{{"replay", (dir_ / "gone-exec.json").string(), "--trust-case-kernel"}};
+  const Outcome go = launch(g);
+  EXPECT_EQ(go.code, 2) << go.err;
+  EXPECT_NE(go.err.find("meta.kernel.cwd"), std::string::npos) << go.err;
+}
+
+// --jobs the system cannot give (threads refused under an address-space limit,
+// ulimit -v) is "could not run": exit 3 naming --jobs, never an abort.
+TEST_F(PavCli, JobsTheSystemCannotGiveAreCouldNotRun) {
+  Launch l{expand_all("fuzz --property planner --cases 1000000 --jobs 1024 --seed 1 --quiet --save {dir}/ce")};
+  l.address_space_limit = rlim_t(2) << 30;
+  l.timeout_s = 120;
+  const Outcome o = launch(l);
+  EXPECT_FALSE(o.timed_out);
+  EXPECT_EQ(o.signal, 0) << "pav died of signal " << o.signal << "\n" << o.err;
+  EXPECT_EQ(o.code, 3) << o.out << o.err;
+  EXPECT_NE(o.err.find("--jobs 1024"), std::string::npos) << o.err;
+  EXPECT_EQ(o.err.find("internal error"), std::string::npos) << o.err;
+  EXPECT_TRUE(files_in(dir_ / "ce").empty());
+}
+
+// A defect found wins over its case file that could not be saved (a full
+// folder): exit 1, and the report says the case was NOT saved and why. A save
+// folder that takes no files, named by --save or PAV_COUNTEREXAMPLE_DIR, is
+// "could not run" (exit 3) before a case runs.
+TEST_F(PavCli, ADefectWinsOverACaseThatCouldNotBeSaved) {
+  pav::testing::UnwritableDir ro(dir_ / "ro");
+  const Outcome env = launch({expand_all("fuzz --property planner --cases 10 --quiet"),
+                              {"PAV_COUNTEREXAMPLE_DIR=" + ro.path().string()}});
+  EXPECT_EQ(env.code, 3) << env.err;
+  EXPECT_NE(env.err.find("cannot create files in " + ro.path().string()), std::string::npos) << env.err;
+
+  pav::testing::FullTmpfs full(dir_ / "full");
+  if (!full.mounted()) GTEST_SKIP() << "no tmpfs can be mounted here: the full-folder half needs one";
+  const std::string bad = split_decode_with("merge-ignores-max");
+  const Outcome f = launch({{"fuzz", "--kernel", bad, "--property", "decode", "--cases", "200", "--seed", "1",
+                             "--save", full.dir().string(), "--shrink-tries", "50", "--quiet", "--json"}});
+  EXPECT_EQ(f.code, 1) << f.err;
+  EXPECT_NE(f.err.find("counterexample NOT SAVED: "), std::string::npos) << f.err;
+  const json j = parsed(f.out);
+  ASSERT_TRUE(j.is_object()) << f.out.substr(0, 500);
+  EXPECT_TRUE(j["runs"][0]["failure"]["saved"].is_null());
+  EXPECT_NE(j["runs"][0]["failure"]["save_error"].get<std::string>().find("No space left"), std::string::npos);
+  EXPECT_NE(j["runs"][0]["failure"]["reproduce"].get<std::string>().find("--kernel"), std::string::npos)
+      << "the reproduce command must name the kernel that failed";
+  const Outcome v = launch({{"verify", "--kernel", bad, "--checks", "decode", "--save", full.dir().string(),
+                             "--quiet", "--json"}});
+  EXPECT_EQ(v.code, 1) << v.err;
+  const json k = parsed(v.out);
+  ASSERT_TRUE(k.is_object()) << v.out.substr(0, 500);
+  EXPECT_NE(k["checks"][0]["first_failure"].get<std::string>().find("NOT SAVED"), std::string::npos);
+  EXPECT_EQ(k["verdict"], "FAIL");
 }

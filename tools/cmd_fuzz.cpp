@@ -103,32 +103,6 @@ int list_properties(const cli::ReportOutput& output, const std::vector<fz::Prope
   return output.finish(j, cli::kExitOk, "fuzz");
 }
 
-int replay_files(const std::vector<std::string>& files, const fz::CheckContext& ctx, const cli::ReportOutput& output) {
-  const kernels::Backend backend = ctx.backend;
-  const std::string runner = ctx.kernel ? adapters::identity(*ctx.kernel) : cli::backend_name(backend) + std::string(" backend");
-  int failures = 0;
-  ojson j = cli::report_header("fuzz");
-  j["backend"] = cli::backend_name(backend);
-  if (ctx.kernel) j["kernel"] = adapters::identity_json(*ctx.kernel);
-  j["replays"] = ojson::array();
-  for (const auto& file : files) {
-    std::string property;
-    fz::Verdict v;
-    try {
-      v = fz::replay_case_file(file, ctx, &property);
-    } catch (const props::CaseError& e) {
-      throw cli::BadInput(e.what());
-    }
-    if (output.text())
-      fmt::print("{}: {} ({}): {}\n", file, property, runner, cli::verdict_text(v.passed, v.message));
-    j["replays"].push_back({{"case", file}, {"property", property}, {"passed", v.passed}, {"verdict", v.message}});
-    if (!v.passed) ++failures;
-  }
-  if (output.text() && files.size() > 1) fmt::print("{} of {} cases passed\n", files.size() - failures, files.size());
-  j["passed"] = failures == 0;
-  return output.finish(j, failures ? cli::kExitFail : cli::kExitOk, "fuzz");
-}
-
 int run(std::vector<std::string> args) {
   CLI::App app{"Run the property generators at scale: stop at the first failure or the budget, shrink it, and "
                "save the minimal counterexample as a case file. SIGINT/SIGTERM stop cleanly with a summary.",
@@ -174,7 +148,8 @@ int run(std::vector<std::string> args) {
   app.add_option("--report", report_path,
                  "write the run's report (JSON: version, kernel, device, shard, seeds, times, cases and failures per "
                  "property, where each seed stream stopped) to FILE, durably, also after a stop; pav report merge "
-                 "combines shards' reports");
+                 "combines shards' reports")
+      ->check(cli::non_empty());
   auto* opt_budget = app.add_option("--time-budget", time_budget,
                                     "wall-clock budget with its unit (90s, 20m, 1.5h), as --minutes; shrinking a "
                                     "failure is held to it too");
@@ -182,10 +157,20 @@ int run(std::vector<std::string> args) {
                  "continue the seed streams of an earlier run's --report (its base seed, shard and properties) "
                  "instead of repeating seeds")
       ->check(CLI::ExistingFile);
-  cli::KernelOptions kernel_options;
+  cli::ReplayOptions replay_options;
+  cli::KernelOptions& kernel_options = replay_options.kernel;
   cli::add_kernel_options(app, kernel_options);
+  cli::add_trust_case_kernel_option(app, replay_options);
   output.add_options(app);
   if (int rc = cli::parse(app, args); rc >= 0) return rc;
+  if (!replay.empty()) {
+    // The one replay path pav replay takes: the kernel each case records (or
+    // --kernel), never pav's own kernels in place of a foreign one.
+    replay_options.backend_name = backend_name;
+    replay_options.timeout_given = app.get_option("--timeout")->count() > 0;
+    return cli::replay_case_files("fuzz", "replays", replay, replay_options, output);
+  }
+  if (replay_options.trust_case_kernel) throw cli::BadInput("--trust-case-kernel: only with --replay");
   output.check_writable();
   const auto wall0 = std::chrono::steady_clock::now();
   const double cpu0 = process_cpu_seconds();
@@ -206,7 +191,6 @@ int run(std::vector<std::string> args) {
       kernel ? fz::kernel_properties(kernel->description()) : fz::properties();
   if (list) return list_properties(output, available);
   const kernels::Backend backend = cli::pick_backend(backend_name);
-  if (!replay.empty()) return replay_files(replay, {backend, kernel.get()}, output);
 
   fz::FuzzOptions o;
   parse_shard(shard, o.shard_index, o.shard_count);
@@ -249,6 +233,7 @@ int run(std::vector<std::string> args) {
   o.jobs = jobs;
   o.ctx.backend = backend;
   o.ctx.kernel = kernel.get();
+  if (kernel) o.kernel_run = cli::kernel_run_record(kernel_options);
   o.save_dir = save_dir;
   o.shrink.max_tries = shrink_tries;
   o.shrink.max_seconds = shrink_minutes * 60;
@@ -261,7 +246,12 @@ int run(std::vector<std::string> args) {
 
   // With --json, stdout carries only the JSON report; the log goes to stderr.
   std::FILE* log = output.text() ? stdout : stderr;
-  const fz::FuzzReport r = fz::run_fuzz(o, selected, log, stderr);
+  fz::FuzzReport r;
+  try {
+    r = fz::run_fuzz(o, selected, log, stderr);
+  } catch (const fz::JobsUnavailable& e) {
+    throw cli::CannotRun(e.what());
+  }
   const int rc = cli::fuzz_exit_code(r);
   const fz::PropertyRun* failed = r.first_failure();
   int64_t total = 0;
@@ -308,7 +298,7 @@ int run(std::vector<std::string> args) {
   j["interrupted"] = r.interrupted;
   if (r.interrupted) j["signal"] = cli::stop_signal_name();
   j["runs"] = ojson::array();
-  for (const auto& run : r.runs) j["runs"].push_back(cli::property_run_json(run));
+  for (const auto& run : r.runs) j["runs"].push_back(cli::property_run_json(run, kernel.get()));
   // Where each property's stream stands before and after: --resume reads
   // "resume"; a property the run did not reach stays where it was.
   j["resumed_from"] = resume_path.empty() ? ojson(nullptr) : ojson(resume_path);

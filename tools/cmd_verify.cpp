@@ -48,6 +48,7 @@ struct VerifyContext {
   std::FILE* log;
   adapters::KernelUnderTest* kernel = nullptr;        // --kernel: its properties instead of pav's kernels'
   const std::vector<fz::Property>* kernel_props = nullptr;
+  nlohmann::json kernel_run = nlohmann::json::object();  // how it was opened, for saved cases
 };
 
 const fz::Property* property_named(const VerifyContext& v, const std::string& name) {
@@ -69,17 +70,23 @@ CheckResult property_check(const VerifyContext& v, const char* property, const c
   o.seed = v.seed;
   o.ctx.backend = v.backend;
   o.ctx.kernel = v.kernel;
+  o.kernel_run = v.kernel_run;
   o.save_dir = v.save_dir;
   o.progress = v.progress;
   o.label = "pav verify";
   o.should_stop = cli::stop_requested;
-  const fz::FuzzReport rep = fz::run_fuzz(o, {p}, v.log, stderr);
+  fz::FuzzReport rep;
+  try {
+    rep = fz::run_fuzz(o, {p}, v.log, stderr);
+  } catch (const fz::JobsUnavailable& e) {
+    throw cli::CannotRun(e.what());
+  }
   r.ran = !rep.runs.empty();
   r.interrupted = rep.interrupted;
   if (!r.ran) return r;
   const fz::PropertyRun& run = rep.runs.front();
   r.cases = run.cases;
-  r.detail = cli::property_run_json(run);
+  r.detail = cli::property_run_json(run, v.kernel);
   r.save_error = run.save_error;
   if (run.failure) {
     const fz::Found& f = *run.failure;
@@ -178,16 +185,17 @@ int run(std::vector<std::string> args) {
       ->check(cli::integer_in(1, 1000000));
   app.add_option("--decode-cases", decode_cases, "generated calls for the decode check")
       ->check(cli::integer_in(1, 100000));
-  app.add_option("--checks", checks,
-                 "the checks to run, comma-separated: planner, decode, reject, drift (default planner,decode,drift; "
-                 "with --kernel decode,reject,drift)");
+  auto* opt_checks = app.add_option("--checks", checks,
+                                    "the checks to run, comma-separated: planner, decode, reject, drift (default "
+                                    "planner,decode,drift; with --kernel decode,reject,drift)");
   int64_t reject_cases = 400;
   app.add_option("--reject-cases", reject_cases, "generated calls for the reject check (--kernel)")
       ->check(cli::integer_in(1, 1000000));
   cli::KernelOptions kernel_options;
   cli::add_kernel_options(app, kernel_options, /*many=*/true);
   std::string out_dir = ".";
-  app.add_option("--out-dir", out_dir, "two kernels: where compare-a.jsonl and compare-b.jsonl are written");
+  app.add_option("--out-dir", out_dir, "two kernels: where compare-a.jsonl and compare-b.jsonl are written")
+      ->check(cli::non_empty());
   cli::add_save_option(app, save_dir);
   app.add_flag("--quiet", quiet, "no progress line");
   output.add_options(app);
@@ -195,6 +203,11 @@ int run(std::vector<std::string> args) {
 
   if (kernel_options.specs.size() > 2) throw cli::BadInput("--kernel: at most two kernels (A and B)");
   if (kernel_options.specs.size() == 2) return run_two(kernel_options, seed, decode_cases, out_dir, !quiet, output);
+  // An empty --checks (a variable that expanded to nothing) names no check: it
+  // is not a request for the default ones.
+  if (opt_checks->count() > 0 && checks.empty())
+    throw cli::BadInput("--checks: an empty list; name the checks (planner, decode, reject, drift) or leave the "
+                        "option out for the default ones");
   if (checks.empty()) checks = kernel_options.specs.empty() ? "planner,decode,drift" : "decode,reject,drift";
   std::vector<std::string> chosen;
   for (const std::string& c : split_list(checks)) {
@@ -214,7 +227,9 @@ int run(std::vector<std::string> args) {
     kernel = cli::open_kernel(kernel_options.specs.front(), kernel_options);
     kernel_props = fz::kernel_properties(kernel->description());
   }
-  const VerifyContext ctx{backend, seed, save_dir, !quiet, output.text() ? stdout : stderr, kernel.get(), &kernel_props};
+  const VerifyContext ctx{backend,      seed,          save_dir,
+                          !quiet,       output.text() ? stdout : stderr,
+                          kernel.get(), &kernel_props, cli::kernel_run_record(kernel_options)};
 
   if (kernel) {
     fmt::print(ctx.log, "pav verify: seed {}, counterexamples to {}\n", seed, save_dir);

@@ -7,10 +7,12 @@
 #include <algorithm>
 #include <exception>
 #include <new>
+#include <system_error>
 
 #include "common/durable_file.hpp"
 #include "input/json_input.hpp"
 #include "common/version.hpp"
+#include "tools/options.hpp"
 
 namespace pav::cli {
 
@@ -74,7 +76,8 @@ int parse(CLI::App& app, const std::vector<std::string>& args) {
 
 void ReportOutput::add_options(CLI::App& app) {
   app.add_flag("--json", json, "print the report as JSON on stdout (instead of the tables)");
-  app.add_option("--json-out", json_out, "also write the JSON report to FILE (written whole or not at all)");
+  app.add_option("--json-out", json_out, "also write the JSON report to FILE (written whole or not at all)")
+      ->check(non_empty());
 }
 
 void ReportOutput::check_writable() const {
@@ -142,6 +145,10 @@ int run_command(const Command& c, std::vector<std::string> args) {
     return kExitCannotRun;
   } catch (const std::bad_alloc&) {
     fmt::print(stderr, "pav {}: could not run: out of memory\n", c.name);
+    return kExitCannotRun;
+  } catch (const std::system_error& e) {
+    // The system refused a resource (a thread, a process): not pav's bug.
+    fmt::print(stderr, "pav {}: could not run: {}\n", c.name, bounded(e.what()));
     return kExitCannotRun;
   } catch (const std::exception& e) {
     // Not a verdict about the code under test: never exit 1 for it.

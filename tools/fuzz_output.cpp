@@ -1,12 +1,23 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "tools/fuzz_output.hpp"
 
+#include <fmt/core.h>
+
 #include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <map>
+#include <memory>
 
 #include "common/durable_file.hpp"
 #include "common/text_list.hpp"
+#include "kernels/validate.hpp"
+#include "properties/case_format.hpp"
 #include "properties/counterexample.hpp"
 #include "properties/fuzz_report.hpp"
+#include "properties/runner.hpp"
+#include "tools/backend_option.hpp"
+#include "tools/options.hpp"
 
 namespace pav::cli {
 
@@ -16,7 +27,8 @@ CLI::Option* add_save_option(CLI::App& app, std::string& dir) {
   dir = props::default_counterexample_dir();
   return app.add_option("--save", dir,
                         "folder for counterexample case files (default: $PAV_COUNTEREXAMPLE_DIR, else "
-                        "./counterexamples)");
+                        "./counterexamples)")
+      ->check(non_empty());
 }
 
 void check_save_dir(const std::string& dir) { pav::check_writable_dir(dir, "--save " + dir); }
@@ -45,7 +57,7 @@ std::vector<const fz::Property*> select_properties(const std::vector<std::string
   return out;
 }
 
-nlohmann::ordered_json property_run_json(const fz::PropertyRun& run) {
+nlohmann::ordered_json property_run_json(const fz::PropertyRun& run, const adapters::KernelUnderTest* kernel) {
   nlohmann::ordered_json j;
   j["property"] = run.property;
   j["cases"] = run.cases;
@@ -71,9 +83,257 @@ nlohmann::ordered_json property_run_json(const fz::PropertyRun& run) {
                     {"saved", run.saved_path.empty() ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(run.saved_path)},
                     {"save_error", run.save_error.empty() ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(run.save_error)},
                     {"reproduce", "pav fuzz --property " + f.property + " --seed " + std::to_string(f.seed) +
-                                      " --cases 1"}};
+                                      " --cases 1" +
+                                      (kernel ? " " + adapters::kernel_option_text(*kernel) : std::string())}};
   }
   return j;
+}
+
+// ---- replaying case files ----------------------------------------------------------
+
+void add_trust_case_kernel_option(CLI::App& app, ReplayOptions& o) {
+  app.add_flag("--trust-case-kernel", o.trust_case_kernel,
+               "run the lib: or exec: kernel a case file records (it loads that library or runs that command); "
+               "without it such a case is refused unless --kernel names the kernel");
+}
+
+namespace {
+
+using ojson = nlohmann::ordered_json;
+
+std::string scheme_of(const std::string& spec) {
+  const auto colon = spec.find(':');
+  return colon == std::string::npos ? std::string() : spec.substr(0, colon);
+}
+
+// The spec as it runs from here: a relative path is relative to the folder
+// the case was found in (meta.kernel.cwd), not to where it is replayed.
+std::string spec_from(const std::string& file, const std::string& spec, const std::string& cwd) {
+  std::error_code ec;
+  const std::filesystem::path here = std::filesystem::current_path(ec);
+  if (cwd.empty() || (!ec && std::filesystem::path(cwd) == here)) return spec;
+  const std::string scheme = scheme_of(spec);
+  const std::string rest = spec.substr(scheme.size() + 1);
+  const bool exists = std::filesystem::is_directory(cwd, ec);
+  const std::string missing = file + ": meta.kernel.cwd: the folder '" + cwd.substr(0, 200) +
+                              "' the kernel's spec is relative to does not exist here; name the kernel with "
+                              "--kernel SPEC";
+  if (scheme == "exec") {
+    if (!exists) throw BadInput(missing);
+    return "exec:cd " + adapters::shell_quote(cwd) + " || exit 127; " + rest;
+  }
+  if (scheme == "lib") {
+    std::vector<std::string> words;
+    try {
+      words = adapters::split_words(rest);
+    } catch (const std::exception& e) {
+      throw BadInput(file + ": meta.kernel.spec: " + e.what());
+    }
+    if (words.empty() || std::filesystem::path(words.front()).is_absolute()) return spec;
+    if (!exists) throw BadInput(missing);
+    std::string out = "lib:" + adapters::shell_quote((std::filesystem::path(cwd) / words.front()).string());
+    for (size_t i = 1; i < words.size(); ++i) out += " " + adapters::shell_quote(words[i]);
+    return out;
+  }
+  return spec;
+}
+
+}  // namespace
+
+ReplayKernel replay_kernel(const std::string& file, const nlohmann::json& meta, const ReplayOptions& o) {
+  ReplayKernel r;
+  r.isolate = o.kernel.isolate;
+  r.timeout = o.kernel.timeout;
+  if (!o.kernel.specs.empty()) {
+    if (o.kernel.specs.size() > 1) throw BadInput("--kernel: one kernel replays a case");
+    r.spec = o.kernel.specs.front();
+    return r;
+  }
+  if (!meta.is_object() || !meta.contains("kernel") || meta.at("kernel").is_null()) return r;
+  const nlohmann::json& k = meta.at("kernel");
+  const std::string at = file + ": meta.kernel";
+  if (!k.is_object()) throw BadInput(at + ": expected an object, got " + std::string(k.type_name()));
+  if (!k.contains("spec") || !k.at("spec").is_string())
+    throw BadInput(at + ".spec: expected the kernel's --kernel text (a string)");
+  r.recorded = true;
+  r.recorded_spec = k.at("spec").get<std::string>();
+  std::string adapter;
+  if (k.contains("adapter")) {
+    if (!k.at("adapter").is_string()) throw BadInput(at + ".adapter: expected a string");
+    adapter = k.at("adapter").get<std::string>();
+  }
+  // Isolation: recorded since meta.kernel.isolate exists; before, the adapter said it.
+  bool isolate = adapter == "lib (isolated)";
+  if (k.contains("isolate")) {
+    if (!k.at("isolate").is_boolean()) throw BadInput(at + ".isolate: expected true or false");
+    isolate = k.at("isolate").get<bool>();
+  }
+  r.isolate = isolate || o.kernel.isolate;
+  if (k.contains("timeout_seconds") && !o.timeout_given) {
+    const nlohmann::json& t = k.at("timeout_seconds");
+    if (!t.is_number() || !std::isfinite(t.get<double>()) || t.get<double>() < 0.01 || t.get<double>() > 86400)
+      throw BadInput(at + ".timeout_seconds: expected a number of seconds in [0.01, 86400]");
+    r.timeout = t.get<double>();
+  }
+  std::string cwd;
+  if (k.contains("cwd")) {
+    if (!k.at("cwd").is_string()) throw BadInput(at + ".cwd: expected a folder (a string)");
+    cwd = k.at("cwd").get<std::string>();
+    if (!cwd.empty() && !std::filesystem::path(cwd).is_absolute())
+      throw BadInput(at + ".cwd: expected an absolute folder, got '" + cwd.substr(0, 200) + "'");
+  }
+  const std::string scheme = scheme_of(r.recorded_spec);
+  if ((scheme == "lib" || scheme == "exec") && !o.trust_case_kernel)
+    throw BadInput(file + ": the case records the kernel '" + r.recorded_spec.substr(0, 300) +
+                   "' (meta.kernel.spec), which would " + (scheme == "lib" ? "load that library" : "run that command") +
+                   "; a case file never does that on its own. Replay it with --kernel SPEC (that kernel, or "
+                   "another build of it), or, if you trust this file, with --trust-case-kernel");
+  if (scheme != "lib" && scheme != "exec" && scheme != "pav")
+    throw BadInput(at + ".spec: '" + r.recorded_spec.substr(0, 200) +
+                   "' is not a kernel spec (pav:cpu, pav:gpu, lib:PATH.so [WORDS], exec:'CMD ARGS')");
+  r.spec = spec_from(file, r.recorded_spec, cwd);
+  return r;
+}
+
+namespace {
+
+const char* path_name(props::Path p) { return p == props::Path::planned ? "planned" : "uniform"; }
+
+}  // namespace
+
+int replay_case_files(const std::string& command, const std::string& array_key, const std::vector<std::string>& files,
+                      const ReplayOptions& o, const ReportOutput& output) {
+  output.check_writable();
+  const bool json = !output.text();
+  const kernels::Backend backend = pick_backend(o.backend_name);
+  // One kernel per way of opening it, shared by the cases that name it.
+  std::map<std::string, std::unique_ptr<adapters::KernelUnderTest>> kernels;
+  auto kernel_for = [&](const ReplayKernel& rk, const std::string& file) -> adapters::KernelUnderTest& {
+    auto& k = kernels[fmt::format("{}\n{}\n{}", rk.spec, rk.isolate, rk.timeout)];
+    if (!k) {
+      KernelOptions ko = o.kernel;
+      ko.isolate = rk.isolate;
+      ko.timeout = rk.timeout;
+      try {
+        k = open_kernel(rk.spec, ko);
+      } catch (const BadInput& e) {
+        if (!rk.recorded) throw;
+        throw BadInput(file + ": meta.kernel: " + e.what());
+      }
+    }
+    return *k;
+  };
+  ojson report = report_header(command);
+  report["backend"] = backend_name(backend);
+  report[array_key] = ojson::array();
+
+  int failures = 0;
+  for (const auto& file : files) {
+    props::CaseSpec spec;
+    nlohmann::json meta;
+    try {
+      spec = props::load_case_spec(file, &meta);
+    } catch (const props::CaseError& e) {
+      throw BadInput(e.what());
+    }
+    // A counterexample of another property (gate mirror, planner, batch
+    // invariance, ...) replays through that property's own check.
+    if (meta.contains("property") && !meta["property"].is_string())
+      throw BadInput(file + ": meta.property: expected a string, got " + std::string(meta["property"].type_name()));
+    const std::string property = meta.value("property", std::string("decode"));
+    const ReplayKernel rk = replay_kernel(file, meta, o);
+    if (!rk.spec.empty() || property != "decode") {
+      adapters::KernelUnderTest* k = rk.spec.empty() ? nullptr : &kernel_for(rk, file);
+      std::string ran;
+      props::fuzz::Verdict v;
+      try {
+        v = props::fuzz::replay_case(spec, meta, {backend, k}, &ran);
+      } catch (const props::CaseError& e) {
+        throw BadInput(file + ": " + e.what());
+      }
+      if (!v.passed) ++failures;
+      ojson j;
+      j["case"] = file;
+      j["property"] = ran;
+      if (k) {
+        j["kernel"] = adapters::identity_json(*k);
+        j["kernel_recorded_in_case"] = rk.recorded;
+      }
+      j["passed"] = v.passed;
+      j["verdict"] = v.message;
+      report[array_key].push_back(std::move(j));
+      if (!json) {
+        fmt::print("case      {}\nproperty  {}\n", file, ran);
+        if (k)
+          fmt::print("kernel    {}{}\n", adapters::identity(*k), rk.recorded ? " (recorded in the case)" : "");
+        else
+          fmt::print("backend   {}\n", backend_name(backend));
+        fmt::print("verdict   {}\n\n", verdict_text(v.passed, v.message));
+      }
+      continue;
+    }
+    if (o.path_override == "planned") spec.path = props::Path::planned;
+    if (o.path_override == "uniform") spec.path = props::Path::uniform;
+    props::HostCase c;
+    try {
+      c = props::build_case(spec);
+    } catch (const std::invalid_argument& e) {
+      throw BadInput(file + ": " + e.what());
+    }
+    ojson j;
+    j["case"] = file;
+    j["property"] = "decode";
+    j["path"] = path_name(spec.path);
+    j["num_seqs"] = spec.lens.size();
+    try {
+      const props::CaseCheck k = props::check_case(c, backend);
+      const auto& r = k.compare;
+      j["passed"] = k.passed;
+      j["elements"] = r.elements;
+      j["mismatches"] = r.mismatches;
+      j["nonfinite"] = r.nonfinite;
+      j["nonzero_in_empty_rows"] = r.nonzero_in_empty_rows;
+      j["max_abs_err"] = r.max_abs_err;
+      j["max_rel_err"] = r.max_rel_err;
+      j["rel_l2_err"] = r.rel_l2_err;
+      j["worst_ratio"] = r.worst_ratio;
+      j["stale_plan"] = k.run.status.status != kernels::DecodeStatus::ok;
+      j["scratch_touched_past_active"] = k.scratch_touched_past_active;
+      j["verdict"] = k.verdict;
+      if (r.first.index >= 0)
+        j["first_mismatch"] = {{"seq", r.first.seq}, {"pos", r.first.pos}, {"head", r.first.head}, {"d", r.first.d},
+                               {"out", r.first.out}, {"ref", r.first.ref}, {"allowed", r.first.allowed},
+                               {"kind", r.first.kind}};
+      if (!k.passed) ++failures;
+      if (!json) {
+        fmt::print("case      {}\n", file);
+        if (meta.contains("property")) fmt::print("property  {}\n", property);
+        fmt::print("call      {} seqs, q_len {}, Hkv {}, G {}, D {}, block {}, {} path, {} backend\n",
+                   spec.lens.size(), spec.q_len, spec.hkv, spec.group, spec.head_dim, spec.block_size,
+                   path_name(spec.path), backend_name(backend));
+        fmt::print("elements  {}   mismatches {}   non-finite {}   non-zero in empty rows {}\n", r.elements,
+                   r.mismatches, r.nonfinite, r.nonzero_in_empty_rows);
+        fmt::print("errors    max abs {:.3e}   max rel {:.3e}   ||d||/||ref|| {:.3e}   worst/allowed {:.3f}\n",
+                   r.max_abs_err, r.max_rel_err, r.rel_l2_err, r.worst_ratio);
+        if (r.first.index >= 0)
+          fmt::print("first     seq {} pos {} head {} d {}: out {} ref {} allowed {:.3e} ({})\n", r.first.seq,
+                     r.first.pos, r.first.head, r.first.d, r.first.out, r.first.ref, r.first.allowed, r.first.kind);
+        fmt::print("verdict   {}\n\n", verdict_text(k.passed, k.verdict));
+      }
+    } catch (const kernels::RejectError& e) {
+      ++failures;
+      j["passed"] = false;
+      j["rejected"] = e.what();
+      if (!json) fmt::print("case      {}\nverdict   FAIL: the kernel rejected the call: {}\n\n", file, e.what());
+    } catch (const std::invalid_argument& e) {
+      // Plan parameters the planner refuses (a ceiling above cu): the file's fault.
+      throw BadInput(file + ": " + e.what());
+    }
+    report[array_key].push_back(std::move(j));
+  }
+  if (!json && files.size() > 1) fmt::print("{} of {} cases passed\n", files.size() - failures, files.size());
+  report["passed"] = failures == 0;
+  return output.finish(report, failures ? kExitFail : kExitOk, command);
 }
 
 int fuzz_exit_code(const fz::FuzzReport& report) {

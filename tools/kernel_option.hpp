@@ -5,13 +5,17 @@
 #include <fmt/core.h>
 
 #include <cstdio>
+#include <filesystem>
 #include <memory>
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "adapters/kernel.hpp"
 #include "properties/kernel_gen.hpp"
 #include "tools/command.hpp"
+#include "tools/options.hpp"
 
 namespace pav::cli {
 
@@ -36,7 +40,8 @@ inline void add_kernel_options(CLI::App& app, KernelOptions& o, bool many = fals
   app.add_option("--timeout", o.timeout, "seconds a worker may take per call before it is killed (exec:, --isolate)")
       ->check(CLI::Range(0.01, 86400.0))
       ->capture_default_str();
-  app.add_option("--exchange-dir", o.exchange_dir, "folder for the per-call .npy files (default /dev/shm, else $TMPDIR)");
+  app.add_option("--exchange-dir", o.exchange_dir, "folder for the per-call .npy files (default /dev/shm, else $TMPDIR)")
+      ->check(non_empty());
 }
 
 // Opens one kernel; a bad --kernel is BadInput (exit 2), a kernel that cannot
@@ -59,6 +64,16 @@ inline std::unique_ptr<adapters::KernelUnderTest> open_kernel(const std::string&
   } catch (const adapters::KernelUnavailable& e) {
     throw CannotRun(e.what());
   }
+}
+
+// What a saved case records, beside the kernel's identity, to open it again
+// the same way (FuzzOptions::kernel_run, meta.kernel in the case file): the
+// isolation, the per-call timeout and the working directory a relative path in
+// the spec is relative to.
+inline nlohmann::json kernel_run_record(const KernelOptions& o) {
+  std::error_code ec;
+  const std::filesystem::path cwd = std::filesystem::current_path(ec);
+  return {{"isolate", o.isolate}, {"timeout_seconds", o.timeout}, {"cwd", ec ? std::string() : cwd.string()}};
 }
 
 // "kernel    NAME VERSION via ADAPTER (SPEC)" and what it supports.

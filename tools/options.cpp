@@ -67,6 +67,12 @@ CLI::Validator finite_in(double lo, double hi, bool lo_open, bool hi_open) {
       "in " + range);
 }
 
+CLI::Validator non_empty() {
+  return CLI::Validator(
+      [](std::string& s) -> std::string { return s.empty() ? "expected a value, got an empty one" : std::string(); },
+      "");
+}
+
 std::vector<int64_t> parse_int_list(const std::string& option, const std::string& text, int64_t lo, int64_t hi,
                                     size_t max_items) {
   const std::vector<std::string> items = split_list(text);

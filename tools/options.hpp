@@ -33,6 +33,11 @@ CLI::Validator seed_value();
 // A finite number in [lo, hi], either end open on request; NaN and inf are refused.
 CLI::Validator finite_in(double lo, double hi, bool lo_open = false, bool hi_open = false);
 
+// A value that is not empty: a folder, file or list option given "" (a
+// variable that expanded to nothing) is refused, never read as "the default"
+// or "none". No text in --help.
+CLI::Validator non_empty();
+
 // Reads an integer list ("5,0,9000") strictly: every item an integer in
 // lo..hi, at most max_items items; BadInput names `option` and the item.
 std::vector<int64_t> parse_int_list(const std::string& option, const std::string& text, int64_t lo, int64_t hi,
