@@ -6,6 +6,10 @@
 // properties against kernels whose check or description lies.
 #include <gtest/gtest.h>
 
+#include <elf.h>
+#include <fcntl.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -22,6 +26,11 @@
 #include "adapters/lib_kernel.hpp"
 #include "adapters/npy.hpp"
 #include "adapters/pav_kernel.hpp"
+#include "adapters/worker_server.hpp"
+#include "common/durable_file.hpp"
+#include "common/fault_testing.hpp"
+#include "common/utf8_text.hpp"
+#include "kernels/limits.hpp"
 #include "properties/fuzz.hpp"
 #include "properties/gen.hpp"
 #include "properties/host_case.hpp"
@@ -297,6 +306,13 @@ TEST(Description, MalformedJsonNamesTheField) {
       {[](auto& j) { j["profile"].erase("partial"); }, "profile: missing field 'partial'"},
       {[](auto& j) { j["profile"]["extra"] = 1; }, "profile: unknown field 'extra'"},
       {[](auto& j) { j["name"] = ""; }, "name: empty"},
+      // Names and versions are bounded (kernels::kMaxKernelNameBytes = 256).
+      {[](auto& j) { j["name"] = std::string(257, 'n'); }, "name: 257 bytes, more than 256"},
+      {[](auto& j) { j["version"] = std::string(300, 'v'); }, "version: 300 bytes, more than 256"},
+      // Every case pav saves must replay: the case format's limits (G 128,
+      // q_len 16, kernels/limits.hpp) hold for a description too.
+      {[](auto& j) { j["gqa_ratios"] = {1, 256}; }, "gqa_ratios: 256 outside 1..128"},
+      {[](auto& j) { j["q_len"] = {20, 24}; }, "q_len: minimum 20 > 16"},
       {[](auto& j) { j = nlohmann::json::array(); }, "expected a JSON object"},
   };
   for (const Case& c : cases) {
@@ -590,6 +606,73 @@ TEST(LibAdapter, BrokenPluginsAndBadWordsAreSpecErrors) {
   expect_spec_error("pav:cpu '--path", "unterminated");
 }
 
+// A truncated copy of a plugin is refused before dlopen maps it (mapping it
+// ends the process with SIGBUS when a page past the end is touched).
+TEST(LibAdapter, ATruncatedPluginIsRefusedBeforeItIsLoaded) {
+  const std::string whole = slurp(PAV_TEST_CPU_PLUGIN);
+  ASSERT_GT(whole.size(), 100000u);
+  // Where the last loadable segment ends, read here from the ELF headers.
+  Elf64_Ehdr eh;
+  std::memcpy(&eh, whole.data(), sizeof eh);
+  size_t load_end = 0;
+  for (int i = 0; i < eh.e_phnum; ++i) {
+    Elf64_Phdr ph;
+    std::memcpy(&ph, whole.data() + eh.e_phoff + size_t(i) * sizeof ph, sizeof ph);
+    if (ph.p_type == PT_LOAD) load_end = std::max<size_t>(load_end, ph.p_offset + ph.p_filesz);
+  }
+  ASSERT_GT(load_end, 8192u);
+  const fs::path dir = scratch_dir("truncated");
+  for (const size_t keep : {load_end - 1, load_end / 2, size_t(4096)}) {
+    const fs::path cut = dir / ("libcut-" + std::to_string(keep) + ".so");
+    std::ofstream(cut, std::ios::binary).write(whole.data(), std::streamsize(keep));
+    expect_spec_error(plugin(cut.c_str()), "not a loadable shared library: truncated");
+    expect_spec_error(plugin(cut.c_str()), cut.string());
+  }
+  const fs::path text = dir / "libtext.so";
+  std::ofstream(text) << std::string(200, '#') << " not a library\n";
+  expect_spec_error(plugin(text.c_str()), "not an ELF file");
+}
+
+// Text a plugin hands pav (its name, a message filling the buffer without a
+// NUL, bytes that are not UTF-8) arrives valid, bounded and never read past
+// the buffer.
+TEST(LibAdapter, PluginTextIsValidUtf8AndReadWithinItsBuffer) {
+  auto lib = adapters::open_kernel(plugin(PAV_TEST_FAULT_BAD_TEXT, "--path uniform"));
+  const std::string& name = lib->description().name;
+  EXPECT_TRUE(is_valid_utf8(name)) << name;
+  EXPECT_EQ(name, "bad\xef\xbf\xbd\xef\xbf\xbdtext\xef\xbf\xbd");
+  const Ran r = run_one(*lib, small_spec());  // length 300: the error with a buffer of 0xff
+  ASSERT_EQ(r.result.outcome, Outcome::kernel_error);
+  EXPECT_EQ(r.result.message.rfind("fault plugin says \xef\xbf\xbd", 0), 0u) << r.result.message;
+  EXPECT_TRUE(is_valid_utf8(r.result.message));
+  // 1024 bytes of buffer: 18 of text and 1006 bytes 0xff, each one U+FFFD; no
+  // byte past the buffer (the buffer has no NUL), cut within the message bound.
+  // Cleaned that is 18 + 1006 * 3 = 3036 bytes, cut to the 2048-byte bound:
+  // the 18 and 675 replacement characters (2043 bytes), then "...".
+  EXPECT_EQ(r.result.message.size(), 2046u);
+  EXPECT_EQ(r.result.message.substr(2043), "...");
+  EXPECT_NO_THROW((void)adapters::identity_json(*lib).dump());
+}
+
+// The ABI arguments a plugin receives are checked before they are read: a
+// table with a negative stride is refused, never walked.
+TEST(LibAdapter, APluginRefusesArgumentsItCannotReadSafely) {
+  auto lib = adapters::open_kernel(plugin(PAV_TEST_CPU_PLUGIN, "--path uniform"));
+  props::HostCase c = props::build_case(small_spec());
+  props::KernelCall kc;
+  props::prepare_kernel_call(kc, c, lib->description());
+  kc.request.call.block_tables.stride[0] = -kc.request.call.block_tables.stride[0];
+  const CallResult refused = lib->check(kc.request);
+  EXPECT_EQ(refused.outcome, Outcome::rejected);
+  EXPECT_NE(refused.message.find("malformed call: block_tables: strides[0] = -"), std::string::npos)
+      << refused.message;
+  kc.request.call.block_tables.stride[0] = -kc.request.call.block_tables.stride[0];
+  kc.request.call.context_lens.shape[0] = -2;
+  const CallResult bad_shape = lib->decode(kc.request);
+  EXPECT_EQ(bad_shape.outcome, Outcome::kernel_error);
+  EXPECT_NE(bad_shape.message.find("context_lens: shape[0] = -2 < 0"), std::string::npos) << bad_shape.message;
+}
+
 // ---- the worker adapter ------------------------------------------------------------------
 
 std::string fault_worker(const std::string& mode, int64_t min_len = 300, const std::string& words = "--path uniform") {
@@ -638,6 +721,10 @@ TEST(WorkerAdapter, EveryFaultIsTheCallsResultAndTheWorkerComesBack) {
       {"missing", "worker output: out.npy missing"},
       {"wrong-shape", "shape (6, 6, 32), expected (6, 6, 64)"},
       {"wrong-dtype", "dtype '<f4', expected '<u2'"},
+      // Outputs are regular files of the call's folder: a FIFO nobody writes
+      // never blocks pav, a link to /dev/zero is never followed.
+      {"fifo", "out.npy: a FIFO (outputs must be regular files)"},
+      {"devzero", "out.npy: a symbolic link (outputs must be regular files)"},
   };
   adapters::OpenOptions o;
   o.timeout_seconds = 1.0;
@@ -654,6 +741,112 @@ TEST(WorkerAdapter, EveryFaultIsTheCallsResultAndTheWorkerComesBack) {
     EXPECT_TRUE(after.result.ok()) << f.mode << " (restarted): " << after.result.message;
     EXPECT_TRUE(after.judged_ok) << after.verdict;
   }
+}
+
+// A worker's stderr quoted in a fault: the excerpt starts at a character
+// boundary, invalid bytes become U+FFFD, and the verdict is valid UTF-8.
+TEST(WorkerAdapter, StderrExcerptsAreValidUtf8) {
+  auto w = adapters::open_kernel(fault_worker("non-utf8"));
+  const Ran bad = run_one(*w, small_spec());
+  ASSERT_EQ(bad.result.outcome, Outcome::fault);
+  EXPECT_TRUE(is_valid_utf8(bad.result.message)) << bad.result.message;
+  EXPECT_NE(bad.result.message.find("signal 11"), std::string::npos) << bad.result.message;
+  EXPECT_NE(bad.result.message.find("bad bytes: \xef\xbf\xbd\xef\xbf\xbd"), std::string::npos)
+      << bad.result.message;
+  EXPECT_NO_THROW((void)nlohmann::json(bad.result.message).dump());
+}
+
+// A worker in Python that answers describe with the line in a file.
+std::string python_worker(const std::string& name, const std::string& describe_line) {
+  const fs::path dir = scratch_dir("py");
+  const fs::path reply = dir / (name + ".txt"), script = dir / (name + ".py");
+  std::ofstream(reply, std::ios::binary) << describe_line << "\n";
+  std::ofstream(script) << "import sys\nsys.stdin.readline()\nsys.stdout.write(open(sys.argv[1]).read())\n"
+                           "sys.stdout.flush()\nsys.stdin.read()\n";
+  return "exec:/usr/bin/python3 " + adapters::shell_quote(script.string()) + " " + adapters::shell_quote(reply.string());
+}
+
+// Replies are parsed with pav's bounded reader: a describe reply nested a
+// million deep is a spec error naming the nesting, not a crash.
+TEST(WorkerAdapter, HostileDescribeRepliesAreSpecErrorsNotCrashes) {
+  expect_spec_error(python_worker("deep", "{\"ok\":true,\"kernel\":" + std::string(1000000, '[')),
+                    "nested deeper than 64 levels");
+  expect_spec_error(python_worker("dupkey", "{\"ok\":true,\"ok\":false,\"kernel\":{}}"), "duplicate");
+  expect_spec_error(python_worker("okstring", "{\"ok\":\"yes\",\"kernel\":{}}"), "lacks ok: true");
+  // A 30 MB name is refused by its size, and the message stays short.
+  nlohmann::json d = adapters::to_json(small_description());
+  d["name"] = std::string(30000000, 'n');
+  try {
+    adapters::open_kernel(python_worker("longname", nlohmann::json({{"ok", true}, {"kernel", d}}).dump()));
+    ADD_FAILURE() << "a 30 MB name was accepted";
+  } catch (const KernelSpecError& e) {
+    EXPECT_NE(std::string(e.what()).find("name: 30000000 bytes, more than 256"), std::string::npos) << e.what();
+    EXPECT_LT(std::strlen(e.what()), 8000u);
+  }
+}
+
+// pav kernel-worker's side: requests are read with the bounded reader, and
+// shapes and strides are checked before any table is laid out.
+TEST(WorkerServer, HostileRequestsGetErrorRepliesNotCrashes) {
+  auto k = adapters::open_kernel("pav:cpu --path uniform");
+  const nlohmann::json bt = {{"dtype", "i32"}, {"shape", {1, 2}}, {"strides", {-4096, 1}}, {"values", {0, 0}}};
+  const nlohmann::json lens = {{"dtype", "i32"}, {"shape", {1}}, {"strides", {1}}, {"values", {5}}};
+  const nlohmann::json check = {{"op", "check"}, {"id", 3}, {"args", {{"q_len", 1}, {"softmax_scale", 0.1}}},
+                                {"tensors", {{"block_tables", bt}, {"context_lens", lens}}}};
+  nlohmann::json neg_shape = check;
+  neg_shape["id"] = 4;
+  neg_shape["tensors"]["block_tables"]["shape"] = {-3, 2};
+  neg_shape["tensors"]["block_tables"]["strides"] = {2, 1};
+  nlohmann::json huge = check;
+  huge["id"] = 5;
+  huge["tensors"]["block_tables"]["shape"] = {1, int64_t(1) << 40};
+  huge["tensors"]["block_tables"]["strides"] = {int64_t(1) << 40, 1};
+  const std::string input = std::string(1000000, '[') + "\n" + check.dump() + "\n" + neg_shape.dump() + "\n" +
+                            huge.dump() + "\n{\"op\":\"quit\"}\n";
+  const fs::path dir = scratch_dir("server");
+  const fs::path in = dir / "in.jsonl", out = dir / "out.jsonl";
+  std::ofstream(in, std::ios::binary) << input;
+  const int in_fd = ::open(in.c_str(), O_RDONLY), out_fd = ::open(out.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  ASSERT_GE(in_fd, 0);
+  ASSERT_GE(out_fd, 0);
+  EXPECT_EQ(adapters::serve_worker(*k, in_fd, out_fd), 0);
+  ::close(in_fd);
+  ::close(out_fd);
+  std::istringstream replies(slurp(out));
+  std::vector<nlohmann::json> got;
+  for (std::string line; std::getline(replies, line);) got.push_back(nlohmann::json::parse(line));
+  ASSERT_EQ(got.size(), 4u) << slurp(out);
+  const std::vector<std::string> why = {"nested deeper than 64 levels", "block_tables: strides[0] = -4096 < 0",
+                                        "block_tables: shape[0] = -3 < 0", "more than 1073741824 bytes"};
+  for (size_t i = 0; i < got.size(); ++i) {
+    EXPECT_EQ(got[i].at("ok"), false) << got[i].dump();
+    EXPECT_NE(got[i].value("error", std::string()).find(why[i]), std::string::npos) << got[i].dump();
+  }
+}
+
+// pav's own write failing (a full --exchange-dir: here a file size limit, the
+// kernel's EFBIG) is thrown as pav::IoError through the adapter and through a
+// property's check: never a kernel verdict, never a saved case.
+TEST(WorkerAdapter, PavsOwnWriteFailureIsAnIoErrorNotAVerdict) {
+  adapters::OpenOptions o;
+  o.exchange_dir = scratch_dir("exchange").string();
+  auto w = adapters::open_kernel(fault_worker("none"), o);
+  ASSERT_TRUE(run_one(*w, short_spec()).result.ok());
+  const std::vector<props::fuzz::Property> props = props::fuzz::kernel_properties(w->description());
+  props::fuzz::CheckContext ctx;
+  ctx.kernel = w.get();
+  {
+    pav::testing::FileSizeLimit limit(1024);  // the worker runs already: its own limit is unchanged
+    try {
+      (void)run_one(*w, small_spec());
+      ADD_FAILURE() << "the inputs were written past the limit";
+    } catch (const IoError& e) {
+      EXPECT_NE(std::string(e.what()).find("--exchange-dir: cannot write a call's inputs"), std::string::npos)
+          << e.what();
+    }
+    EXPECT_THROW((void)props.front().check_seed(1, 10, ctx), IoError);
+  }
+  EXPECT_TRUE(run_one(*w, short_spec()).result.ok()) << "the worker runs on once pav can write again";
 }
 
 TEST(WorkerAdapter, NanOutputPassesTheAdapterAndFailsTheStandard) {

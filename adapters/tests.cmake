@@ -27,7 +27,10 @@ foreach(fault_and_text
     "missing|out.npy missing"
     "wrong-shape|worker output: out.npy: shape"
     "wrong-dtype|worker output: out.npy: dtype '<f4'"
-    "nan|nonfinite")
+    "nan|nonfinite"
+    "fifo|out.npy: a FIFO"
+    "devzero|out.npy: a symbolic link"
+    "non-utf8|bad bytes:")
   string(REPLACE "|" ";" parts "${fault_and_text}")
   list(GET parts 0 fault)
   list(GET parts 1 text)
@@ -55,6 +58,30 @@ add_test(NAME KernelCli.IsolatedPluginPrintsOnStdout
           --checks decode --decode-cases 4 --quiet)
 set_tests_properties(KernelCli.IsolatedPluginPrintsOnStdout PROPERTIES LABELS cpu TIMEOUT 300
   PASS_REGULAR_EXPRESSION "verdict: PASS")
+
+# Text a plugin hands pav that is not UTF-8 (its name, a decode error filling
+# the buffer without a NUL) is evidence kept: the case is saved and replays.
+add_test(NAME KernelCli.PluginBadText
+  COMMAND ${CMAKE_SOURCE_DIR}/adapters/testdata/fault_cli.sh $<TARGET_FILE:pav>
+          "lib:$<TARGET_FILE:pav_fault_bad_text> --path uniform" "pav:cpu --path uniform"
+          "kernel error: fault plugin says")
+set_tests_properties(KernelCli.PluginBadText PROPERTIES LABELS cpu TIMEOUT 300)
+
+# A library that calls exit(0), while it loads or during a call, never ends pav
+# with 0: exit 3 naming the library, and no case saved.
+add_test(NAME KernelCli.PluginExit.load
+  COMMAND sh -c "out=$(\"$0\" verify --kernel \"lib:$1\" 2>&1); rc=$?; printf '%s\\n' \"$out\"; [ $rc -eq 3 ] && printf '%s' \"$out\" | grep -qF -- \"the kernel library lib:$1 called exit(0) inside its constructors\""
+          $<TARGET_FILE:pav> $<TARGET_FILE:pav_fault_exit_load>)
+add_test(NAME KernelCli.PluginExit.decode
+  COMMAND sh -c "d=$(mktemp -d); out=$(\"$0\" fuzz --kernel \"lib:$1 --path uniform\" --property decode --cases 60 --seed 7 --save \"$d\" 2>&1); rc=$?; printf '%s\\n' \"$out\"; n=$(ls \"$d\" | wc -l); rm -rf \"$d\"; [ $rc -eq 3 ] && [ $n -eq 0 ] && printf '%s' \"$out\" | grep -qF -- 'called exit(0) inside pav_kernel_decode'"
+          $<TARGET_FILE:pav> $<TARGET_FILE:pav_fault_exit_decode>)
+set_tests_properties(KernelCli.PluginExit.load KernelCli.PluginExit.decode PROPERTIES LABELS cpu TIMEOUT 120)
+
+# A truncated copy of a plugin: exit 2 naming the file and what is wrong, never SIGBUS.
+add_test(NAME KernelCli.TruncatedPlugin
+  COMMAND sh -c "d=$(mktemp -d); head -c 20000 \"$1\" > \"$d/libcut.so\"; out=$(\"$0\" verify --kernel \"lib:$d/libcut.so\" 2>&1); rc=$?; printf '%s\\n' \"$out\"; rm -rf \"$d\"; [ $rc -eq 2 ] && printf '%s' \"$out\" | grep -qF -- \"lib:$d/libcut.so: not a loadable shared library: truncated\""
+          $<TARGET_FILE:pav> $<TARGET_FILE:pav_cpu_kernel>)
+set_tests_properties(KernelCli.TruncatedPlugin PROPERTIES LABELS cpu TIMEOUT 60)
 
 # Plugin faults are bad input: exit 2 with the reason.
 foreach(fault_and_text

@@ -7,8 +7,15 @@
 //   PAV_FAULT_UNAVAILABLE     init says the kernel cannot run on this machine
 //   PAV_FAULT_CHATTY          decode prints a line on stdout, as a kernel with debug output does
 //                             (not a fault: pav must keep its own channels clean of it)
+//   PAV_FAULT_EXIT_LOAD       a constructor calls exit(0) while the library loads
+//   PAV_FAULT_EXIT_DECODE     decode calls exit(0) when a context reaches 300 tokens
+//   PAV_FAULT_BAD_TEXT        a name that is not UTF-8, and at 300 tokens a decode error whose
+//                             message is not UTF-8 and fills the buffer without a NUL
+#include <algorithm>
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
+#include <cstring>
 
 #include "adapters/pav_kernel.hpp"
 #include "adapters/plugins/plugin_glue.hpp"
@@ -22,6 +29,10 @@ std::unique_ptr<pav::adapters::KernelUnderTest> make(const std::vector<std::stri
   pav::adapters::PavKernelOptions o = pav::adapters::parse_pav_kernel_words(words);
   return pav::adapters::make_pav_kernel(o, "fault plugin");
 }
+
+#ifdef PAV_FAULT_EXIT_LOAD
+__attribute__((constructor)) void exit_while_loading() { std::exit(0); }
+#endif
 
 #ifdef PAV_FAULT_SEGV
 // The fault itself: a real store through a null pointer, left uninstrumented so
@@ -56,6 +67,9 @@ PAV_KERNEL_EXPORT int pav_kernel_describe(void* instance, pav_kernel_desc* desc,
 #ifdef PAV_FAULT_DESCRIBE
   desc->num_head_dims = 0;
 #endif
+#ifdef PAV_FAULT_BAD_TEXT
+  std::snprintf(desc->name, sizeof desc->name, "bad\xff\xfetext\xe2\x82");
+#endif
   return rc;
 }
 
@@ -70,6 +84,23 @@ PAV_KERNEL_EXPORT int pav_kernel_decode(void* instance, const pav_decode_args* a
   const auto* lens = static_cast<const int32_t*>(args->context_lens.data);
   for (int64_t s = 0; s < args->context_lens.shape[0]; ++s)
     if (lens[s] >= 300) store_through_null();
+#endif
+#if defined(PAV_FAULT_EXIT_DECODE) || defined(PAV_FAULT_BAD_TEXT)
+  {
+    const auto* lens = static_cast<const int32_t*>(args->context_lens.data);
+    for (int64_t s = 0; s < args->context_lens.shape[0]; ++s)
+      if (lens[s] >= 300) {
+#ifdef PAV_FAULT_EXIT_DECODE
+        std::exit(0);
+#else
+        // "fault plugin says " then bytes that are not UTF-8, to the last byte: no NUL.
+        const char head[] = "fault plugin says ";
+        std::memset(err, 0xff, err_size);
+        std::memcpy(err, head, std::min(err_size, sizeof head - 1));
+        return PAV_ERROR;
+#endif
+      }
+  }
 #endif
 #ifdef PAV_FAULT_CHATTY
   std::printf("fault plugin: decoding %lld sequence(s)\n", (long long)args->context_lens.shape[0]);

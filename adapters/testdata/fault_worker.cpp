@@ -4,8 +4,12 @@
 // --min-len tokens (so shrinking has a boundary to find).
 //   fault_worker --fault MODE [--min-len N] [-- KERNEL WORDS...]
 // MODE: none, crash, exit, hang, garbage, wrong-shape, wrong-dtype, missing,
-// bad-id, nan, no-describe (exits before describing itself).
+// bad-id, nan, no-describe (exits before describing itself), fifo (out.npy a
+// FIFO nobody writes), devzero (out.npy a symlink to /dev/zero), non-utf8
+// (stderr bytes that are not UTF-8, a character cut at the excerpt's start,
+// then a crash).
 #include <signal.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cstdio>
@@ -42,6 +46,16 @@ class FaultKernel final : public KernelUnderTest {
     if (g_armed) {
       std::fprintf(stderr, "fault_worker: injecting %s\n", g_fault.c_str());
       std::fflush(stderr);
+      if (g_fault == "non-utf8") {
+        // A euro sign cut by the 2048-byte excerpt's start, then bytes that
+        // are no UTF-8 at all, then a crash whose verdict quotes them.
+        std::string text = "\xe2\x82\xac";
+        text += std::string(2046, 'x');
+        text += "\nbad bytes: \xff\xfe\xc0\xaf \xed\xa0\x80 cut \xe2\x82\n";
+        std::fwrite(text.data(), 1, text.size(), stderr);
+        std::fflush(stderr);
+        ::raise(SIGSEGV);
+      }
       if (g_fault == "crash") ::raise(SIGSEGV);
       if (g_fault == "exit") ::_exit(7);
       if (g_fault == "hang")
@@ -79,6 +93,14 @@ std::optional<std::string> tamper(const nlohmann::json& req, const nlohmann::jso
     return r.dump();
   }
   if (g_fault == "missing") std::filesystem::remove(out);
+  if (g_fault == "fifo") {
+    std::filesystem::remove(out);
+    ::mkfifo(out.c_str(), 0600);
+  }
+  if (g_fault == "devzero") {
+    std::filesystem::remove(out);
+    std::filesystem::create_symlink("/dev/zero", out);
+  }
   if (g_fault == "wrong-shape") rewrite(out, "<u2", {shape[0], shape[1], shape[2] / 2}, size_t(n));
   if (g_fault == "wrong-dtype") rewrite(out, "<f4", shape, size_t(n) * 4);
   return std::nullopt;
