@@ -3,7 +3,11 @@
 # The sanitizer job: the cpu test suite and the hostile-input corpus built with
 # AddressSanitizer and UBSan (signed overflow included, every finding fatal) in
 # build/sanitize, then run. Any report fails a test, so the job passes only
-# with zero reports. Prints the build and run times.
+# with zero reports. The corpus is the cpu test
+# HostileCorpus.EveryCommandRejectsBadInputByName, so the ctest selection below
+# runs it (every class, 12 random inputs in this build: PAV_SANITIZE), and
+# HostileCorpus.IsInTheCpuSuite, in the same selection, fails if the build ever
+# stops registering it there. Prints the build and run times.
 #   PAV_JOBS=N   parallel build and test jobs (default: nproc)
 set -euo pipefail
 cd "$(dirname "$0")/.."

@@ -971,6 +971,8 @@ def main():
     ap.add_argument("--jobs", type=int, default=os.cpu_count() or 2)
     ap.add_argument("--filter", default="")
     ap.add_argument("--list", action="store_true")
+    ap.add_argument("--expect-count", type=int, default=None,
+                    help="fail unless exactly this many inputs are selected (a check that a class is present)")
     args = ap.parse_args()
 
     work = args.work or tempfile.mkdtemp(prefix="pav-hostile-")
@@ -992,6 +994,10 @@ def main():
         print(f"hostile corpus: could not build the corpus: {e}", flush=True)
         return 1
     cases = [c for c in corpus.cases if args.filter in c.name]
+    if args.expect_count is not None and len(cases) != args.expect_count:
+        print(f"hostile corpus: {len(cases)} inputs selected by --filter '{args.filter}', expected "
+              f"{args.expect_count}", flush=True)
+        return 1
     if args.list:
         for c in cases:
             print(f"{c.name:60} {c.expect:7} {' '.join(c.mentions)}")

@@ -19,6 +19,20 @@ if(PAV_BUILD_TESTS AND PAV_PYTHON3)
             --pav $<TARGET_FILE:pav> --work ${CMAKE_BINARY_DIR}/hostile-corpus --jobs 2
             --random ${PAV_CORPUS_RANDOM})
   set_tests_properties(HostileCorpus.EveryCommandRejectsBadInputByName PROPERTIES LABELS cpu TIMEOUT 900)
+  # The class-module loader: a probe module's cases are listed, run and judged.
+  add_test(NAME HostileCorpus.LoadsClassModules
+    COMMAND ${PAV_PYTHON3} ${CMAKE_SOURCE_DIR}/regression/hostile/corpus.py
+            --pav $<TARGET_FILE:pav> --work ${CMAKE_BINARY_DIR}/hostile-corpus-probe --jobs 2 --random 0
+            --classes-dir ${CMAKE_SOURCE_DIR}/regression/hostile/testdata/classes-probe --filter probe.
+            --expect-count 2)
+  set_tests_properties(HostileCorpus.LoadsClassModules PROPERTIES LABELS cpu TIMEOUT 300)
+  # A module that cannot add its cases fails the run, named; it never drops out.
+  add_test(NAME HostileCorpus.ABrokenClassModuleFailsTheRun
+    COMMAND ${PAV_PYTHON3} ${CMAKE_SOURCE_DIR}/regression/hostile/corpus.py
+            --pav $<TARGET_FILE:pav> --work ${CMAKE_BINARY_DIR}/hostile-corpus-broken --jobs 2 --random 0
+            --classes-dir ${CMAKE_SOURCE_DIR}/regression/hostile/testdata/classes-broken --filter probe. --list)
+  set_tests_properties(HostileCorpus.ABrokenClassModuleFailsTheRun PROPERTIES LABELS cpu TIMEOUT 300
+    PASS_REGULAR_EXPRESSION "classes_broken.py: add_cases failed: ValueError: this class is broken on purpose")
   add_test(NAME HostileCorpus.RandomDamageNeverCrashesOrHangs
     COMMAND ${PAV_PYTHON3} ${CMAKE_SOURCE_DIR}/regression/hostile/corpus.py
             --pav $<TARGET_FILE:pav> --work ${CMAKE_BINARY_DIR}/hostile-corpus-large --jobs 2 --size large
