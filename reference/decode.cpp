@@ -220,13 +220,22 @@ struct State {
   }
 };
 
+// Scores are computed in double whatever T is. An fp32 score carries an error
+// of a few ulps of its magnitude that depends on the GEMM's summation order
+// (Eigen blocks columns unevenly), and exp() turns it into a relative weight
+// error: at a logit of 4000 (a sentinel key against a D = 512 query) two ulps
+// are 1e-3, which moved the mean of two exactly tied tokens by 0.6%. In double
+// the same error is 1e-12; the softmax itself stays in T.
+using Score = double;
+
 // Chunk buffers of one worker; sized once for the largest chunk of the call.
 template <class T>
 struct Buffers {
-  Mat<T> k;     // [D, chunk]: token columns
+  Mat<Score> k;       // [D, chunk]: token columns
+  Mat<Score> scores;  // [rows, chunk] Q.K
   Mat<T> v;     // [chunk, D]
   Mat<T> vabs, v2;
-  Mat<T> s;     // [rows, chunk] scores, then P
+  Mat<T> s;     // [rows, chunk] scores minus the running max, then P
   Mat<T> pp;    // [2*rows, chunk]: P over min(P, c)
   Mat<T> p2;    // [rows, chunk]
   Mat<T> tmp;   // [2*rows, D]
@@ -234,13 +243,14 @@ struct Buffers {
   std::vector<float> stage;       // decoded fp8 values of one block, before their scale
   std::vector<uint8_t> strided;   // strided cache bytes gathered before decoding
   Vec<T> alpha, m_new;
-  Mat<T> q;     // [rows, D] the (transformed, pre-scaled) query rows
+  Mat<Score> q;  // [rows, D] the (transformed, pre-scaled) query rows
   int64_t cap = 0;
 
   void ensure(int64_t rows, int64_t D, int64_t chunk, bool terms) {
     if (cap == chunk && q.rows() == rows && q.cols() == D) return;
     cap = chunk;
     k.resize(D, chunk);
+    scores.resize(rows, chunk);
     v.resize(chunk, D);
     s.resize(rows, chunk);
     ktok.resize(chunk);
@@ -257,10 +267,10 @@ struct Buffers {
     }
   }
   int64_t bytes() const {
-    const int64_t n = k.size() + v.size() + vabs.size() + v2.size() + s.size() + pp.size() + p2.size() +
-                      tmp.size() + alpha.size() + m_new.size() + q.size();
-    return n * int64_t(sizeof(T)) + int64_t(sizeof(float) * (ktok.size() + vtok.size() + stage.size())) +
-           int64_t(strided.size());
+    const int64_t n = v.size() + vabs.size() + v2.size() + s.size() + pp.size() + p2.size() + tmp.size() +
+                      alpha.size() + m_new.size();
+    return n * int64_t(sizeof(T)) + (k.size() + scores.size() + q.size()) * int64_t(sizeof(Score)) +
+           int64_t(sizeof(float) * (ktok.size() + vtok.size() + stage.size())) + int64_t(strided.size());
   }
 };
 
@@ -295,7 +305,7 @@ struct Core {
   }
 
   // Query rows r = p*G + g of KV head h, quantized as the profile says, times softmax_scale.
-  void load_q(int64_t seq, int64_t h, Mat<T>& q) const {
+  void load_q(int64_t seq, int64_t h, Mat<Score>& q) const {
     std::vector<float> row(g.D), codes(g.D);
     for (int64_t p = 0; p < g.q_len; ++p)
       for (int64_t gg = 0; gg < g.G; ++gg) {
@@ -303,21 +313,22 @@ struct Core {
         const int64_t base = (seq * g.q_len + p) * c.q.stride[0] + (h * g.G + gg) * c.q.stride[1];
         for (int64_t d = 0; d < g.D; ++d) row[d] = load_half(c.q, base + d * c.q.stride[2]);
         if (q_fp8) {
-          const T qs = T(quantize_q_row(row.data(), g.D, q_flavour, codes.data()));
-          for (int64_t d = 0; d < g.D; ++d) q(r, d) = T(codes[d]) * qs * softmax_scale;
+          const Score qs = Score(quantize_q_row(row.data(), g.D, q_flavour, codes.data()));
+          for (int64_t d = 0; d < g.D; ++d) q(r, d) = Score(codes[d]) * qs * softmax_scale;
         } else {
-          for (int64_t d = 0; d < g.D; ++d) q(r, d) = T(row[d]) * softmax_scale;
+          for (int64_t d = 0; d < g.D; ++d) q(r, d) = Score(row[d]) * softmax_scale;
         }
       }
   }
 
-  // dst[j] = src[j] * scale (or * scales[j]), the product taken in T: the
-  // dequantized value is the fp8 value times its scale, rounded once.
-  static void scale_copy(const float* src, int64_t n, const float* scales, float scale, T* dst) {
+  // dst[j] = src[j] * scale (or * scales[j]), the product taken in U:
+  // the dequantized value is the fp8 value times its scale, rounded once.
+  template <class U>
+  static void scale_copy(const float* src, int64_t n, const float* scales, float scale, U* dst) {
     if (scales) {
-      for (int64_t j = 0; j < n; ++j) dst[j] = T(src[j]) * T(scales[j]);
+      for (int64_t j = 0; j < n; ++j) dst[j] = U(src[j]) * U(scales[j]);
     } else {
-      for (int64_t j = 0; j < n; ++j) dst[j] = T(src[j]) * T(scale);
+      for (int64_t j = 0; j < n; ++j) dst[j] = U(src[j]) * U(scale);
     }
   }
 
@@ -409,19 +420,22 @@ struct Core {
     const int64_t n = t1 - t0, rows = g.rows;
     const int64_t L = len(seq);
     gather(seq, h, t0, t1, b);
+    auto Sc = b.scores.leftCols(n);
+    Sc.noalias() = b.q * b.k.leftCols(n);
     auto S = b.s.leftCols(n);
-    S.noalias() = b.q * b.k.leftCols(n);
     // Row p*G+g sees tokens t < L - q_len + 1 + p: a prefix of the chunk.
     for (int64_t r = 0; r < rows; ++r) {
       const int64_t p = r / g.G;
       const int64_t vis = std::clamp<int64_t>(L - g.q_len + 1 + p - t0, 0, n);
-      const T cmax = vis > 0 ? S.row(r).head(vis).maxCoeff() : -std::numeric_limits<T>::infinity();
+      const T cmax = vis > 0 ? T(Sc.row(r).head(vis).maxCoeff()) : -std::numeric_limits<T>::infinity();
       const T m_new = std::max(st.m[r], cmax);
       b.m_new[r] = std::isinf(m_new) ? T(0) : m_new;  // a row with nothing yet: P is zeroed below
       b.alpha[r] = std::isinf(st.m[r]) ? T(0) : std::exp(st.m[r] - m_new);
       st.m[r] = m_new;
+      // s - m is taken in double and only then rounded to T: every token of
+      // the row is measured from the same stored max, so ties stay ties.
+      S.row(r) = (Sc.row(r).array() - Score(b.m_new[r])).template cast<T>();
     }
-    S.colwise() -= b.m_new;
     S.array() = S.array().exp();  // contiguous block: Eigen's vectorized exp
     // Masked and not-yet-visible entries get exactly zero weight (never 0 * exp(...)).
     for (int64_t r = 0; r < rows; ++r) {

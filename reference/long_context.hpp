@@ -32,12 +32,14 @@ inline void check_long_context(int32_t len, double max_seconds) {
   std::printf("reference fp32 over %d tokens: %.2f s, chunk buffers %lld bytes per worker\n", len, secs,
               (long long)r.chunk_buffer_bytes);
   EXPECT_LT(secs, max_seconds);
-  // Buffers are those of one 4096-token chunk, whatever the context: K, V, |V|,
-  // V^2 ([4096, D] each), the score matrices ([4 rows, 4096] in all), per-token
-  // scales, and one decoded block ([D, block_size]).
+  // Buffers are those of one 4096-token chunk, whatever the context: K, the
+  // query rows and Q.K in double ([4096, D], [rows, D], [rows, 4096]); V, |V|,
+  // V^2 ([4096, D] each), the weight matrices ([4 rows, 4096] in all),
+  // per-token scales, and one decoded block ([D, block_size]).
   const int64_t rows = s.q_len * s.group;
   const int64_t bound =
-      int64_t(sizeof(float)) * (4 * 4096 * 128 + 4 * rows * 4096 + 4 * rows * 128 + 4 * 4096 + 128 * 128);
+      int64_t(sizeof(double)) * (4096 * 128 + rows * 128 + rows * 4096) +
+      int64_t(sizeof(float)) * (3 * 4096 * 128 + 4 * rows * 4096 + 4 * rows * 128 + 4 * 4096 + 128 * 128);
   EXPECT_LE(r.chunk_buffer_bytes, bound);
   EXPECT_GT(r.chunk_buffer_bytes, 0);
   // The same call over a short context holds the same chunk buffers.

@@ -24,16 +24,18 @@ struct Shape {
   int64_t rows, D, bs;
 };
 
-// Chunk buffers of one worker over chunks of c tokens, for this shape: K and V
-// ([D, c] and [c, D]), the scores [rows, c], the running max and rescale
-// [rows] each, the query rows [rows, D]; with error terms also |V| and V^2
-// ([c, D] each), P over min(P, c) [2 rows, c], P^2 [rows, c] and [2 rows, D] of
-// scratch. Then the per-token scales of K and V (float, c each) and one decoded
-// block of the packed fp8 cache (float, D * bs).
+// Chunk buffers of one worker over chunks of c tokens, for this shape. The
+// score side is double at either precision: K [D, c], the query rows [rows, D]
+// and Q.K [rows, c]. In the precision's element: V [c, D], the shifted scores
+// and P [rows, c], the running max and rescale [rows] each; with error terms
+// also |V| and V^2 ([c, D] each), P over min(P, c) [2 rows, c], P^2 [rows, c]
+// and [2 rows, D] of scratch. Then the per-token scales of K and V (float, c
+// each) and one decoded block of the packed fp8 cache (float, D * bs).
 int64_t chunk_buffer_bytes(const Shape& s, int64_t c, bool terms, int64_t elem) {
-  int64_t n = 2 * s.D * c + s.rows * c + 2 * s.rows + s.rows * s.D;
+  const int64_t scores = s.D * c + s.rows * s.D + s.rows * c;
+  int64_t n = s.D * c + s.rows * c + 2 * s.rows;
   if (terms) n += 2 * c * s.D + 2 * s.rows * c + s.rows * c + 2 * s.rows * s.D;
-  return n * elem + int64_t(sizeof(float)) * (2 * c + s.D * s.bs);
+  return scores * int64_t(sizeof(double)) + n * elem + int64_t(sizeof(float)) * (2 * c + s.D * s.bs);
 }
 
 int64_t state_bytes(const Shape& s, bool terms, int64_t elem) {
