@@ -293,3 +293,34 @@ TEST(FuzzEngine, AStopDuringAFailureSavesTheCaseAsFound) {
   EXPECT_EQ(meta.value("message", ""), run.failure->first_message) << "the case saved is the one found";
   fs::remove_all(dir);
 }
+
+// A case found through a kernel under test (meta.kernel) is evidence about that
+// kernel: replayed without one it is refused by name (bad input), never run on
+// pav's own kernels, where it would pass for the wrong reason. The same file
+// without meta.kernel replays on pav's own kernels as before.
+TEST(CaseReplay, ACaseOfAKernelUnderTestIsNotRunOnPavsOwnKernels) {
+  const fs::path dir = scratch_dir("foreign");
+  const fs::path fixture = fs::path(PAV_SOURCE_DIR) / "fixtures/counterexamples/decode-causality-row-sees-next-token.json";
+  json meta;
+  const CaseSpec spec = load_case_spec(fixture.string(), &meta);
+  const std::string plain = (dir / "plain.json").string();
+  save_case(plain, spec, meta);
+  EXPECT_TRUE(replay_case_file(plain, {}).passed);
+  for (const json& kernel : {json{{"adapter", "exec"}, {"spec", "exec:python3 w.py"}},
+                             json{{"adapter", "lib (isolated)"}, {"spec", "lib:k.so"}}, json("not an object")}) {
+    SCOPED_TRACE(kernel.dump());
+    json m = meta;
+    m["kernel"] = kernel;
+    const std::string path = (dir / "foreign.json").string();
+    save_case(path, spec, m);
+    try {
+      replay_case_file(path, {});
+      ADD_FAILURE() << "a case of a kernel under test replayed on pav's own kernels";
+    } catch (const CaseError& e) {
+      EXPECT_NE(std::string(e.what()).find("meta.kernel.spec"), std::string::npos) << e.what();
+      if (kernel.is_object())
+        EXPECT_NE(std::string(e.what()).find(kernel["spec"].get<std::string>()), std::string::npos) << e.what();
+    }
+  }
+  fs::remove_all(dir);
+}
