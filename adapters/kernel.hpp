@@ -148,7 +148,10 @@ class KernelUnderTest {
   // Only when description().has_check. Never calls decode.
   virtual CallResult check(const DecodeRequest& r) = 0;
   // Writes call.out (and lse when present). Adapters never throw for what the
-  // kernel does; a kernel that misbehaves comes back as a CallResult.
+  // kernel does; a kernel that misbehaves comes back as a CallResult. pav's
+  // own failures on its side of the call (writing a worker's inputs into a full
+  // --exchange-dir, making the call's folder) are thrown as pav::IoError: not a
+  // verdict about the kernel, and the run ends with exit 3 (check() too).
   virtual CallResult decode(const DecodeRequest& r) = 0;
   // How many times decode() reached the kernel (properties check that a
   // refused call never does).

@@ -39,7 +39,10 @@ void prepare_kernel_call(KernelCall& k, const kernels::DecodeCall& call, const k
                          const adapters::KernelDescription& d);
 
 // How pav runs a kernel: its check entry first when it has one, and decode only
-// for a call the check accepted. A refused call never reaches decode.
+// for a call the check accepted. A refused call never reaches decode. pav's own
+// I/O failing on its side of a call comes as pav::IoError (common/durable_file.hpp),
+// never as a CallResult: it is thrown on through the property checks
+// (fuzz::guarded) and ends the run with exit 3, no verdict and no case saved.
 struct CheckedRun {
   bool checked = false;     // the kernel has a check entry and it answered
   adapters::CallResult check;   // ok = accepted
