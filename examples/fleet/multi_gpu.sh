@@ -16,8 +16,8 @@
 # --cpu-shards); without --save the cases go to DIR/counterexamples.
 #
 # Output: DIR/shard-I.json (each shard's report), DIR/shard-I.log, DIR/fleet.json (the merge).
-# Exit: the merge's code (0 pass, 1 a failure found, 2 reports that do not make one campaign,
-# 3 a shard stopped early or lost a case); 2 for bad usage; 3 when no GPU is found or a shard
+# Exit: the merge's code (0 pass, 1 a failure found or a shard stopped early, 2 reports that
+# are malformed or do not make one campaign); 2 for bad usage; 3 when no GPU is found or a shard
 # wrote no report. SIGINT/SIGTERM are passed to the shards, which stop cleanly and report.
 set -uo pipefail
 
