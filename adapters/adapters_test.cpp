@@ -31,6 +31,7 @@
 #include "common/fault_testing.hpp"
 #include "common/utf8_text.hpp"
 #include "kernels/limits.hpp"
+#include "properties/case_format.hpp"
 #include "properties/fuzz.hpp"
 #include "properties/gen.hpp"
 #include "properties/host_case.hpp"
@@ -1000,6 +1001,25 @@ TEST(KernelGeneration, StaysInsideTheDescriptionAndReachesItsEdges) {
     props::CaseSpec s = small_spec();
     ASSERT_TRUE(props::move_outside(s, f, d)) << f;
     EXPECT_NE(violation(s, d), "") << f;
+  }
+}
+
+// Every case pav saves must replay: each move of the reject generator, from
+// a description at the case format's q_len limit (pav's own: 1..16) and from
+// one past it (1..20), gives a spec the case format reads back.
+TEST(KernelGeneration, EveryMoveOutsideIsACaseFileReadsBack) {
+  adapters::PavKernelOptions o;
+  KernelDescription at_limit = adapters::pav_kernel_description(o);
+  ASSERT_EQ(at_limit.max_q_len, 16);
+  KernelDescription past = small_description();
+  past.max_q_len = 20;
+  for (const KernelDescription& d : {at_limit, past}) {
+    for (const std::string& f : props::outside_moves(d)) {
+      props::CaseSpec s = small_spec();
+      if (!props::move_outside(s, f, d)) continue;
+      EXPECT_LE(s.q_len, 16) << f;
+      EXPECT_NO_THROW((void)props::case_from_json(props::case_to_json(s))) << f << " (q_len " << s.q_len << ")";
+    }
   }
 }
 
