@@ -49,9 +49,11 @@ class FaultKernel final : public KernelUnderTest {
       if (g_fault == "non-utf8") {
         // A euro sign cut by the 2048-byte excerpt's start, then bytes that
         // are no UTF-8 at all, then a crash whose verdict quotes them.
+        // 2049 bytes: pav's 2048-byte excerpt starts at the euro sign's second byte.
+        const std::string tail = "\nbad bytes: \xff\xfe\xc0\xaf \xed\xa0\x80 cut \xe2\x82\n";
         std::string text = "\xe2\x82\xac";
-        text += std::string(2046, 'x');
-        text += "\nbad bytes: \xff\xfe\xc0\xaf \xed\xa0\x80 cut \xe2\x82\n";
+        text += std::string(2046 - tail.size(), 'x');
+        text += tail;
         std::fwrite(text.data(), 1, text.size(), stderr);
         std::fflush(stderr);
         ::raise(SIGSEGV);
