@@ -325,6 +325,10 @@ TEST_F(PavCli, ExitCodeTableOverEveryCommand) {
       {"drift --seeds 1", 2, "--seeds"},
       {"drift --max-context 0", 2, "--max-context"},
       {"drift --sweep {dir}/missing.json", 2, "missing.json"},
+      // An empty file option is not "the built-in sweep" or "no file".
+      {"drift --list --sweep \"\"", 2, "--sweep"},
+      {"drift --list --markdown \"\"", 2, "--markdown"},
+      {"drift --list --plot \"\"", 2, "--plot"},
       {"drift --backend cpu --plot {dir}/p.png", 3, "gnuplot", {"PATH=/nonexistent"}},
       {"drift --list --json-out /dev/full", 3, "No space left"},
       // plan

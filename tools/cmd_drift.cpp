@@ -60,11 +60,13 @@ int run(std::vector<std::string> args) {
   int seeds = 0;
   bool list = false, no_progress = false, quiet = false;
   app.add_option("--sweep", sweep_path, "sweep file (pav-drift-sweep/1); default: the built-in quick sweep, "
-                                        "the same as fixtures/drift-quick.json");
+                                        "the same as fixtures/drift-quick.json")
+      ->check(cli::non_empty());
   cli::add_backend_option(app, backend_name);
   output.add_options(app);  // the full report (pav-drift-report/1)
-  app.add_option("--markdown", md_out, "write the report tables as Markdown to FILE");
-  app.add_option("--plot", plot_out, "write a PNG of error against ceiling (gnuplot; also OUT.gp and OUT.dat)");
+  app.add_option("--markdown", md_out, "write the report tables as Markdown to FILE")->check(cli::non_empty());
+  app.add_option("--plot", plot_out, "write a PNG of error against ceiling (gnuplot; also OUT.gp and OUT.dat)")
+      ->check(cli::non_empty());
   auto* opt_cells = app.add_option("--cells", cells, "run only these cells: names (120k/b8) or indices, comma-separated");
   app.add_option("--max-context", max_context, "run only cells whose context is at most N tokens")
       ->check(cli::integer_in(1, cli::kMaxContext))

@@ -206,7 +206,8 @@ int run(std::vector<std::string> args) {
       throw cli::BadInput(what + "shard " + its_shard + ", not " + shard);
     const nlohmann::json this_kernel = kernel ? nlohmann::json(adapters::identity_json(*kernel)) : nlohmann::json();
     if (resume->kernel != this_kernel)
-      throw cli::BadInput(what + "kernel " + resume->kernel.dump() + ", this run tests " + this_kernel.dump());
+      throw cli::BadInput(what + "kernel " + input::excerpt(resume->kernel) + ", this run tests " +
+                          input::excerpt(this_kernel));
     if (resume->backend != cli::backend_name(backend))
       throw cli::BadInput(what + "backend " + resume->backend + ", this run uses " + cli::backend_name(backend));
     if (names.empty()) names = resume->properties;
