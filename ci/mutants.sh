@@ -40,7 +40,11 @@ sync_tree() {
   # ninja only rebuilds what a patch touched. Files the tree no longer has are
   # removed too (sources are globbed), except the scratch build folder.
   (cd "$root" && git ls-files -co --exclude-standard -z) >"$scratch/files"
-  rsync -a --from0 --ignore-missing-args --files-from="$scratch/files" "$root/" "$src/" 2>/dev/null ||
+  # By content (-c) and without copying mtimes: a file restored after a mutant
+  # gets the time of its restoring, newer than the objects built from the
+  # mutant, so ninja rebuilds it (rsync -a set the old mtime back, and the next
+  # mutant then ran against the previous mutant's stale objects).
+  rsync -rlpc --from0 --ignore-missing-args --files-from="$scratch/files" "$root/" "$src/" 2>/dev/null ||
     (cd "$root" && tr '\0' '\n' <"$scratch/files" | while read -r f; do [[ -e "$f" ]] && echo "$f"; done |
        tar cf - -T - | (cd "$src" && tar xf -))
   comm -23 <(cd "$src" && find . -path ./build -prune -o -type f -printf '%P\n' | LC_ALL=C sort) \
