@@ -7,9 +7,10 @@
 #   pav-tests:  a ctest -R regex naming the tests that must go red
 #   pav-labels: (optional) a ctest -L regex; default: any label
 #   pav-targets: (optional) build targets the tests need; default: all
-#   pav-preset: (optional) cpu (default) or nvidia: mutants of GPU code run
-#               only where that preset builds and runs (ci/gpu.sh passes
-#               PAV_MUTANT_PRESET=nvidia)
+#   pav-preset: (optional) cpu (default), nvidia or sanitize: mutants of GPU
+#               code run only where that preset builds and runs (ci/gpu.sh
+#               passes PAV_MUTANT_PRESET=nvidia); a defect only a sanitizer can
+#               see (a read past a buffer) runs with PAV_MUTANT_PRESET=sanitize
 #
 # For each patch: apply it to a scratch copy of the tree, build, run the named
 # tests; "caught" when they fail, "MISSED" when they pass, "BROKEN" when the patch
@@ -36,9 +37,10 @@ bld="$src/build/$preset"
 
 sync_tree() {
   mkdir -p "$src"
-  # Mirror the committed-or-not working tree minus build outputs; keep mtimes so
-  # ninja only rebuilds what a patch touched. Files the tree no longer has are
-  # removed too (sources are globbed), except the scratch build folder.
+  # Mirror the committed-or-not working tree minus build outputs, rewriting only
+  # files whose content differs, so ninja rebuilds only what a patch touched or
+  # the tree changed. Files the tree no longer has are removed too (sources are
+  # globbed), except the scratch build folder.
   (cd "$root" && git ls-files -co --exclude-standard -z) >"$scratch/files"
   # By content (-c) and without copying mtimes: a file restored after a mutant
   # gets the time of its restoring, newer than the objects built from the
