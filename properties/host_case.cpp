@@ -313,19 +313,30 @@ HostCase build_case(const CaseSpec& spec, bool fill_values) {
       }
       (void)kscale;
       for (int64_t d = 0; d < D; ++d) {
-        float sum = 0.0f;
-        for (int64_t p = 0; p < spec.q_len; ++p)
-          for (int64_t g = 0; g < G; ++g) {
-            const uint16_t bits = c.q[(s.seq * spec.q_len + p) * qstride + (h * G + g) * D + d];
-            sum += spec.q_dtype == DType::bf16 ? bf16_to_f32(bits) : f16_to_f32(bits);
-          }
-        c.k[k_offset(blk, h, d, off, H, D, bs)] = f32_to_fp8(sum >= 0 ? 224.0f : -224.0f, fl);
         const float pattern = ((d + int64_t(si)) % 2 ? 1.0f : -1.0f) * (96.0f + 16.0f * float(si % 4));
         c.v[v_offset(spec.v_layout, blk, h, d, off, H, D, bs)] = f32_to_fp8(pattern, fl);
       }
     }
+    plant_query_aligned_key(c, s.seq, s.token, 224.0f);
   }
   return c;
+}
+
+void plant_query_aligned_key(HostCase& c, int64_t seq, int64_t token, float magnitude) {
+  const CaseSpec& spec = c.spec;
+  const int64_t D = spec.head_dim, H = spec.hkv, G = spec.group, bs = spec.block_size;
+  const int64_t qstride = H * G * D + spec.q_row_pad;
+  const int64_t blk = c.block_tables[seq * c.max_blocks + token / bs], off = token % bs;
+  for (int64_t h = 0; h < H; ++h)
+    for (int64_t d = 0; d < D; ++d) {
+      float sum = 0.0f;
+      for (int64_t p = 0; p < spec.q_len; ++p)
+        for (int64_t g = 0; g < G; ++g) {
+          const uint16_t bits = c.q[(seq * spec.q_len + p) * qstride + (h * G + g) * D + d];
+          sum += spec.q_dtype == DType::bf16 ? bf16_to_f32(bits) : f16_to_f32(bits);
+        }
+      c.k[k_offset(blk, h, d, off, H, D, bs)] = f32_to_fp8(sum >= 0 ? magnitude : -magnitude, spec.cache_dtype);
+    }
 }
 
 CaseSpec single_sequence_spec(const HostCase& c, int64_t seq) {

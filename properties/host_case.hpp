@@ -88,6 +88,11 @@ CaseBlocks check_case_spec(const CaseSpec& spec, bool check_memory = true);
 // violations), where drawing values is most of the cost.
 HostCase build_case(const CaseSpec& spec, bool fill_values = true);
 
+// Sets the key codes of token `token` of sequence `seq`, for every KV head, to
+// +-magnitude following the sign of the group's summed queries at each head-dim
+// index: a logit far above the others (the sentinels' keys, magnitude 224).
+void plant_query_aligned_key(HostCase& c, int64_t seq, int64_t token, float magnitude);
+
 // The one-sequence call holding sequence `seq` of `c`: the same cache bytes,
 // block ids, query rows and scales, inline (batch-invariance checks).
 CaseSpec single_sequence_spec(const HostCase& c, int64_t seq);

@@ -144,24 +144,6 @@ void plant_tie(HostCase& c, int64_t b, int64_t from, int64_t to, bool near, int6
   }
 }
 
-// Keys that follow the sign of the group's summed query (the sentinel recipe),
-// scaled to `magnitude`: logits in the thousands for long rows.
-void plant_large_key(HostCase& c, int64_t b, int64_t t, float magnitude) {
-  const CaseSpec& s = c.spec;
-  const int64_t H = s.hkv, D = s.head_dim, G = s.group, bs = s.block_size, qstride = H * G * D + s.q_row_pad;
-  const int64_t blk = c.block_tables[b * c.max_blocks + t / bs], off = t % bs;
-  for (int64_t h = 0; h < H; ++h)
-    for (int64_t d = 0; d < D; ++d) {
-      float sum = 0;
-      for (int64_t p = 0; p < s.q_len; ++p)
-        for (int64_t g = 0; g < G; ++g) {
-          const uint16_t bits = c.q[(b * s.q_len + p) * qstride + (h * G + g) * D + d];
-          sum += s.q_dtype == DType::bf16 ? kernels::bf16_to_f32(bits) : kernels::f16_to_f32(bits);
-        }
-      c.k[kernels::k_offset(blk, h, d, off, H, D, bs)] = kernels::f32_to_fp8(sum >= 0 ? magnitude : -magnitude, s.cache_dtype);
-    }
-}
-
 RC_GTEST_PROP(ReferenceTies, TiedAndNearlyTiedLogitsStayExact, ()) {
   CaseSpec spec = *gen_decode_case({.max_batch = 3, .max_total_tokens = 900, .allow_long = false});
   spec.head_dim = *rc::gen::element(64, 128, 512);
@@ -173,7 +155,7 @@ RC_GTEST_PROP(ReferenceTies, TiedAndNearlyTiedLogitsStayExact, ()) {
   // copies anywhere in the context (tile and block boundaries included by chance).
   const int ties = *rc::gen::inRange(1, 4);
   const int64_t src = *rc::gen::inRange<int64_t>(0, L);
-  if (*rc::gen::arbitrary<bool>()) plant_large_key(c, 0, src, *rc::gen::element(32.0f, 224.0f, 448.0f));
+  if (*rc::gen::arbitrary<bool>()) plant_query_aligned_key(c, 0, src, *rc::gen::element(32.0f, 224.0f, 448.0f));
   for (int i = 0; i < ties; ++i) {
     const int64_t to = *rc::gen::inRange<int64_t>(0, L);
     if (to == src) continue;
