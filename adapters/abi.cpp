@@ -182,6 +182,10 @@ KernelDescription from_abi(const pav_kernel_desc& a) {
   d.profile.p_round = p_round_from_abi(a.p_round);
   if (!from_abi(a.partial_dtype, d.profile.partial))
     throw KernelSpecError(fmt::format("description: partial_dtype = {} is not a known value", a.partial_dtype));
+  if (a.abi_version >= 2) {  // a version-1 library has neither field: no variant, natural-log lse
+    d.features = mask_values<Feature>(a.variants, "variants", 4);
+    d.lse_base = enum_value<LseBase>(a.lse_base, 2, "lse_base");
+  }
   if (const std::string why = description_problem(d); !why.empty()) throw KernelSpecError("description: " + why);
   canonicalize(d);
   return d;
@@ -213,6 +217,8 @@ void to_abi(const KernelDescription& d, pav_kernel_desc* out) {
   out->q_quant = d.profile.q_quant == QQuant::fp8_per_row ? PAV_Q_QUANT_FP8_PER_ROW : PAV_Q_QUANT_NONE;
   out->p_round = p_round_to_abi(d.profile.p_round);
   out->partial_dtype = to_abi(d.profile.partial);
+  out->variants = enum_bits(d.features);
+  out->lse_base = int32_t(d.lse_base);
 }
 
 pav_decode_args make_args(const DecodeRequest& r, bool for_check) {
@@ -235,17 +241,26 @@ pav_decode_args make_args(const DecodeRequest& r, bool for_check) {
     a.work_info = to_abi(TensorView::contiguous_of(r.plan->work_info, DType::i32, {r.plan->capacity, 4}));
     a.reduce_info = to_abi(TensorView::contiguous_of(r.plan->reduce_info, DType::i32, {r.plan->num_seqs, 2}));
   }
+  a.window_left = c.variant.window_left;
+  a.soft_cap = c.variant.soft_cap;
+  a.sinks = to_abi(c.variant.sinks);
+  a.alibi_slopes = to_abi(c.variant.alibi_slopes);
   if (for_check)
-    for (pav_tensor* t : {&a.q, &a.out, &a.k_cache, &a.v_cache, &a.k_scale, &a.v_scale, &a.lse})
+    for (pav_tensor* t : {&a.q, &a.out, &a.k_cache, &a.v_cache, &a.k_scale, &a.v_scale, &a.lse, &a.sinks, &a.alibi_slopes})
       t->data = nullptr;
   return a;
+}
+
+uint32_t args_size_for(uint32_t version) {
+  return version == 1 ? uint32_t(PAV_DECODE_ARGS_V1_SIZE) : uint32_t(sizeof(pav_decode_args));
 }
 
 std::string args_problem(const pav_decode_args& a) {
   const std::pair<const char*, const pav_tensor*> tensors[] = {
       {"q", &a.q},           {"out", &a.out},         {"k_cache", &a.k_cache},     {"v_cache", &a.v_cache},
       {"block_tables", &a.block_tables}, {"context_lens", &a.context_lens}, {"k_scale", &a.k_scale},
-      {"v_scale", &a.v_scale}, {"lse", &a.lse},       {"work_info", &a.work_info}, {"reduce_info", &a.reduce_info}};
+      {"v_scale", &a.v_scale}, {"lse", &a.lse},       {"work_info", &a.work_info}, {"reduce_info", &a.reduce_info},
+      {"sinks", &a.sinks},   {"alibi_slopes", &a.alibi_slopes}};
   for (const auto& [name, t] : tensors) {
     if (t->rank < 0 || t->rank > PAV_MAX_RANK) return fmt::format("{}: rank {} outside 0..{}", name, t->rank, PAV_MAX_RANK);
     if (!t->data) continue;  // no memory behind it: its shape is the check's to judge
@@ -281,6 +296,12 @@ DecodeRequest request_from_abi(const pav_decode_args& a, kernels::PlanView* plan
   c.v_scale = from_abi(a.v_scale);
   c.q_len = a.q_len;
   c.opt.softmax_scale = a.softmax_scale;
+  if (a.struct_size >= sizeof(pav_decode_args)) {  // version 2: the attention variant
+    c.variant.window_left = a.window_left;
+    c.variant.soft_cap = a.soft_cap;
+    c.variant.sinks = from_abi(a.sinks);
+    c.variant.alibi_slopes = from_abi(a.alibi_slopes);
+  }
   r.lse = from_abi(a.lse);
   r.max_partitions = a.max_partitions;
   r.stream = a.stream;

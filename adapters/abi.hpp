@@ -30,6 +30,9 @@ void to_abi(const KernelDescription& d, pav_kernel_desc* out);
 // The arguments of one call. for_check: every data pointer but those of the
 // tables (block_tables, context_lens, work_info, reduce_info) is NULL.
 pav_decode_args make_args(const DecodeRequest& r, bool for_check);
+// The struct_size pav hands a library of ABI version `version`: the version-1
+// prefix for version 1, the whole struct for the current version.
+uint32_t args_size_for(uint32_t version);
 
 // Why the arguments of an ABI call cannot be read safely (a rank past
 // PAV_MAX_RANK, a negative extent or stride of a tensor with data, a span that

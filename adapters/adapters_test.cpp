@@ -401,6 +401,64 @@ std::string violation(const props::CaseSpec& s, const KernelDescription& d,
   return adapters::contract_violation(k.request, d);
 }
 
+// Each attention variant is admitted only where declared, with its tensors
+// one f32 per query head; a description names its variants and lse base in JSON.
+TEST(Contract, EachAttentionVariantNeedsItsDeclaration) {
+  KernelDescription none = small_description();
+  KernelDescription all = none;
+  all.features = {adapters::Feature::window, adapters::Feature::soft_cap, adapters::Feature::sinks,
+                  adapters::Feature::alibi};
+  const int64_t hq = 6;
+  struct Case {
+    std::function<void(props::CaseSpec&)> set;
+    std::string why;
+  };
+  const std::vector<Case> cases = {
+      {[](auto& s) { s.window_left = 0; }, "variant.window_left 0: the kernel declares no sliding window"},
+      {[](auto& s) { s.soft_cap = 1.0f; }, "variant.soft_cap 1: the kernel declares no soft cap"},
+      {[&](auto& s) { s.sinks = std::vector<float>(size_t(hq), 1.0f); }, "variant.sinks: the kernel declares no sinks"},
+      {[&](auto& s) { s.alibi_slopes = std::vector<float>(size_t(hq), 0.5f); },
+       "variant.alibi_slopes: the kernel declares no alibi"},
+  };
+  for (const Case& c : cases) {
+    props::CaseSpec s = small_spec();
+    c.set(s);
+    EXPECT_NE(violation(s, none).find(c.why), std::string::npos) << violation(s, none);
+    EXPECT_EQ(violation(s, all), "") << c.why;
+  }
+  props::CaseSpec s = small_spec();
+  EXPECT_EQ(violation(s, none), "");  // no variant: admitted without a declaration
+  s.sinks = std::vector<float>(size_t(hq), 1.0f);
+  EXPECT_NE(violation(s, all, [](props::KernelCall& k) { k.request.call.variant.sinks.shape[0] = 5; })
+                .find("variant.sinks: f32 [5] (expected contiguous f32 [6])"),
+            std::string::npos);
+  EXPECT_NE(violation(s, all, [](props::KernelCall& k) { k.request.call.variant.soft_cap = -1.0f; })
+                .find("variant.soft_cap -1 (expected 0 or a finite positive cap)"),
+            std::string::npos);
+
+  all.writes_lse = true;
+  all.lse_base = adapters::LseBase::two;
+  nlohmann::json j = adapters::to_json(all);
+  EXPECT_EQ(j.at("variants"), nlohmann::json({"window", "soft_cap", "sinks", "alibi"}));
+  EXPECT_EQ(j.at("lse_base"), "2");
+  EXPECT_EQ(adapters::description_from_json(j), all);
+  j["variants"] = {"window", "window"};
+  EXPECT_THROW(adapters::description_from_json(j), KernelSpecError);
+  j["variants"] = {"sliding"};
+  try {
+    adapters::description_from_json(j);
+    ADD_FAILURE() << "an unknown variant was accepted";
+  } catch (const KernelSpecError& e) {
+    EXPECT_NE(std::string(e.what()).find("variants: unknown value 'sliding'"), std::string::npos) << e.what();
+  }
+  j["variants"] = nlohmann::json::array();
+  j["writes_lse"] = false;
+  EXPECT_THROW(adapters::description_from_json(j), KernelSpecError);  // an lse base without an lse
+  j.erase("lse_base");
+  j.erase("variants");
+  EXPECT_TRUE(adapters::description_from_json(j).features.empty());  // a description from before variants
+}
+
 TEST(Contract, EachLimitHoldsAtItsEdgeAndFailsPastIt) {
   const KernelDescription d = small_description();
   EXPECT_EQ(violation(small_spec(), d), "");
@@ -596,7 +654,7 @@ void expect_spec_error(const std::string& spec, const std::string& why) {
 
 TEST(LibAdapter, BrokenPluginsAndBadWordsAreSpecErrors) {
   expect_spec_error(plugin(PAV_TEST_FAULT_MISSING_DECODE), "missing required symbol pav_kernel_decode");
-  expect_spec_error(plugin(PAV_TEST_FAULT_ABI_VERSION), "kernel ABI version 2, this pav speaks version 1");
+  expect_spec_error(plugin(PAV_TEST_FAULT_ABI_VERSION), "kernel ABI version 3, this pav speaks versions 1 to 2");
   expect_spec_error(plugin(PAV_TEST_FAULT_DESCRIBE), "head_dims: empty");
   expect_spec_error(plugin(PAV_TEST_CPU_PLUGIN, "--path sideways"), "--path sideways");
   expect_spec_error(plugin(PAV_TEST_CPU_PLUGIN, "--bogus"), "unknown word '--bogus'");
@@ -632,6 +690,76 @@ TEST(LibAdapter, ATruncatedPluginIsRefusedBeforeItIsLoaded) {
   const fs::path text = dir / "libtext.so";
   std::ofstream(text) << std::string(200, '#') << " not a library\n";
   expect_spec_error(plugin(text.c_str()), "not an ELF file");
+}
+
+// A library built against version 1 of the header keeps working: it is handed
+// the version-1 desc and the version-1 prefix of the arguments (the fixture
+// refuses anything else), declares no variant and computes as before.
+TEST(LibAdapter, AVersionOneLibraryKeepsWorking) {
+  auto v1 = adapters::open_kernel(plugin(PAV_TEST_ABI_V1, "--path uniform"));
+  auto own = adapters::open_kernel("pav:cpu --path uniform");
+  EXPECT_TRUE(v1->description().features.empty());
+  EXPECT_EQ(v1->description().lse_base, adapters::LseBase::e);
+  const Ran a = run_one(*v1, small_spec()), b = run_one(*own, small_spec());
+  ASSERT_TRUE(a.result.ok()) << a.result.message;
+  EXPECT_EQ(a.out, b.out);
+  EXPECT_TRUE(a.judged_ok) << a.verdict;
+  props::HostCase c = props::build_case(small_spec());
+  props::KernelCall kc;
+  props::prepare_kernel_call(kc, c, v1->description());
+  EXPECT_TRUE(v1->check(kc.request).ok()) << v1->check(kc.request).message;
+}
+
+// The version-2 fields cross the ABI both ways; a version-1 struct_size hides them.
+TEST(Abi, TheAttentionVariantCrossesTheBoundary) {
+  props::CaseSpec s = small_spec();
+  s.window_left = 7;
+  s.soft_cap = 30.0f;
+  const int64_t hq = int64_t(s.hkv) * s.group;
+  s.sinks = std::vector<float>(size_t(hq), 2.5f);
+  s.alibi_slopes = std::vector<float>(size_t(hq), 0.125f);
+  props::HostCase c = props::build_case(s);
+  adapters::DecodeRequest r;
+  r.call = c.call();
+  for (const bool for_check : {false, true}) {
+    pav_decode_args a = adapters::abi::make_args(r, for_check);
+    EXPECT_EQ(a.struct_size, sizeof(pav_decode_args));
+    EXPECT_EQ(a.window_left, 7);
+    EXPECT_EQ(a.soft_cap, 30.0f);
+    EXPECT_EQ(a.sinks.rank, 1);
+    EXPECT_EQ(a.sinks.shape[0], hq);
+    EXPECT_EQ(a.alibi_slopes.shape[0], hq);
+    EXPECT_EQ(a.sinks.data == nullptr, for_check);  // a check sees shapes only
+    kernels::PlanView plan;
+    const adapters::DecodeRequest back = adapters::abi::request_from_abi(a, &plan);
+    EXPECT_EQ(back.call.variant.window_left, 7);
+    EXPECT_EQ(back.call.variant.soft_cap, 30.0f);
+    EXPECT_TRUE(back.call.variant.sinks.present());
+    EXPECT_TRUE(back.call.variant.alibi_slopes.present());
+    a.struct_size = adapters::abi::args_size_for(1);
+    EXPECT_EQ(a.struct_size, PAV_DECODE_ARGS_V1_SIZE);
+    const adapters::DecodeRequest v1 = adapters::abi::request_from_abi(a, &plan);
+    EXPECT_FALSE(v1.call.variant.any());
+  }
+  EXPECT_EQ(adapters::abi::args_size_for(2), sizeof(pav_decode_args));
+  // The description's variants and lse base, through the desc and back.
+  adapters::KernelDescription d = adapters::open_kernel("pav:cpu --path uniform")->description();
+  d.writes_lse = true;
+  d.features = {adapters::Feature::window, adapters::Feature::alibi};
+  d.lse_base = adapters::LseBase::two;
+  pav_kernel_desc desc{};
+  desc.struct_size = sizeof desc;
+  desc.abi_version = PAV_KERNEL_ABI_VERSION;
+  adapters::abi::to_abi(d, &desc);
+  EXPECT_EQ(desc.variants, PAV_BIT(PAV_VARIANT_WINDOW) | PAV_BIT(PAV_VARIANT_ALIBI));
+  EXPECT_EQ(desc.lse_base, PAV_LSE_BASE_2);
+  adapters::KernelDescription back = adapters::abi::from_abi(desc);
+  back.has_check = d.has_check;
+  EXPECT_EQ(back, d);
+  desc.variants = PAV_BIT(4);
+  EXPECT_THROW(adapters::abi::from_abi(desc), KernelSpecError);
+  desc.abi_version = 1;  // a version-1 desc: those bytes were reserved
+  EXPECT_TRUE(adapters::abi::from_abi(desc).features.empty());
 }
 
 // Text a plugin hands pav (its name, a message filling the buffer without a
@@ -1005,6 +1133,82 @@ TEST(KernelGeneration, StaysInsideTheDescriptionAndReachesItsEdges) {
     ASSERT_TRUE(props::move_outside(s, f, d)) << f;
     EXPECT_NE(violation(s, d), "") << f;
   }
+}
+
+// A description declaring every attention variant gets each at its edges:
+// windows of 0, 1, L-1, L, L+1 and past L (L the longest length), caps of 1
+// and 50, dominant and negligible sinks, ALiBi slopes; other softmax scales;
+// and every case stays inside the description. Declaring some variants makes
+// the reject generator move calls into each undeclared one.
+TEST(KernelGeneration, ReachesEveryVariantAtItsEdges) {
+  KernelDescription d = small_description();
+  d.max_context_len = 0;
+  d.max_num_seqs = 0;
+  d.features = {adapters::Feature::window, adapters::Feature::soft_cap, adapters::Feature::sinks,
+                adapters::Feature::alibi};
+  const rc::Gen<props::CaseSpec> gen = props::gen_kernel_case(d);
+  std::set<std::string> seen;
+  for (uint64_t seed = 1; seed <= 600; ++seed) {
+    const props::CaseSpec s = props::sample(gen, seed, props::fuzz::case_size(seed));
+    ASSERT_TRUE(props::spec_within(s, d)) << "seed " << seed;
+    ASSERT_EQ(violation(s, d), "") << "seed " << seed;
+    const int32_t L = *std::max_element(s.lens.begin(), s.lens.end());
+    if (s.window_left >= 0 && L > 1) {
+      if (s.window_left == 0) seen.insert("window 0");
+      if (s.window_left == 1) seen.insert("window 1");
+      if (s.window_left == L - 1) seen.insert("window L-1");
+      if (s.window_left == L) seen.insert("window L");
+      if (s.window_left == L + 1) seen.insert("window L+1");
+      if (s.window_left > L + 1) seen.insert("window past L");
+    }
+    if (s.soft_cap == 1.0f) seen.insert("cap 1");
+    if (s.soft_cap == 50.0f) seen.insert("cap 50");
+    if (s.sinks && s.sinks->front() == 50.0f) seen.insert("dominant sink");
+    if (s.sinks && s.sinks->front() == -50.0f) seen.insert("negligible sink");
+    if (s.alibi_slopes) seen.insert("alibi");
+    if (s.opt.softmax_scale != 0.0f) seen.insert("another softmax scale");
+    if (s.window_left >= 0 && s.soft_cap > 0 && s.q_len > 1) seen.insert("window and cap at q_len > 1");
+  }
+  for (const char* want : {"window 0", "window 1", "window L-1", "window L", "window L+1", "window past L", "cap 1",
+                           "cap 50", "dominant sink", "negligible sink", "alibi", "another softmax scale",
+                           "window and cap at q_len > 1"})
+    EXPECT_TRUE(seen.count(want)) << "never drawn: " << want;
+  // Undeclared variants are never drawn; a kernel declaring one must refuse the others.
+  d.features = {adapters::Feature::sinks};
+  for (uint64_t seed = 1; seed <= 100; ++seed) {
+    const props::CaseSpec s = props::sample(props::gen_kernel_case(d), seed, props::fuzz::case_size(seed));
+    EXPECT_TRUE(s.window_left < 0 && s.soft_cap == 0.0f && !s.alibi_slopes) << "seed " << seed;
+  }
+  const std::vector<std::string> moves = props::outside_moves(d);
+  for (const char* f : {"variant.window", "variant.soft_cap", "variant.alibi"}) {
+    EXPECT_NE(std::find(moves.begin(), moves.end(), f), moves.end()) << f;
+    props::CaseSpec s = small_spec();
+    ASSERT_TRUE(props::move_outside(s, f, d)) << f;
+    EXPECT_NE(violation(s, d).find("the kernel declares no"), std::string::npos) << f << ": " << violation(s, d);
+    EXPECT_NO_THROW((void)props::case_from_json(props::case_to_json(s))) << f;
+  }
+  EXPECT_EQ(std::find(moves.begin(), moves.end(), "variant.sinks"), moves.end());
+  d.features.clear();  // a kernel that declares none may predate them: never sent one
+  for (const std::string& f : props::outside_moves(d)) EXPECT_NE(f.rfind("variant.", 0), 0u) << f;
+}
+
+// Shrinking a case with per-head sink logits and slopes keeps one value per
+// query head in every candidate, and offers each part of the variant removed.
+TEST(KernelGeneration, ShrinkCandidatesOfAVariantCaseAreBuildable) {
+  props::CaseSpec s = small_spec();  // Hkv 2, G 3
+  s.window_left = 4;
+  s.soft_cap = 5.0f;
+  s.sinks = std::vector<float>{1, 2, 3, 4, 5, 6};
+  s.alibi_slopes = std::vector<float>{0.1f, 0.2f, 0.3f, 0.4f, 0.5f, 0.6f};
+  std::set<std::string> dropped;
+  for (const props::CaseSpec& c : props::fuzz::simpler_decode_specs(s)) {
+    EXPECT_NO_THROW((void)props::check_case_spec(c)) << "hkv " << c.hkv << " G " << c.group;
+    if (c.window_left < 0) dropped.insert("window");
+    if (c.soft_cap == 0.0f) dropped.insert("cap");
+    if (!c.sinks) dropped.insert("sinks");
+    if (!c.alibi_slopes) dropped.insert("alibi");
+  }
+  EXPECT_EQ(dropped, (std::set<std::string>{"alibi", "cap", "sinks", "window"}));
 }
 
 // Every case pav saves must replay: each move of the reject generator, from

@@ -4,7 +4,9 @@
 #include <fmt/core.h>
 
 #include <algorithm>
+#include <cmath>
 #include <set>
+#include <tuple>
 
 #include "common/utf8_text.hpp"
 #include "kernels/limits.hpp"
@@ -29,6 +31,19 @@ std::string_view to_string(Scales s) {
 }
 std::string_view to_string(VLayout l) {
   return l == VLayout::plain ? "plain" : l == VLayout::trans ? "trans" : "unknown";
+}
+std::string_view to_string(Feature f) {
+  switch (f) {
+    case Feature::window: return "window";
+    case Feature::soft_cap: return "soft_cap";
+    case Feature::sinks: return "sinks";
+    case Feature::alibi: return "alibi";
+  }
+  return "?";
+}
+std::string_view to_string(LseBase b) { return b == LseBase::e ? "e" : "2"; }
+bool KernelDescription::declares(Feature f) const {
+  return std::find(features.begin(), features.end(), f) != features.end();
 }
 std::string_view to_string(Outcome o) {
   switch (o) {
@@ -91,6 +106,7 @@ void canonicalize(KernelDescription& d) {
   sort(d.block_sizes);
   sort(d.head_dims);
   sort(d.gqa_ratios);
+  sort(d.features);
 }
 
 std::string description_problem(const KernelDescription& d) {
@@ -134,6 +150,8 @@ std::string description_problem(const KernelDescription& d) {
   if (!unique(d.block_sizes)) return "block_sizes: a value is listed twice";
   if (!unique(d.head_dims)) return "head_dims: a value is listed twice";
   if (!unique(d.gqa_ratios)) return "gqa_ratios: a value is listed twice";
+  if (!unique(d.features)) return "variants: a value is listed twice";
+  if (d.lse_base != LseBase::e && !d.writes_lse) return "lse_base: given, but the kernel writes no lse";
   if (d.min_q_len < 1) return fmt::format("q_len: minimum {} < 1", d.min_q_len);
   if (d.min_q_len > kernels::kMaxQLen)
     return fmt::format("q_len: minimum {} > {}, the most a case file holds (pav generates q_len up to {})", d.min_q_len,
@@ -225,6 +243,9 @@ json to_json(const KernelDescription& d) {
   j["split_ceiling"] = d.split_ceiling;
   j["max_split_ceiling"] = d.max_split_ceiling;
   j["writes_lse"] = d.writes_lse;
+  j["lse_base"] = to_string(d.lse_base);
+  j["variants"] = json::array();
+  for (Feature f : d.features) j["variants"].push_back(to_string(f));
   j["thread_safe"] = d.thread_safe;
   j["check"] = d.has_check;
   j["profile"] = {{"q_quant", reference::to_string(d.profile.q_quant)},
@@ -240,7 +261,8 @@ KernelDescription description_from_json(const json& j) {
       "name",         "version",        "memory",          "q_dtypes",   "out_dtype",         "cache_dtypes",
       "v_layouts",    "scale_kinds",    "block_sizes",     "head_dims",  "gqa_ratios",        "q_len",
       "max_num_seqs", "max_kv_heads",   "max_context_len", "strided_q",  "split",             "split_ceiling",
-      "max_split_ceiling", "writes_lse", "thread_safe",    "check",      "profile"};
+      "max_split_ceiling", "writes_lse", "thread_safe",    "check",      "profile",           "lse_base",
+      "variants"};
   static const std::set<std::string> required = {"name",        "q_dtypes",  "cache_dtypes", "v_layouts",
                                                  "scale_kinds", "block_sizes", "head_dims",  "gqa_ratios",
                                                  "q_len",       "profile"};
@@ -282,6 +304,11 @@ KernelDescription description_from_json(const json& j) {
   if (j.contains("max_split_ceiling"))
     d.max_split_ceiling = int_field(j.at("max_split_ceiling"), "max_split_ceiling");
   if (j.contains("writes_lse")) d.writes_lse = bool_field(j.at("writes_lse"), "writes_lse");
+  if (j.contains("lse_base")) d.lse_base = parse_name<LseBase>(j.at("lse_base"), "lse_base", {LseBase::e, LseBase::two});
+  if (j.contains("variants"))
+    for (const json& v : array_field(j, "variants"))
+      d.features.push_back(parse_name<Feature>(
+          v, "variants", {Feature::window, Feature::soft_cap, Feature::sinks, Feature::alibi}));
   if (j.contains("thread_safe")) d.thread_safe = bool_field(j.at("thread_safe"), "thread_safe");
   if (j.contains("check")) d.has_check = bool_field(j.at("check"), "check");
   const json& p = j.at("profile");
@@ -317,7 +344,9 @@ std::string summary(const KernelDescription& d) {
       d.split_ceiling ? " (takes a ceiling)" : "", reference::to_string(d.profile.q_quant),
       reference::to_string(d.profile.p_round),
       d.profile.partial == DType::none ? "none" : kernels::to_string(d.profile.partial),
-      d.has_check ? ", has check" : "");
+      d.has_check ? ", has check" : "") +
+         (d.features.empty() ? std::string() : ", variants " + list_text(d.features)) +
+         (d.lse_base == LseBase::two ? ", lse in log2" : "");
 }
 
 std::string identity(const KernelUnderTest& k) {
@@ -482,6 +511,24 @@ std::string contract_violation(const DecodeRequest& r, const KernelDescription& 
   }
   if (!contains(d.scale_kinds, kind))
     return fmt::format("scales: {} not in scale_kinds {}", to_string(kind), list_text(d.scale_kinds));
+
+  // the attention variant: declared, and its tensors one f32 per query head
+  const kernels::AttentionVariant& av = c.variant;
+  if (av.windowed() && !d.declares(Feature::window))
+    return fmt::format("variant.window_left {}: the kernel declares no sliding window", av.window_left);
+  if (av.window_left < -1) return fmt::format("variant.window_left {} (expected -1 or >= 0)", av.window_left);
+  if (av.soft_cap != 0.0f && !d.declares(Feature::soft_cap))
+    return fmt::format("variant.soft_cap {}: the kernel declares no soft cap", av.soft_cap);
+  if (!(av.soft_cap >= 0.0f) || !std::isfinite(av.soft_cap))
+    return fmt::format("variant.soft_cap {} (expected 0 or a finite positive cap)", av.soft_cap);
+  for (const auto& [name, t, f] : {std::tuple{"variant.sinks", &av.sinks, Feature::sinks},
+                                   std::tuple{"variant.alibi_slopes", &av.alibi_slopes, Feature::alibi}}) {
+    if (!t->present()) continue;
+    if (!d.declares(f)) return fmt::format("{}: the kernel declares no {}", name, to_string(f));
+    if (t->rank != 1 || t->shape[0] != hq || t->dtype != DType::f32 || t->stride[0] != 1)
+      return fmt::format("{}: {} {} (expected contiguous f32 [{}])", name, kernels::to_string(t->dtype),
+                         shape_text(*t), hq);
+  }
 
   // lse, plan, ceiling
   if (r.lse.present()) {

@@ -26,6 +26,11 @@ namespace pav::adapters {
 enum class Memory : uint8_t { host, device };
 enum class Split : uint8_t { self, plan };
 enum class Scales : uint8_t { none, per_tensor, per_token };
+// Attention variants a kernel may declare (kernels::AttentionVariant says what
+// each computes); pav sends a call with one only to a kernel that declares it.
+enum class Feature : uint8_t { window, soft_cap, sinks, alibi };
+// The base of the lse a kernel writes: natural log or log2.
+enum class LseBase : uint8_t { e, two };
 using reference::PRound;
 using reference::QQuant;
 
@@ -58,6 +63,8 @@ struct KernelDescription {
   bool split_ceiling = false;
   int64_t max_split_ceiling = 0;  // 0: no limit
   bool writes_lse = false;
+  LseBase lse_base = LseBase::e;
+  std::vector<Feature> features;  // attention variants it computes ("variants" in the protocol)
   bool thread_safe = false;
   bool has_check = false;
   Profile profile;
@@ -67,6 +74,7 @@ struct KernelDescription {
   kernels::DType out_dtype_for(kernels::DType q) const {
     return out_dtype == kernels::DType::none ? q : out_dtype;
   }
+  bool declares(Feature f) const;
 };
 
 // Names as the worker protocol writes them ("fp8_per_row", "per_token", ...).
@@ -74,6 +82,8 @@ std::string_view to_string(Memory m);
 std::string_view to_string(Split s);
 std::string_view to_string(Scales s);
 std::string_view to_string(kernels::VLayout l);
+std::string_view to_string(Feature f);  // "window", "soft_cap", "sinks", "alibi"
+std::string_view to_string(LseBase b);  // "e", "2"
 
 // Thrown for a kernel pav cannot use as given: a bad --kernel value, a library
 // without a required symbol or of another ABI version, a description that

@@ -153,6 +153,7 @@ std::string elf_problem(const std::string& path) {
 
 struct Entries {
   pav_kernel_abi_version_fn abi_version = nullptr;
+  uint32_t version = PAV_KERNEL_ABI_VERSION;  // what the library reported
   pav_kernel_init_fn init = nullptr;
   pav_kernel_fini_fn fini = nullptr;
   pav_kernel_describe_fn describe = nullptr;
@@ -194,6 +195,8 @@ class DeviceStage {
     stage(r.call.k_scale, args_.k_scale);
     stage(r.call.v_scale, args_.v_scale);
     stage(r.lse, args_.lse);
+    stage(r.call.variant.sinks, args_.sinks);
+    stage(r.call.variant.alibi_slopes, args_.alibi_slopes);
     if (r.plan) {
       stage(kernels::TensorView::contiguous_of(r.plan->work_info, kernels::DType::i32, {r.plan->capacity, 4}),
             args_.work_info);
@@ -254,7 +257,8 @@ class LibKernel final : public KernelUnderTest {
     if (!e_.check) return {Outcome::kernel_error, "the library has no pav_kernel_check"};
     std::unique_lock<std::mutex> lock(mu_, std::defer_lock);
     if (!description_.thread_safe) lock.lock();
-    const pav_decode_args a = abi::make_args(r, /*for_check=*/true);
+    pav_decode_args a = abi::make_args(r, /*for_check=*/true);
+    a.struct_size = abi::args_size_for(e_.version);
     char reason[abi::kMessageBytes] = {0};
     int rc;
     {
@@ -279,6 +283,7 @@ class LibKernel final : public KernelUnderTest {
         int rc;
         {
           exit_guard::Inside in(*where_, "pav_kernel_decode");
+          stage.args().struct_size = abi::args_size_for(e_.version);
           rc = e_.decode(instance_, &stage.args(), message, sizeof message);
         }
         stage.copy_back();
@@ -290,7 +295,8 @@ class LibKernel final : public KernelUnderTest {
       return {Outcome::kernel_error, "device memory kernels need a GPU build"};
 #endif
     }
-    const pav_decode_args a = abi::make_args(r, /*for_check=*/false);
+    pav_decode_args a = abi::make_args(r, /*for_check=*/false);
+    a.struct_size = abi::args_size_for(e_.version);
     int rc;
     {
       exit_guard::Inside in(*where_, "pav_kernel_decode");
@@ -380,10 +386,11 @@ std::unique_ptr<KernelUnderTest> open_lib_kernel(const std::string& path, const 
     exit_guard::Inside in(where, "pav_kernel_abi_version");
     version = e.abi_version();
   }
-  if (version != PAV_KERNEL_ABI_VERSION)
-    throw KernelSpecError(fmt::format("{}: kernel ABI version {}, this pav speaks version {}; rebuild the library "
-                                      "against this pav's include/pav/kernel_abi.h",
-                                      where, version, PAV_KERNEL_ABI_VERSION));
+  if (version < PAV_KERNEL_ABI_OLDEST || version > PAV_KERNEL_ABI_VERSION)
+    throw KernelSpecError(fmt::format("{}: kernel ABI version {}, this pav speaks versions {} to {}; rebuild the "
+                                      "library against this pav's include/pav/kernel_abi.h",
+                                      where, version, PAV_KERNEL_ABI_OLDEST, PAV_KERNEL_ABI_VERSION));
+  e.version = version;
   if (!words.empty() && !e.init)
     throw KernelSpecError(fmt::format("{}: configuration words given ({}) but the library has no pav_kernel_init",
                                       where, words.front()));
@@ -406,7 +413,7 @@ std::unique_ptr<KernelUnderTest> open_lib_kernel(const std::string& path, const 
   }
   pav_kernel_desc desc{};
   desc.struct_size = sizeof desc;
-  desc.abi_version = PAV_KERNEL_ABI_VERSION;
+  desc.abi_version = version;  // a version-1 library may check for its own
   message[0] = 0;
   auto finish = [&] {
     if (!e.fini) return;

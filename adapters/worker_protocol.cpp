@@ -23,7 +23,9 @@ std::vector<NamedTensor> inputs_of(const DecodeRequest& r) {
                                 {"block_tables", c.block_tables},
                                 {"context_lens", c.context_lens},
                                 {"k_scale", c.k_scale},
-                                {"v_scale", c.v_scale}};
+                                {"v_scale", c.v_scale},
+                                {"sinks", c.variant.sinks},
+                                {"alibi_slopes", c.variant.alibi_slopes}};
   if (r.plan) {
     v.push_back({"work_info", TensorView::contiguous_of(r.plan->work_info, DType::i32, {r.plan->capacity, 4})});
     v.push_back({"reduce_info", TensorView::contiguous_of(r.plan->reduce_info, DType::i32, {r.plan->num_seqs, 2})});
@@ -63,6 +65,9 @@ json args_of(const DecodeRequest& r, bool for_decode) {
   json a = {{"q_len", c.q_len},
             {"softmax_scale", kernels::dims_of(c).softmax_scale},
             {"max_partitions", r.max_partitions}};
+  // The attention variant's scalars, present only when set (absent: off).
+  if (c.variant.windowed()) a["window_left"] = c.variant.window_left;
+  if (c.variant.soft_cap != 0.0f) a["soft_cap"] = c.variant.soft_cap;
   if (!for_decode) return a;
   const kernels::CallDims d = kernels::dims_of(c);
   a["num_seqs"] = d.num_seqs;

@@ -90,6 +90,10 @@ void build(Materialized& m, const json& req, bool with_files) {
   const TensorView reduce = take(m, tensors, "reduce_info", with_files, dir);
   c.q_len = args.at("q_len").get<int>();
   c.opt.softmax_scale = args.at("softmax_scale").get<float>();
+  c.variant.window_left = args.value("window_left", -1);
+  c.variant.soft_cap = args.value("soft_cap", 0.0f);
+  c.variant.sinks = take(m, tensors, "sinks", with_files, dir);
+  c.variant.alibi_slopes = take(m, tensors, "alibi_slopes", with_files, dir);
   m.request.max_partitions = args.value("max_partitions", int64_t(0));
   if (work.present() || reduce.present()) {
     m.plan.work_info = work.rank == 2 && work.dtype == DType::i32 ? work.as<int32_t>() : nullptr;

@@ -29,6 +29,25 @@ struct DecodeOptions {
   bool q_prequantized = false;
 };
 
+// The attention variant of a call, for kernels that declare it (pav's own
+// kernels declare none and the gate rejects each). Row r = p*G + g of a
+// sequence of length L sits at position pos = L - q_len + p and sees keys
+// t <= pos. With x = scale * q.k_t (the scaled logit):
+//   soft cap (soft_cap > 0): x -> soft_cap * tanh(x / soft_cap);
+//   ALiBi (alibi_slopes [Hq] f32): x -> x - slope[head] * (pos - t);
+//   window (window_left >= 0): only keys pos - window_left <= t <= pos;
+//   sinks ([Hq] f32): exp(sink[head]) joins the softmax denominator (and the
+//   lse), never the numerator.
+// The soft cap comes before the bias and the mask.
+struct AttentionVariant {
+  int32_t window_left = -1;  // -1: no window
+  float soft_cap = 0.0f;     // 0: no cap
+  TensorView sinks;          // absent, or [Hq] f32
+  TensorView alibi_slopes;   // absent, or [Hq] f32
+  bool windowed() const { return window_left >= 0; }
+  bool any() const { return windowed() || soft_cap != 0.0f || sinks.present() || alibi_slopes.present(); }
+};
+
 struct DecodeCall {
   TensorView q;             // [num_seqs*q_len, Hq, D], bf16/f16, head_dim stride 1
   TensorView out;           // like q
@@ -40,6 +59,7 @@ struct DecodeCall {
   TensorView v_scale;       // like k_scale
   int q_len = 1;            // MTP query positions per sequence
   DecodeOptions opt;
+  AttentionVariant variant;
 };
 
 // Geometry read off a call. Only meaningful for a call that passed validation.

@@ -96,6 +96,7 @@ constexpr ClauseInfo kClauses[kClauseCount] = {
      "plan must have buffers, num_seqs in 1..4096 and num_seqs <= capacity <= "
      "num_seqs*max_partitions",
      ""},
+    {Clause::soft_cap, "soft_cap", "a logit soft cap is not supported", "a logit soft cap is not supported"},
 };
 
 // Each entry's position must equal its id - 1.
@@ -180,11 +181,16 @@ void walk(const DecodeCall& c, KernelKind kind, const PlanView* plan, const Scra
   const bool planned = kind == KernelKind::planned;
   const DecodeOptions& o = c.opt;
 
+  const AttentionVariant& av = c.variant;
   if (o.alibi) PAV_REJECT(flag(Clause::alibi, "opt.alibi", true));
+  if (av.alibi_slopes.present()) PAV_REJECT(shape(Clause::alibi, "variant.alibi_slopes", av.alibi_slopes));
   if (o.sinks) PAV_REJECT(flag(Clause::sinks, "opt.sinks", true));
+  if (av.sinks.present()) PAV_REJECT(shape(Clause::sinks, "variant.sinks", av.sinks));
   if (o.sliding_window != 0)
     PAV_REJECT(integer(Clause::sliding_window, "opt.sliding_window", o.sliding_window));
+  if (av.windowed()) PAV_REJECT(integer(Clause::sliding_window, "variant.window_left", av.window_left));
   if (o.q_prequantized) PAV_REJECT(flag(Clause::q_prequantized, "opt.q_prequantized", true));
+  if (av.soft_cap != 0.0f) PAV_REJECT(flag(Clause::soft_cap, "variant.soft_cap", true));
 
   // Arch and element types.
   const DType kd = c.k_cache.dtype;

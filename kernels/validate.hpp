@@ -73,8 +73,10 @@ enum class Clause : uint8_t {
   scratch_shape = 43,
   plan_shape = 44,
   plan_invalid = 45,
+  // Unsupported features (appended: ids never change).
+  soft_cap = 46,
 };
-inline constexpr int kClauseCount = 45;  // clauses other than none
+inline constexpr int kClauseCount = 46;  // clauses other than none
 
 // Which kernel a clause walk is for. The uniform kernel (the default path)
 // accepts more: bf16 compute, either fp8 flavour, any arch, any block size and

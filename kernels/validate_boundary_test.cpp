@@ -218,6 +218,14 @@ TEST(ValidateLimits, TablesBlocksAndHeads) {
     check({.what = "sliding window " + std::to_string(w),
            .edit = [w](TinyCall& t) { t.call.opt.sliding_window = w; }, .with_plan = false,
            .planned = Clause::sliding_window, .uniform = Clause::sliding_window});
+  // The call's attention variant: off (window -1, cap 0) is accepted; the
+  // smallest window and the smallest cap are each refused by their clause.
+  check({.what = "variant window -1 (off)", .edit = [](TinyCall& t) { t.call.variant.window_left = -1; }});
+  check({.what = "variant window 0", .edit = [](TinyCall& t) { t.call.variant.window_left = 0; }, .with_plan = false,
+         .planned = Clause::sliding_window, .uniform = Clause::sliding_window});
+  check({.what = "variant soft cap 0 (off)", .edit = [](TinyCall& t) { t.call.variant.soft_cap = 0.0f; }});
+  check({.what = "variant soft cap 1e-30", .edit = [](TinyCall& t) { t.call.variant.soft_cap = 1e-30f; },
+         .with_plan = false, .planned = Clause::soft_cap, .uniform = Clause::soft_cap});
 }
 
 // resolve(): every parameter at its limit is accepted, one past it is refused
@@ -283,7 +291,8 @@ TEST(ValidateLimits, EveryClauseIsClassified) {
                                 Clause::head_dim,      Clause::num_hgroups,     Clause::block_size,
                                 Clause::partition_size, Clause::partition_count, Clause::plan_ceiling,
                                 Clause::plan_invalid,  Clause::plan_shape,      Clause::block_tables_rows,
-                                Clause::v_blocks,      Clause::head_ratio,      Clause::sliding_window};
+                                Clause::v_blocks,      Clause::head_ratio,      Clause::sliding_window,
+                                Clause::soft_cap};
   const std::set<Clause> kinds{
       Clause::alibi,           Clause::sinks,          Clause::q_prequantized,     Clause::arch,
       Clause::compute_dtype,   Clause::k_dtype,        Clause::v_dtype,            Clause::q_rank,

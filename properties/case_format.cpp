@@ -28,6 +28,7 @@ constexpr int32_t kI32Max = std::numeric_limits<int32_t>::max();
 constexpr int64_t kMaxPadOrSpare = int64_t(1) << 20;
 constexpr int kMaxPartitionField = 1 << 20;  // partition_size, uniform_partitions: past the kernel's range on purpose
 constexpr double kMaxSoftmaxScale = 1e4;
+constexpr double kMaxSoftCap = 1e4;
 
 DType dtype_of(const std::string& name) {
   DType d = DType::none;
@@ -66,6 +67,14 @@ void read_options(const Object& o, CaseSpec& s) {
   s.opt.q_prequantized = o.boolean("q_prequantized", false);
 }
 
+// A non-empty list of fp32 values: a value past float's range would become inf.
+std::vector<float> floats(const Object& o, std::string_view key) {
+  const double fmax = std::numeric_limits<float>::max();
+  std::vector<float> out;
+  for (double x : o.array(key, 1, std::numeric_limits<size_t>::max()).numbers(-fmax, fmax)) out.push_back(float(x));
+  return out;
+}
+
 void read_tensors(const Object& t, CaseSpec& s) {
   t.only({"block_tables", "q_bits", "k_codes", "v_codes", "k_scale", "v_scale"});
   // Lengths against the shapes are checked by build_case, which knows them.
@@ -74,15 +83,18 @@ void read_tensors(const Object& t, CaseSpec& s) {
   if (t.has("q_bits")) s.q_bits = t.array("q_bits", 1, kAny).integers<uint16_t>(0, 0xffff);
   if (t.has("k_codes")) s.k_codes = t.array("k_codes", 1, kAny).integers<uint8_t>(0, 0xff);
   if (t.has("v_codes")) s.v_codes = t.array("v_codes", 1, kAny).integers<uint8_t>(0, 0xff);
-  // Scales are fp32: a value past float's range would become inf.
-  const double fmax = std::numeric_limits<float>::max();
-  auto scales = [&](std::string_view key) {
-    std::vector<float> out;
-    for (double x : t.array(key, 1, kAny).numbers(-fmax, fmax)) out.push_back(float(x));
-    return out;
-  };
-  if (t.has("k_scale")) s.k_scale_values = scales("k_scale");
-  if (t.has("v_scale")) s.v_scale_values = scales("v_scale");
+  if (t.has("k_scale")) s.k_scale_values = floats(t, "k_scale");
+  if (t.has("v_scale")) s.v_scale_values = floats(t, "v_scale");
+}
+
+// The attention variant (absent: none). Counts against Hq and finiteness are
+// check_case_spec's.
+void read_variant(const Object& v, CaseSpec& s) {
+  v.only({"window_left", "soft_cap", "sinks", "alibi_slopes"});
+  s.window_left = v.integer<int>("window_left", -1, kI32Max, -1);
+  s.soft_cap = float(v.number("soft_cap", 0.0, kMaxSoftCap, 0.0));
+  if (v.has("sinks")) s.sinks = floats(v, "sinks");
+  if (v.has("alibi_slopes")) s.alibi_slopes = floats(v, "alibi_slopes");
 }
 
 // The meta fields pav itself reads back (the fuzz properties' own); the rest
@@ -107,7 +119,7 @@ CaseSpec case_from_json(const json& j, const std::string& source) {
   const Object o(j, source);
   o.only({"format", "name", "lens", "q_len", "hkv", "group", "head_dim", "block_size", "v_layout", "q_dtype",
           "cache_dtype", "scales", "options", "path", "max_partitions", "workgroup_budget", "q_row_pad",
-          "spare_blocks", "seed", "generator", "sentinels", "tensors", "meta"});
+          "spare_blocks", "seed", "generator", "sentinels", "variant", "tensors", "meta"});
   o.choice("format", {kCaseFormat}, kCaseFormat);
   if (o.has("name")) o.string("name");
   CaseSpec s;
@@ -143,6 +155,7 @@ CaseSpec case_from_json(const json& j, const std::string& source) {
       s.sentinels.push_back({e.integer<int64_t>(0, 0, int64_t(s.lens.size()) - 1), e.integer<int64_t>(1, 0, kI32Max)});
     }
   }
+  if (o.has("variant")) read_variant(o.object("variant"), s);
   if (o.has("tensors")) read_tensors(o.object("tensors"), s);
   if (o.has("meta")) read_meta(o.object("meta"), s);
   // Inline tensors against the shapes, scales against their kind. Memory is
@@ -191,6 +204,12 @@ json case_to_json(const CaseSpec& s, const json& meta) {
   json sent = json::array();
   for (const auto& x : s.sentinels) sent.push_back({x.seq, x.token});
   j["sentinels"] = sent;
+  json v = json::object();
+  if (s.window_left >= 0) v["window_left"] = s.window_left;
+  if (s.soft_cap != 0.0f) v["soft_cap"] = s.soft_cap;
+  if (s.sinks) v["sinks"] = *s.sinks;
+  if (s.alibi_slopes) v["alibi_slopes"] = *s.alibi_slopes;
+  if (!v.empty()) j["variant"] = v;
   json t = json::object();
   if (s.block_tables) t["block_tables"] = *s.block_tables;
   if (s.q_bits) t["q_bits"] = *s.q_bits;

@@ -59,6 +59,10 @@ std::vector<std::string> differing(const CaseSpec& a, const CaseSpec& b) {
   for (size_t i = 0; same_sentinels && i < a.sentinels.size(); ++i)
     same_sentinels = a.sentinels[i].seq == b.sentinels[i].seq && a.sentinels[i].token == b.sentinels[i].token;
   note("sentinels", same_sentinels);
+  note("variant.window_left", a.window_left == b.window_left);
+  note("variant.soft_cap", a.soft_cap == b.soft_cap);
+  note("variant.sinks", a.sinks == b.sinks);
+  note("variant.alibi_slopes", a.alibi_slopes == b.alibi_slopes);
   note("tensors.block_tables", a.block_tables == b.block_tables);
   note("tensors.q_bits", a.q_bits == b.q_bits);
   note("tensors.k_codes", a.k_codes == b.k_codes);
@@ -109,6 +113,10 @@ CaseSpec all_fields_set(int generator) {
   s.seed = 0xfedcba9876543210ull;  // above 2^63: an unsigned 64-bit seed, not a signed one
   s.generator = generator;
   s.sentinels = {{2, 100}, {0, 3}};
+  s.window_left = 5;
+  s.soft_cap = 7.5f;
+  s.sinks = std::vector<float>{-50.0f, 0.25f, 3.0f, 50.0f, -1.5f, 0.0f, 2.0f, 9.0f};
+  s.alibi_slopes = std::vector<float>{0.5f, 0.25f, 0.125f, 0.0625f, 1.0f, 0.75f, 0.001f, 0.0f};
   return s;
 }
 
@@ -187,6 +195,10 @@ TEST(CaseRoundTrip, ChangingOneFieldMovesThatFieldOnly) {
       {"seed", [](CaseSpec& s) { s.seed = 77; }},
       {"generator", [](CaseSpec& s) { s.generator = s.generator == 1 ? 2 : 1; }},
       {"sentinels", [](CaseSpec& s) { s.sentinels = {{0, 1}}; }},
+      {"variant.window_left", [](CaseSpec& s) { s.window_left = 0; }},
+      {"variant.soft_cap", [](CaseSpec& s) { s.soft_cap = 50.0f; }},
+      {"variant.sinks", [](CaseSpec& s) { s.sinks = std::vector<float>{-2.0f}; }},
+      {"variant.alibi_slopes", [](CaseSpec& s) { s.alibi_slopes = std::vector<float>{0.5f}; }},
   };
   CaseSpec base;
   base.lens = {20, 40};

@@ -118,6 +118,7 @@ std::vector<std::pair<CaseSpec, int64_t>> simpler_specs(const CaseSpec& s, int64
   std::vector<std::pair<CaseSpec, int64_t>> out;
   auto add = [&](CaseSpec c, int64_t seq) {
     if (!c.sentinels.empty()) c.sentinels = boundary_sentinels(c.lens);
+    fit_per_head_values(c);  // per-query-head values follow a smaller head count
     out.emplace_back(std::move(c), seq);
   };
   const int64_t n = int64_t(s.lens.size());
@@ -140,6 +141,12 @@ std::vector<std::pair<CaseSpec, int64_t>> simpler_specs(const CaseSpec& s, int64
     add(std::move(c), keep_seq);
   };
   if (!s.sentinels.empty()) field([](CaseSpec& c) { c.sentinels.clear(); });
+  // The attention variant, one part at a time.
+  if (s.window_left >= 0) field([](CaseSpec& c) { c.window_left = -1; });
+  if (s.soft_cap != 0.0f) field([](CaseSpec& c) { c.soft_cap = 0.0f; });
+  if (s.sinks) field([](CaseSpec& c) { c.sinks.reset(); });
+  if (s.alibi_slopes) field([](CaseSpec& c) { c.alibi_slopes.reset(); });
+  if (s.opt.softmax_scale != 0.0f) field([](CaseSpec& c) { c.opt.softmax_scale = 0.0f; });
   if (s.q_len > 1) field([](CaseSpec& c) { c.q_len = 1; });
   if (s.q_len > 2) field([](CaseSpec& c) { c.q_len -= 1; });
   if (s.hkv > 1) field([](CaseSpec& c) { c.hkv = 1; });

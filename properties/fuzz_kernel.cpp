@@ -33,10 +33,16 @@ std::string describe_kernel_spec(const CaseSpec& s) {
   for (size_t i = 0; i < s.lens.size() && i < 12; ++i) lens += (i ? "," : "") + std::to_string(s.lens[i]);
   if (s.lens.size() > 12) lens += fmt::format(",... ({} total)", s.lens.size());
   const char* scales = s.scales == ScaleKind::none ? "none" : s.scales == ScaleKind::per_tensor ? "per tensor" : "per token";
-  return fmt::format("lens [{}] q_len {} hkv {} G {} D {} block {} {} V, q {}, cache {}, scales {}, ceiling {}", lens,
+  std::string variant;
+  if (s.opt.softmax_scale != 0.0f) variant += fmt::format(", scale {:g}", s.opt.softmax_scale);
+  if (s.window_left >= 0) variant += fmt::format(", window {}", s.window_left);
+  if (s.soft_cap != 0.0f) variant += fmt::format(", soft cap {:g}", s.soft_cap);
+  if (s.sinks) variant += fmt::format(", sinks (head 0: {:g})", s.sinks->front());
+  if (s.alibi_slopes) variant += fmt::format(", ALiBi (head 0 slope {:g})", s.alibi_slopes->front());
+  return fmt::format("lens [{}] q_len {} hkv {} G {} D {} block {} {} V, q {}, cache {}, scales {}, ceiling {}{}", lens,
                      s.q_len, s.hkv, s.group, s.head_dim, s.block_size,
                      s.v_layout == kernels::VLayout::trans ? "trans" : "plain", kernels::to_string(s.q_dtype),
-                     kernels::to_string(s.cache_dtype), scales, s.max_partitions);
+                     kernels::to_string(s.cache_dtype), scales, s.max_partitions, variant);
 }
 
 Verdict check_decode_case(const CaseSpec& spec, const CheckContext& ctx) {

@@ -19,8 +19,10 @@ namespace {
 int variants_of(Clause c) {
   switch (c) {
     case Clause::none: return 0;
-    case Clause::alibi: case Clause::sinks: case Clause::q_prequantized: case Clause::arch: return 1;
-    case Clause::sliding_window: return 3;
+    case Clause::q_prequantized: case Clause::arch: return 1;
+    case Clause::alibi: case Clause::sinks: return 2;
+    case Clause::sliding_window: return 5;
+    case Clause::soft_cap: return 3;
     case Clause::compute_dtype: return 4;
     case Clause::k_dtype: return 3;
     case Clause::v_dtype: return 2;
@@ -181,10 +183,21 @@ struct GateCaseEditor {
     };
     switch (c) {
       case Clause::none: return;
-      case Clause::alibi: o.alibi = true; return;
-      case Clause::sinks: o.sinks = true; return;
+      // The option flags, or the call's attention variant with its tensors.
+      case Clause::alibi:
+        if (v == 0) o.alibi = true;
+        else call.variant.alibi_slopes = TensorView::contiguous_of(buffer(Hq * 4), DType::f32, {Hq});
+        return;
+      case Clause::sinks:
+        if (v == 0) o.sinks = true;
+        else call.variant.sinks = TensorView::contiguous_of(buffer(Hq * 4), DType::f32, {Hq});
+        return;
       case Clause::q_prequantized: o.q_prequantized = true; return;
-      case Clause::sliding_window: o.sliding_window = pick<int>({1, -1, 4096}, v); return;
+      case Clause::sliding_window:
+        if (v < 3) o.sliding_window = pick<int>({1, -1, 4096}, v);
+        else call.variant.window_left = v == 3 ? 0 : 1 << 30;
+        return;
+      case Clause::soft_cap: call.variant.soft_cap = pick<float>({1.0f, 50.0f, -1.0f}, v); return;
       case Clause::arch: o.arch = Arch::gfx90a; return;
       case Clause::compute_dtype:
         o.compute = pick<DType>({other_fp8(o.compute), DType::bf16, DType::f16, DType::f32}, v);

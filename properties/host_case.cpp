@@ -88,6 +88,12 @@ PlanParams plan_params(const CaseSpec& s) {
   return p;
 }
 
+void fit_per_head_values(CaseSpec& s) {
+  const size_t hq = size_t(std::max(s.hkv, 1)) * size_t(std::max(s.group, 1));
+  for (auto* v : {&s.sinks, &s.alibi_slopes})
+    if (*v && !(*v)->empty()) (*v)->resize(hq, (*v)->back());
+}
+
 bool row_has_visible_token(const CaseSpec& s, int64_t seq, int64_t pos) {
   return int64_t(s.lens[seq]) - s.q_len + 1 + pos > 0;
 }
@@ -206,6 +212,18 @@ CaseBlocks check_case_spec(const CaseSpec& spec, bool check_memory) {
         bad(v == &*spec.k_scale_values ? "tensors.k_scale" : "tensors.v_scale",
             "needs " + std::to_string(want) + " values for " + (spec.scales == ScaleKind::per_tensor ? "per_tensor" : "per_token") + " scales, got " + std::to_string(v->size()));
   }
+  // The attention variant: a window of -1 (off) or more, a finite soft cap of
+  // 0 (off) or more, sink logits and ALiBi slopes finite, one per query head.
+  if (spec.window_left < -1) bad("variant.window_left", "must be -1 (off) or >= 0, got " + std::to_string(spec.window_left));
+  if (!std::isfinite(spec.soft_cap) || spec.soft_cap < 0)
+    bad("variant.soft_cap", "must be 0 (off) or a finite positive cap, got " + std::to_string(spec.soft_cap));
+  for (const auto& [name, values] : {std::pair{"variant.sinks", &spec.sinks}, std::pair{"variant.alibi_slopes", &spec.alibi_slopes}}) {
+    if (!*values) continue;
+    if (int64_t((*values)->size()) != Hq)
+      bad(name, "needs " + std::to_string(Hq) + " values (one per query head), got " + std::to_string((*values)->size()));
+    for (float x : **values)
+      if (!std::isfinite(x)) bad(name, "holds a value that is not finite");
+  }
 
   return c;
 }
@@ -241,6 +259,8 @@ HostCase build_case(const CaseSpec& spec, bool fill_values) {
       for (int64_t i = 0; i < nblk[b]; ++i) c.block_tables[b * c.max_blocks + i] = ids[k++];
   }
   c.lens = spec.lens;
+  if (spec.sinks) c.sinks = *spec.sinks;
+  if (spec.alibi_slopes) c.alibi_slopes = *spec.alibi_slopes;
 
   // Q: N(0, 1) rows, strided by q_row_pad.
   const uint16_t qnan = spec.q_dtype == DType::bf16 ? 0x7fc0 : 0x7e00;
@@ -385,6 +405,11 @@ DecodeCall HostCase::call() {
   }
   c.q_len = s.q_len;
   c.opt = s.opt;
+  c.variant.window_left = s.window_left;
+  c.variant.soft_cap = s.soft_cap;
+  if (!sinks.empty()) c.variant.sinks = TensorView::contiguous_of(sinks.data(), DType::f32, {Hq});
+  if (!alibi_slopes.empty())
+    c.variant.alibi_slopes = TensorView::contiguous_of(alibi_slopes.data(), DType::f32, {Hq});
   return c;
 }
 

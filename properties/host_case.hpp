@@ -48,6 +48,11 @@ struct CaseSpec {
   // case files saved before generator 2 existed).
   int generator = rng::kGeneratorVersion;
   std::vector<Sentinel> sentinels;
+  // The attention variant (kernels::AttentionVariant): window and soft cap, and
+  // the sink logits and ALiBi slopes inline, one per query head (Hq values).
+  int window_left = -1;
+  float soft_cap = 0.0f;
+  std::optional<std::vector<float>> sinks, alibi_slopes;
   // Inline tensors (small cases); when present they replace generated data.
   std::optional<std::vector<int32_t>> block_tables;  // [num_seqs * max_blocks]
   std::optional<std::vector<uint16_t>> q_bits;       // raw bf16/f16 bits
@@ -62,10 +67,16 @@ struct HostCase {
   std::vector<uint8_t> k, v;
   std::vector<int32_t> block_tables, lens;
   std::vector<float> k_scale, v_scale;
+  std::vector<float> sinks, alibi_slopes;  // empty when the variant has none
 
   kernels::DecodeCall call();  // views into this case's buffers
   void poison_output();        // NaN into every output element
 };
+
+// Resizes the per-query-head values of the variant (sinks, ALiBi slopes) to
+// the spec's Hq, keeping the first ones and repeating the last: for edits that
+// change the head count (shrinking, a reject move).
+void fit_per_head_values(CaseSpec& s);
 
 // Checks a spec without allocating anything: shapes in range, every inline
 // tensor's length against the shapes, scales matching their kind (both or

@@ -4,12 +4,14 @@
 #include <fmt/core.h>
 
 #include <algorithm>
+#include <cmath>
 
 #include "kernels/limits.hpp"
 #include "properties/gate_gen.hpp"
 
 namespace pav::props {
 
+using adapters::Feature;
 using adapters::KernelDescription;
 using adapters::Scales;
 using adapters::Split;
@@ -164,8 +166,45 @@ rc::Gen<CaseSpec> gen_kernel_case(const KernelDescription& d, DecodeGenLimits li
     s.seed = *rc::gen::arbitrary<uint32_t>();
     if (*rc::gen::weightedOneOf<bool>({{2, rc::gen::just(true)}, {1, rc::gen::just(false)}}))
       s.sentinels = boundary_sentinels(s.lens);
+    // The softmax scale is the call's: mostly the default, sometimes another
+    // multiple of 1/sqrt(D) (a kernel that ignores it is caught).
+    const float unit = 1.0f / std::sqrt(float(s.head_dim));
+    s.opt.softmax_scale = *rc::gen::weightedOneOf<float>(
+        {{6, rc::gen::just(0.0f)}, {1, rc::gen::element(0.25f * unit, 0.5f * unit, 2.0f * unit)}});
+    draw_variant(s, d);
     return s;
   });
+}
+
+void draw_variant(CaseSpec& s, const KernelDescription& d) {
+  const int64_t hq = int64_t(s.hkv) * s.group;
+  const int32_t longest = *std::max_element(s.lens.begin(), s.lens.end());
+  auto sometimes = [] { return *rc::gen::weightedOneOf<bool>({{1, rc::gen::just(true)}, {1, rc::gen::just(false)}}); };
+  if (d.declares(Feature::window) && sometimes()) {
+    // The edges: the row itself only, one more, the whole context and past it.
+    const int32_t L = std::max<int32_t>(longest, 1);
+    s.window_left = *rc::gen::element<int32_t>(0, 1, L - 1, L, L + 1, L + 100, std::max<int32_t>(L / 3, 1));
+  }
+  if (d.declares(Feature::soft_cap) && sometimes())
+    s.soft_cap = *rc::gen::weightedOneOf<float>(
+        {{2, rc::gen::element(1.0f, 5.0f, 30.0f, 50.0f)},
+         {1, rc::gen::map(rc::gen::inRange(10, 501), [](int x) { return float(x) / 10.0f; })}});
+  if (d.declares(Feature::sinks) && sometimes()) {
+    // A dominant sink, a negligible one, or per-head logits near the scores.
+    const int mode = *rc::gen::inRange(0, 3);
+    std::vector<float> v(static_cast<size_t>(hq), 0.0f);
+    for (int64_t h = 0; h < hq; ++h)
+      v[size_t(h)] = mode == 0 ? 50.0f : mode == 1 ? -50.0f : float(*rc::gen::inRange(-40, 41)) / 8.0f;
+    s.sinks = std::move(v);
+  }
+  if (d.declares(Feature::alibi) && sometimes()) {
+    // The usual geometric slopes 2^(-8(h+1)/Hq), or drawn ones in (0, 1].
+    const bool geometric = sometimes();
+    std::vector<float> v(static_cast<size_t>(hq), 0.0f);
+    for (int64_t h = 0; h < hq; ++h)
+      v[size_t(h)] = geometric ? std::exp2(-8.0f * float(h + 1) / float(hq)) : float(*rc::gen::inRange(1, 1001)) / 1000.0f;
+    s.alibi_slopes = std::move(v);
+  }
 }
 
 bool spec_within(const CaseSpec& s, const KernelDescription& d) {
@@ -179,6 +218,9 @@ bool spec_within(const CaseSpec& s, const KernelDescription& d) {
   if (!has(d.q_dtypes, s.q_dtype) || !has(d.cache_dtypes, s.cache_dtype)) return false;
   if (!has(d.scale_kinds, scales_of(s.scales))) return false;
   if (s.q_row_pad != 0 && !d.strided_q) return false;
+  if ((s.window_left >= 0 && !d.declares(Feature::window)) || (s.soft_cap != 0.0f && !d.declares(Feature::soft_cap)) ||
+      (s.sinks && !d.declares(Feature::sinks)) || (s.alibi_slopes && !d.declares(Feature::alibi)))
+    return false;
   if (d.split == Split::plan) {
     const int64_t ceiling = s.max_partitions ? s.max_partitions : s.opt.cu;
     if (s.path != Path::planned || ceiling > s.opt.cu || (d.max_split_ceiling > 0 && ceiling > d.max_split_ceiling))
@@ -238,6 +280,12 @@ std::vector<std::string> outside_moves(const KernelDescription& d) {
   if (!d.strided_q) v.push_back("strided_q");
   if (d.split == Split::self ? (!d.split_ceiling || d.max_split_ceiling > 0) : d.max_split_ceiling > 0)
     v.push_back("split_ceiling");
+  // A kernel that declares some attention variant knows the fields: it must
+  // refuse the ones it does not declare. One that declares none is never sent
+  // any (it may predate them).
+  if (!d.features.empty())
+    for (Feature f : {Feature::window, Feature::soft_cap, Feature::sinks, Feature::alibi})
+      if (!d.declares(f)) v.push_back("variant." + std::string(adapters::to_string(f)));
   return v;
 }
 
@@ -317,6 +365,15 @@ bool move_outside(CaseSpec& s, const std::string& f, const KernelDescription& d)
     s.q_row_pad = 64;
     return true;
   }
+  if (f.rfind("variant.", 0) == 0) {
+    const int64_t hq = int64_t(s.hkv) * s.group;
+    if (f == "variant.window") s.window_left = 1;
+    else if (f == "variant.soft_cap") s.soft_cap = 30.0f;
+    else if (f == "variant.sinks") s.sinks = std::vector<float>(size_t(hq), 0.5f);
+    else if (f == "variant.alibi") s.alibi_slopes = std::vector<float>(size_t(hq), 0.25f);
+    else return false;
+    return true;
+  }
   if (f == "split_ceiling") {
     if (d.split == Split::self) {
       s.max_partitions = d.split_ceiling ? d.max_split_ceiling + 1 : 2;
@@ -353,6 +410,7 @@ rc::Gen<RejectCase> gen_reject_case(const KernelDescription& d) {
       adjust_for_violation(g);
       r.spec = g.base;
     }
+    fit_per_head_values(r.spec);  // a move or a clause may change the head count
     return r;
   });
 }

@@ -26,6 +26,11 @@ std::optional<std::string> generation_problem(const adapters::KernelDescription&
 // kernel (0: its own choice). Lengths are never negative.
 rc::Gen<CaseSpec> gen_kernel_case(const adapters::KernelDescription& d, DecodeGenLimits limits = {});
 
+// Draws the attention variant of a spec from what the description declares:
+// windows at their edges (0, 1, L-1, L, L+1, past L), soft caps from 1 to 50,
+// dominant, negligible and moderate sinks, geometric or drawn ALiBi slopes.
+void draw_variant(CaseSpec& s, const adapters::KernelDescription& d);
+
 // Whether a spec stays inside the description (shrinking keeps only those).
 bool spec_within(const CaseSpec& s, const adapters::KernelDescription& d);
 

@@ -123,14 +123,16 @@ KernelJudgement judge_kernel_output(const adapters::DecodeRequest& r, const Kern
   j.passed = j.compare.passed();
   j.verdict = j.compare.verdict;
   if (!r.lse.present()) return j;
-  // lse: -inf exactly where the row sees no token, else within the standard's
-  // atol/rtol of the reference's M + log(L).
+  // lse: -inf exactly where the reference's is (a row that sees no token and
+  // has no sink), else within the standard's atol/rtol of the reference's
+  // M + log(L), in the base the kernel declares.
   const float* lse = r.lse.as<float>();
   const int64_t n = ref.rows();
+  const double base = d.lse_base == adapters::LseBase::two ? 1.0 / std::log(2.0) : 1.0;
   int64_t bad = 0;
   std::string first;
   for (int64_t i = 0; i < n; ++i) {
-    const double want = ref.lse[size_t(i)];
+    const double want = ref.lse[size_t(i)] * base;
     const double got = lse[i];
     const bool ok = std::isinf(want) ? (std::isinf(got) && got < 0)
                                      : std::isfinite(got) && std::fabs(got - want) <= reference::kDefaultAtol +

@@ -129,7 +129,7 @@ bool p_term_on(const ReferenceResult& ref, const CompareOptions& o) {
 }
 // The error scales (pq_l1, ...) the bound of this reference needs.
 bool needs_terms(const ReferenceResult& ref, const CompareOptions& o) {
-  return p_term_on(ref, o) || !sixteen_bit(ref.out_dtype);
+  return p_term_on(ref, o) || !sixteen_bit(ref.out_dtype) || !ref.bias_max.empty();
 }
 
 [[noreturn]] void refuse(const std::string& what) { throw std::invalid_argument("compare: " + what); }
@@ -140,13 +140,16 @@ void check_reference(const ReferenceResult& ref, const CompareOptions& o) {
     refuse("reference output dtype " + std::string(kernels::to_string(ref.out_dtype)) + " is not bf16, f16 or f32");
   const int64_t rows = ref.num_seqs * ref.q_len * ref.hq;
   if (ref.num_seqs < 0 || ref.q_len < 1 || ref.hq < 1 || ref.head_dim < 1 ||
-      int64_t(ref.out.size()) != rows * ref.head_dim || int64_t(ref.lse.size()) != rows)
+      int64_t(ref.out.size()) != rows * ref.head_dim || int64_t(ref.lse.size()) != rows ||
+      (!ref.seen.empty() && int64_t(ref.seen.size()) != rows) ||
+      (!ref.bias_max.empty() && int64_t(ref.bias_max.size()) != rows))
     refuse("reference arrays do not match its [num_seqs*q_len, Hq, D] dims");
   if (needs_terms(ref, o) &&
       (ref.pq_l1.size() != ref.out.size() || ref.pq_l2.size() != ref.out.size() || ref.pq_sub.size() != ref.out.size()))
     refuse(std::string("the standard for ") +
-           (p_term_on(ref, o) ? "P rounded as " + std::string(to_string(ref.profile.p_round))
-                              : std::string("an f32 output")) +
+           (p_term_on(ref, o)       ? "P rounded as " + std::string(to_string(ref.profile.p_round))
+            : !ref.bias_max.empty() ? std::string("ALiBi")
+                                    : std::string("an f32 output")) +
            " needs a reference run with error_terms");
 }
 
@@ -165,6 +168,7 @@ double allowed_error(const ReferenceResult& ref, int64_t i, const CompareOptions
     const double u = p_unit_roundoff(ref.profile.p_round);
     a += std::min(u * ref.pq_l1[i], kHoeffding * u * ref.pq_l2[i]) + ref.pq_sub[i];
   }
+  if (!ref.bias_max.empty()) a += kAlibiTerm * double(ref.bias_max[size_t(i / ref.head_dim)]) * ref.pq_l1[i];
   return a;
 }
 

@@ -14,6 +14,7 @@
 //             + u_partial*l1                                f32 output
 //   p_term  = min(u_p*l1, kHoeffding*u_p*l2) + sub          P rounded (u_p per rounding)
 //           = 0                                             P not rounded
+//   + kAlibiTerm*B*l1                                       the call has ALiBi slopes
 //
 // with l1, l2, sub the reference's pq_l1, pq_l2, pq_sub. u_p is the unit
 // roundoff of the declared P rounding: 2^-4 (fp8 e4m3, against the running max),
@@ -53,6 +54,12 @@ inline constexpr double kHoeffding = 6.55;          // sqrt(2 ln(2e9)) = 6.546: 
 inline constexpr double kF32Atol = 1e-5;
 inline constexpr double kF32Rtol = 1e-4;
 inline constexpr double kF32L1 = 1e-4;
+// ALiBi: a kernel forms x - slope*(pos - t) in f32, rounding the product and
+// the sum, so each logit errs by up to 2u*B + u|x| (u = 2^-24, B the row's
+// largest bias, the |x| part inside the f32 slack). A logit error of at most E
+// per token moves the output by at most 2E*l1 (first order: the weights move by
+// w_t(d_t - mean d)), hence 4u*B*l1.
+inline constexpr double kAlibiTerm = 4.0 / 16777216.0;
 
 // Unit roundoff of storing a value in the dtype (2^-8 bf16, 2^-11 f16), 0 for
 // f32 and none (no rounding beyond the arithmetic slack).

@@ -13,6 +13,7 @@
 #include <stdexcept>
 #include <string>
 #include <type_traits>
+#include <utility>
 
 #include "kernels/codecs.hpp"
 
@@ -50,7 +51,22 @@ struct Geometry {
   VLayout layout = VLayout::unknown;
   DType cache = DType::none;
   ScaleRef ks, vs;
+  std::vector<double> sinks, slopes;  // per query head; empty when the variant has none
 };
+
+// A [Hq] f32 tensor of the attention variant, read into doubles (finite values only).
+std::vector<double> per_head(const TensorView& t, const Geometry& g, const char* name) {
+  std::vector<double> v;
+  if (!t.present()) return v;
+  if (t.dtype != DType::f32 || t.data == nullptr || t.rank != 1 || t.shape[0] != g.hq || t.stride[0] < 0)
+    reject(std::string(name) + " must be [Hq] f32 with data");
+  for (int64_t i = 0; i < g.hq; ++i) {
+    const float x = t.as<const float>()[i * t.stride[0]];
+    if (!std::isfinite(x)) reject(std::string(name) + "[" + std::to_string(i) + "] is not finite");
+    v.push_back(double(x));
+  }
+  return v;
+}
 
 ScaleRef scale_of(const TensorView& s, const Geometry& g, const char* name) {
   ScaleRef r;
@@ -139,6 +155,11 @@ Geometry geometry_of(const DecodeCall& c) {
   g.rows = g.q_len * g.G;
   g.ks = scale_of(c.k_scale, g, "k_scale");
   g.vs = scale_of(c.v_scale, g, "v_scale");
+  const kernels::AttentionVariant& av = c.variant;
+  if (av.window_left < -1) reject("variant.window_left = " + std::to_string(av.window_left) + " (expected -1 or >= 0)");
+  if (!std::isfinite(av.soft_cap) || av.soft_cap < 0) reject("variant.soft_cap must be 0 (off) or finite and positive");
+  g.sinks = per_head(av.sinks, g, "variant.sinks");
+  g.slopes = per_head(av.alibi_slopes, g, "variant.alibi_slopes");
   return g;
 }
 
@@ -415,6 +436,17 @@ struct Core {
     }
   }
 
+  // The span [lo, hi) of chunk columns (tokens t0 .. t0+n-1) row r of a
+  // sequence of length L sees: keys t <= pos = L - q_len + p, and with a window
+  // also t >= pos - window_left.
+  std::pair<int64_t, int64_t> visible(int64_t L, int64_t r, int64_t t0, int64_t n) const {
+    const int64_t pos = L - g.q_len + r / g.G;
+    const int64_t hi = std::clamp<int64_t>(pos + 1 - t0, 0, n);
+    const int64_t first = c.variant.windowed() ? pos - c.variant.window_left : 0;
+    const int64_t lo = std::clamp<int64_t>(first - t0, 0, hi);
+    return {lo, hi};
+  }
+
   // Folds tokens [t0, t1) of (seq, h) into st with the online softmax.
   void attend_chunk(int64_t seq, int64_t h, int64_t t0, int64_t t1, State<T>& st, Buffers<T>& b) const {
     const int64_t n = t1 - t0, rows = g.rows;
@@ -423,11 +455,19 @@ struct Core {
     auto Sc = b.scores.leftCols(n);
     Sc.noalias() = b.q * b.k.leftCols(n);
     auto S = b.s.leftCols(n);
-    // Row p*G+g sees tokens t < L - q_len + 1 + p: a prefix of the chunk.
+    const kernels::AttentionVariant& av = c.variant;
     for (int64_t r = 0; r < rows; ++r) {
-      const int64_t p = r / g.G;
-      const int64_t vis = std::clamp<int64_t>(L - g.q_len + 1 + p - t0, 0, n);
-      const T cmax = vis > 0 ? T(Sc.row(r).head(vis).maxCoeff()) : -std::numeric_limits<T>::infinity();
+      const auto [lo, hi] = visible(L, r, t0, n);
+      const int64_t head = h * g.G + r % g.G, pos = L - g.q_len + r / g.G;
+      // The variant's logit transforms, in double, on the visible span: the
+      // cap on the scaled logit, then the ALiBi bias.
+      if (av.soft_cap > 0.0f && hi > lo) {
+        const Score cap = Score(av.soft_cap);
+        Sc.row(r).segment(lo, hi - lo) = (Sc.row(r).segment(lo, hi - lo).array() / cap).tanh() * cap;
+      }
+      if (!g.slopes.empty())
+        for (int64_t j = lo; j < hi; ++j) Sc(r, j) -= g.slopes[size_t(head)] * Score(pos - (t0 + j));
+      const T cmax = hi > lo ? T(Sc.row(r).segment(lo, hi - lo).maxCoeff()) : -std::numeric_limits<T>::infinity();
       const T m_new = std::max(st.m[r], cmax);
       b.m_new[r] = std::isinf(m_new) ? T(0) : m_new;  // a row with nothing yet: P is zeroed below
       b.alpha[r] = std::isinf(st.m[r]) ? T(0) : std::exp(st.m[r] - m_new);
@@ -437,11 +477,16 @@ struct Core {
       S.row(r) = (Sc.row(r).array() - Score(b.m_new[r])).template cast<T>();
     }
     S.array() = S.array().exp();  // contiguous block: Eigen's vectorized exp
-    // Masked and not-yet-visible entries get exactly zero weight (never 0 * exp(...)).
+    // Masked entries (the causal future, outside the window) get exactly zero
+    // weight (never 0 * exp(...)).
     for (int64_t r = 0; r < rows; ++r) {
-      const int64_t p = r / g.G;
-      const int64_t vis = std::clamp<int64_t>(L - g.q_len + 1 + p - t0, 0, n);
-      if (vis < n) S.row(r).tail(n - vis).setZero();
+      const auto [lo, hi] = visible(L, r, t0, n);
+      if (hi <= lo) {
+        S.row(r).setZero();
+        continue;
+      }
+      if (lo > 0) S.row(r).head(lo).setZero();
+      if (hi < n) S.row(r).tail(n - hi).setZero();
     }
     const auto V = b.v.topRows(n);
     st.l = b.alpha.cwiseProduct(st.l) + S.rowwise().sum();
@@ -486,12 +531,33 @@ struct Core {
   }
 
   void finalize(int64_t seq, int64_t h, const State<T>& st, ReferenceResult& res) const {
+    const int64_t L = len(seq);
     for (int64_t r = 0; r < g.rows; ++r) {
-      if (!(st.l[r] > T(0))) continue;  // result arrays start at 0 / -inf
       const int64_t p = r / g.G, gg = r % g.G;
       const int64_t qrow = seq * g.q_len + p, head = h * g.G + gg;
-      const T inv = T(1) / st.l[r];
-      res.lse[qrow * g.hq + head] = double(st.m[r]) + std::log(double(st.l[r]));
+      const bool seen = st.l[r] > T(0);
+      if (!g.slopes.empty() && seen) {
+        // The farthest visible key's bias: the comparison standard's ALiBi term.
+        const int64_t pos = L - g.q_len + p;
+        const int64_t first = c.variant.windowed() ? std::max<int64_t>(0, pos - c.variant.window_left) : 0;
+        res.bias_max[size_t(qrow * g.hq + head)] = float(std::fabs(g.slopes[size_t(head)]) * double(pos - first));
+      }
+      if (!seen && g.sinks.empty()) continue;  // result arrays start at 0 / -inf
+      res.seen[size_t(qrow * g.hq + head)] = seen;
+      T inv = seen ? T(1) / st.l[r] : T(0);
+      double lse = seen ? double(st.m[r]) + std::log(double(st.l[r])) : -std::numeric_limits<double>::infinity();
+      if (!g.sinks.empty()) {
+        // The sink joins the denominator (and the lse) only: weights shrink by
+        // l / (l + exp(sink - m)), taken in double against the larger of the two.
+        const double sink = g.sinks[size_t(head)];
+        const double M = seen ? std::max(double(st.m[r]), sink) : sink;
+        const double tokens = seen ? double(st.l[r]) * std::exp(double(st.m[r]) - M) : 0.0;
+        const double total = tokens + std::exp(sink - M);
+        inv = seen ? T(std::exp(double(st.m[r]) - M) / total) : T(0);
+        lse = M + std::log(total);
+      }
+      res.lse[qrow * g.hq + head] = lse;
+      if (!seen) continue;
       const int64_t base = res.index(qrow, head, 0);
       for (int64_t d = 0; d < g.D; ++d) {
         res.out[base + d] = float(st.acc(r, d) * inv);
@@ -556,6 +622,12 @@ void run(const DecodeCall& call, const Geometry& g, const NumericsProfile& profi
     for (int64_t k = 1; k < gr.count; ++k) core.merge_into(acc, partial[gr.first + k]);
     core.finalize(gr.seq, gr.h, acc, res);
   });
+  // A sequence of length 0 has no task: with sinks its rows' lse is the sink.
+  if (!g.sinks.empty())
+    for (int64_t seq = 0; seq < g.num_seqs; ++seq)
+      if (core.len(seq) <= 0)
+        for (int64_t row = seq * g.q_len * g.hq; row < (seq + 1) * g.q_len * g.hq; ++row)
+          res.lse[size_t(row)] = g.sinks[size_t(row % g.hq)];
   for (const Buffers<T>& b : buffers) res.chunk_buffer_bytes = std::max(res.chunk_buffer_bytes, b.bytes());
   for (const State<T>& st : partial)
     res.segment_state_bytes += int64_t(sizeof(T)) * (st.m.size() + st.l.size() + st.acc.size() + st.l1.size() +
@@ -565,6 +637,7 @@ void run(const DecodeCall& call, const Geometry& g, const NumericsProfile& profi
 }  // namespace
 
 bool ReferenceResult::row_empty(int64_t qrow, int64_t head) const {
+  if (!seen.empty()) return !seen[size_t(qrow * hq + head)];
   return std::isinf(lse[qrow * hq + head]) && lse[qrow * hq + head] < 0;
 }
 
@@ -624,6 +697,8 @@ ReferenceResult decode(const DecodeCall& call, const NumericsProfile& profile, c
   const int64_t elems = g.num_seqs * g.q_len * g.hq * g.D;
   res.out.assign(elems, 0.0f);
   res.lse.assign(g.num_seqs * g.q_len * g.hq, -std::numeric_limits<double>::infinity());
+  res.seen.assign(res.lse.size(), 0);
+  if (!g.slopes.empty()) res.bias_max.assign(res.lse.size(), 0.0f);
   if (options.error_terms) {
     res.pq_l1.assign(elems, 0.0f);
     res.pq_l2.assign(elems, 0.0f);

@@ -14,9 +14,12 @@
 // the profile says; P is never rounded here (the comparison standard models P
 // rounding as an error term instead).
 //
-// It refuses what it cannot compute: a call asking for ALiBi, attention sinks,
-// a sliding window or pre-quantized Q (none of which the call's views carry
-// enough to compute), a view with a negative stride, or geometry that is not a
+// It computes the call's attention variant (kernels::AttentionVariant: sliding
+// window, logit soft cap, ALiBi slopes, attention sinks) as kernels/call.hpp
+// defines it, the logit transforms in double. It refuses what it cannot
+// compute: pav's own option flags for ALiBi, sinks, a sliding window or
+// pre-quantized Q (the flags carry no slopes, sink logits, edge convention or Q
+// scale), a view with a negative stride, or geometry that is not a
 // decode call, each with std::invalid_argument naming the field. K, V, Q, the
 // scales and the index tensors may have any non-negative strides (a K or V half
 // sliced from a combined [blocks, 2, ...] KV tensor, a padded Q row).
@@ -51,7 +54,13 @@ struct ReferenceOptions {
 struct ReferenceResult {
   int64_t num_seqs = 0, q_len = 1, hq = 0, head_dim = 0;
   std::vector<float> out;     // sum_t w_t v_td; exactly 0 in rows that see no token
-  std::vector<double> lse;    // M + log(L) (natural log); -inf for rows that see no token
+  std::vector<double> lse;    // M + log(L) (natural log, the sink in L); -inf for rows that see no token and no sink
+  // 1 where the row sees a token ([rows, Hq]); a result built by hand may leave
+  // it empty, and row_empty() then reads an lse of -inf as empty.
+  std::vector<uint8_t> seen;
+  // ALiBi: |slope| times the distance to the row's farthest visible key
+  // ([rows, Hq]; empty without ALiBi): the comparison standard's bias term.
+  std::vector<float> bias_max;
   // P-quantization error scales (empty when error_terms is off):
   std::vector<float> pq_l1;   // sum_t w_t |v_td|
   std::vector<float> pq_l2;   // sqrt(sum_t (w_t v_td)^2)

@@ -2,6 +2,9 @@
 // Test fixture: pav's CPU kernel as a plugin with one fault compiled in.
 //   PAV_FAULT_MISSING_DECODE  no pav_kernel_decode symbol
 //   PAV_FAULT_ABI_VERSION     reports an ABI version pav does not speak
+//   PAV_FAULT_ABI_V1          (not a fault) a library of ABI version 1: it reports version 1,
+//                             expects the version-1 desc and the version-1 prefix of the
+//                             decode arguments, and leaves the version-2 fields alone
 //   PAV_FAULT_SEGV            decode dereferences NULL when a context reaches 300 tokens
 //   PAV_FAULT_DESCRIBE        describes an empty head_dims list
 //   PAV_FAULT_UNAVAILABLE     init says the kernel cannot run on this machine
@@ -50,6 +53,8 @@ extern "C" {
 PAV_KERNEL_EXPORT uint32_t pav_kernel_abi_version(void) {
 #ifdef PAV_FAULT_ABI_VERSION
   return PAV_KERNEL_ABI_VERSION + 1;
+#elif defined(PAV_FAULT_ABI_V1)
+  return 1;
 #else
   return PAV_KERNEL_ABI_VERSION;
 #endif
@@ -62,8 +67,41 @@ PAV_KERNEL_EXPORT int pav_kernel_init(int argc, const char* const* argv, void** 
 
 PAV_KERNEL_EXPORT void pav_kernel_fini(void* instance) { pav::adapters::plugin::fini(instance); }
 
+#ifdef PAV_FAULT_ABI_V1
+namespace {
+// What a version-1 library sees of the arguments: exactly the version-1 prefix.
+// The glue below speaks the current version, so the prefix is copied into a
+// whole struct with the version-2 fields absent.
+const pav_decode_args* as_current(const pav_decode_args* args, pav_decode_args& whole, char* err, size_t err_size) {
+  if (!args || args->struct_size != PAV_DECODE_ARGS_V1_SIZE) {
+    std::snprintf(err, err_size, "version-1 library: pav_decode_args.struct_size %u, expected %zu",
+                  args ? args->struct_size : 0u, size_t(PAV_DECODE_ARGS_V1_SIZE));
+    return nullptr;
+  }
+  whole = pav_decode_args{};
+  std::memcpy(&whole, args, PAV_DECODE_ARGS_V1_SIZE);
+  whole.struct_size = sizeof whole;
+  whole.window_left = -1;
+  return &whole;
+}
+}  // namespace
+#endif
+
 PAV_KERNEL_EXPORT int pav_kernel_describe(void* instance, pav_kernel_desc* desc, char* err, size_t err_size) {
+#ifdef PAV_FAULT_ABI_V1
+  if (!desc || desc->abi_version != 1) {
+    std::snprintf(err, err_size, "version-1 library: pav_kernel_desc.abi_version %u, expected 1",
+                  desc ? desc->abi_version : 0u);
+    return PAV_ERROR;
+  }
+  desc->abi_version = PAV_KERNEL_ABI_VERSION;
   const int rc = pav::adapters::plugin::describe(instance, desc, err, err_size);
+  desc->abi_version = 1;
+  desc->variants = 0;  // reserved bytes in version 1
+  desc->lse_base = 0;
+#else
+  const int rc = pav::adapters::plugin::describe(instance, desc, err, err_size);
+#endif
 #ifdef PAV_FAULT_DESCRIBE
   desc->num_head_dims = 0;
 #endif
@@ -75,6 +113,11 @@ PAV_KERNEL_EXPORT int pav_kernel_describe(void* instance, pav_kernel_desc* desc,
 
 PAV_KERNEL_EXPORT int pav_kernel_check(void* instance, const pav_decode_args* args, char* reason,
                                        size_t reason_size) {
+#ifdef PAV_FAULT_ABI_V1
+  pav_decode_args whole;
+  args = as_current(args, whole, reason, reason_size);
+  if (!args) return PAV_ERROR;
+#endif
   return pav::adapters::plugin::check(instance, args, reason, reason_size);
 }
 
@@ -105,6 +148,11 @@ PAV_KERNEL_EXPORT int pav_kernel_decode(void* instance, const pav_decode_args* a
 #ifdef PAV_FAULT_CHATTY
   std::printf("fault plugin: decoding %lld sequence(s)\n", (long long)args->context_lens.shape[0]);
   std::fflush(stdout);
+#endif
+#ifdef PAV_FAULT_ABI_V1
+  pav_decode_args whole;
+  args = as_current(args, whole, err, err_size);
+  if (!args) return PAV_ERROR;
 #endif
   return pav::adapters::plugin::decode(instance, args, err, err_size);
 }

@@ -9,6 +9,12 @@ fp8 table and the K/V scales, and computes exact softmax attention in float32:
 Q is not quantized and the softmax weights are not rounded (numerics profile
 `none`). Long contexts are streamed in chunks of pages with an online softmax.
 
+It declares every attention variant (docs/verify-your-kernel.md, "Attention
+variants"): the soft cap and the ALiBi bias transform the scaled logits before
+masking, the sliding window narrows each row's visible keys (pages before every
+row's window are not read), and a sink joins the softmax denominator after the
+last chunk. --lse-base 2 writes lse in log2 and describes it so.
+
 --defect NAME injects one realistic bug (--list-defects prints them), so pav's
 fuzzing can be seen to find, shrink and save it.
 """
@@ -25,6 +31,9 @@ DEFECTS = {
     "drop-last-partial-page": "pages counted as len // block_size: the tokens of a last, partly filled page are skipped",
     "scale-wrong-head": "per-token K/V scales read for KV head 0 whatever the head",
     "gqa-interleaved": "query head h read against KV head h % Hkv instead of h // G",
+    "window-edge-off-by-one": "sliding window admits key pos - window_left - 1 too: one key past the window's left edge",
+    "soft-cap-after-mask": "soft cap applied after masking: masked logits (-1e30) come out at -soft_cap and get weight",
+    "sink-not-in-denominator": "attention sinks ignored: exp(sink) left out of the softmax denominator and the lse",
 }
 
 DESCRIPTION = {
@@ -50,14 +59,16 @@ DESCRIPTION = {
     "writes_lse": True,
     "check": True,
     "profile": {"q_quant": "none", "p_round": "none", "partial": "none"},
+    "variants": ["window", "soft_cap", "sinks", "alibi"],
 }
 
 CHUNK_TOKENS = 16384  # tokens decoded at once per (sequence, chunk): bounds memory
 
 
 class NumpyDecode:
-    def __init__(self, defect=None):
+    def __init__(self, defect=None, lse_base="e"):
         self.defect = defect
+        self.lse_base = lse_base
         self.tables = {}
 
     def table(self, flavour):
@@ -102,6 +113,8 @@ class NumpyDecode:
         bs = call.k_cache.shape[3]
         g = hq // hkv
         lut = self.table(call.cache_dtype)
+        scale = np.float32(call.softmax_scale)
+        cap = np.float32(call.soft_cap) if call.soft_cap > 0 else None
         out = np.zeros((rows_total, hq, d), dtype=np.float32)
         lse = np.full((rows_total, hq), -np.inf, dtype=np.float32)
         # Query head h = kv*G + j; rows of one KV head ordered r = p*G + j.
@@ -109,30 +122,56 @@ class NumpyDecode:
             heads = np.array([[j * hkv + kv for j in range(g)] for kv in range(hkv)])
         else:
             heads = np.arange(hq).reshape(hkv, g)
+        # Each row's sink and ALiBi slope, [Hkv, q_len*G] in the same row order.
+        row_heads = np.tile(heads, (1, q_len))
+        sink = None
+        if call.sinks is not None and self.defect != "sink-not-in-denominator":
+            sink = call.sinks[row_heads]
+        slope = None if call.alibi_slopes is None else call.alibi_slopes[row_heads][..., None]
         chunk_pages = max(1, CHUNK_TOKENS // bs)
         for s in range(num_seqs):
             length = int(call.context_lens[s])
             qs = q[s * q_len:(s + 1) * q_len]                          # [q_len, Hq, D]
             qg = qs[:, heads, :].transpose(1, 0, 2, 3).reshape(hkv, q_len * g, d)
-            # Row r (position p = r // G) sees tokens t < visible[r].
-            pos = np.repeat(np.arange(q_len), g)
-            visible = length - q_len + 1 + pos
+            # Row r (query position p = r // G) sits at position pos and sees
+            # keys first_key[r] <= t < visible[r] (and t < length).
+            pos = length - q_len + np.repeat(np.arange(q_len), g)
+            visible = pos + 1
             if self.defect == "causal-off-by-one":
                 visible = np.minimum(visible + 1, length)
+            first_key = np.zeros_like(pos)
+            if call.window_left >= 0:
+                first_key = pos - call.window_left
+                if self.defect == "window-edge-off-by-one":
+                    first_key = first_key - 1
             m = np.full((hkv, q_len * g), -np.inf, dtype=np.float32)
             l = np.zeros((hkv, q_len * g), dtype=np.float32)
             acc = np.zeros((hkv, q_len * g, d), dtype=np.float32)
             pages_total = self.pages_of(length, bs)
-            for first in range(0, pages_total, chunk_pages):
+            # Pages wholly before every row's window are never read.
+            start_page = max(0, int(first_key.min())) // bs
+            for first in range(start_page, pages_total, chunk_pages):
                 pages = call.block_tables[s, first:min(first + chunk_pages, pages_total)]
                 k, v = self.gather(call, pages, lut)
                 t0 = first * bs
                 t = t0 + np.arange(k.shape[1])
-                keep = (t[None, :] < visible[:, None]) & (t[None, :] < length)   # [rows, tokens]
-                k = np.where((t < length)[None, :, None], k, 0)   # poisoned tail never enters
-                v = np.where((t < length)[None, :, None], v, 0)
-                logits = np.matmul(qg, k.transpose(0, 2, 1)) * np.float32(call.softmax_scale)
-                logits = np.where(keep[None], logits, -np.inf)
+                inside = t < length
+                seen_by = (t[None, :] < visible[:, None]) & (t[None, :] >= first_key[:, None])  # [rows, tokens]
+                k = np.where(inside[None, :, None], k, 0)   # poisoned tail never enters
+                v = np.where(inside[None, :, None], v, 0)
+                x = np.matmul(qg, k.transpose(0, 2, 1)) * scale
+                if cap is not None and self.defect == "soft-cap-after-mask":
+                    # Masked with a large negative, then capped: masked keys come out at -cap.
+                    x = np.where(seen_by[None], x, np.float32(-1e30))
+                    x = cap * np.tanh(x / cap)
+                    keep = inside[None, :]
+                else:
+                    if cap is not None:
+                        x = cap * np.tanh(x / cap)
+                    keep = seen_by & inside[None, :]
+                if slope is not None:
+                    x = x - slope * (pos[:, None] - t[None, :]).astype(np.float32)[None]
+                logits = np.where(keep[None], x, -np.inf)
                 m_new = np.maximum(m, logits.max(axis=2))
                 safe = np.where(np.isfinite(m_new), m_new, 0)
                 alpha = np.where(np.isfinite(m), np.exp(m - safe), 0)
@@ -140,9 +179,18 @@ class NumpyDecode:
                 l = l * alpha + p.sum(axis=2)
                 acc = acc * alpha[..., None] + np.matmul(p, v)
                 m = m_new
+            if sink is not None:  # exp(sink) joins the denominator only
+                m_new = np.maximum(m, sink)
+                safe = np.where(np.isfinite(m_new), m_new, 0)
+                alpha = np.where(np.isfinite(m), np.exp(m - safe), 0)
+                l = l * alpha + np.exp(sink - safe)
+                acc = acc * alpha[..., None]
+                m = m_new
             seen = l > 0
             o = np.where(seen[..., None], acc / np.where(seen, l, 1)[..., None], 0)
             row_lse = np.where(seen, m + np.log(np.where(seen, l, 1)), -np.inf)
+            if self.lse_base == "2":
+                row_lse = row_lse * np.float32(1 / np.log(2))
             # [Hkv, q_len*G, D] -> rows of this sequence, heads in place
             o = o.reshape(hkv, q_len, g, d).transpose(1, 0, 2, 3)
             row_lse = row_lse.reshape(hkv, q_len, g).transpose(1, 0, 2)
@@ -153,12 +201,16 @@ class NumpyDecode:
 
 def main():
     parser = pav_worker.defect_parser("numpy_decode.py", DEFECTS)
+    parser.add_argument("--lse-base", choices=["e", "2"], default="e",
+                        help="write lse in natural log (e, the default) or in log2, and describe it so")
     opts = parser.parse_args()
     if opts.list_defects:
         pav_worker.list_defects(DEFECTS)
         return
-    kernel = NumpyDecode(opts.defect)
+    kernel = NumpyDecode(opts.defect, opts.lse_base)
     desc = dict(DESCRIPTION)
+    if opts.lse_base == "2":
+        desc["lse_base"] = "2"
     if opts.defect:
         desc["version"] += "+defect." + opts.defect
     np.seterr(all="ignore")  # -inf - -inf in masked rows is handled explicitly

@@ -100,6 +100,9 @@ class Call:
     the caches, tables and scales are read-only maps of pav's files, valid
     during the call only (pav may rewrite the files for the next call);
     q_len, softmax_scale: scalars; out_dtype, want_lse: what pav asked for.
+    Attention variants, each off unless the call sets it: window_left (-1
+    when off), soft_cap (0.0 when off), sinks and alibi_slopes (None, or
+    float32 [Hq]).
     """
 
     def __init__(self, request):
@@ -133,6 +136,14 @@ class Call:
         self.v_scale, _ = load("v_scale")
         self.q_len = int(args["q_len"])
         self.softmax_scale = float(args["softmax_scale"])
+        # Attention variants (docs/verify-your-kernel.md, "Attention variants"):
+        # each is present only when set.
+        self.window_left = int(args.get("window_left", -1))    # -1: no window
+        self.soft_cap = float(args.get("soft_cap", 0.0))       # 0: no cap
+        sinks, _ = load("sinks")
+        slopes, _ = load("alibi_slopes")
+        self.sinks = None if sinks is None else np.asarray(sinks, dtype=np.float32)      # [Hq] or None
+        self.alibi_slopes = None if slopes is None else np.asarray(slopes, dtype=np.float32)
         self.max_partitions = int(args.get("max_partitions", 0))
         outputs = request["outputs"]
         self.out_file = os.path.join(folder, outputs["out"]["file"])
@@ -184,6 +195,40 @@ def _rows_problem(name, t, strided_q):
         return "%s: not contiguous and the kernel takes no strided q" % name
     if t.strides[1] != t.shape[2] or t.strides[0] < t.shape[1] * t.shape[2]:
         return "%s: heads must be dense and rows at least Hq*D apart" % name
+    return None
+
+
+def _number(x):
+    return isinstance(x, (int, float)) and not isinstance(x, bool)
+
+
+def _variant_problem(desc, args, tensors, hq):
+    """The attention variants of a call against the description's "variants":
+    None, or the reason naming the field. Each variant is present only when
+    set: window_left an integer >= 0, soft_cap a finite number > 0, sinks and
+    alibi_slopes contiguous f32 [Hq]."""
+    declared = desc.get("variants") or []
+    if "window_left" in args:
+        w = args["window_left"]
+        if "window" not in declared:
+            return "window_left given to a kernel that declares no window variant"
+        if not _number(w) or not np.isfinite(w) or w != int(w) or not 0 <= w <= 2**31 - 1:
+            return "window_left must be an integer in 0..2^31-1, got %r" % (w,)
+    if "soft_cap" in args:
+        c = args["soft_cap"]
+        if "soft_cap" not in declared:
+            return "soft_cap given to a kernel that declares no soft_cap variant"
+        if not _number(c) or not np.isfinite(c) or c <= 0:
+            return "soft_cap must be a finite number > 0, got %r" % (c,)
+    for name, variant in (("sinks", "sinks"), ("alibi_slopes", "alibi")):
+        t = tensors.get(name)
+        if t is None:
+            continue
+        if variant not in declared:
+            return "%s given to a kernel that declares no %s variant" % (name, variant)
+        if t.dtype != "f32" or t.shape != [hq] or t.strides != [1]:
+            return "%s must be a contiguous f32 [Hq] = [%d], got %s shape %s strides %s" % (
+                name, hq, t.dtype, t.shape, t.strides)
     return None
 
 
@@ -298,6 +343,10 @@ def check_call(desc, request):
     kind = kinds.pop() if kinds else "none"
     if kind not in desc["scale_kinds"]:
         return "scale kind %s not supported" % kind
+    # the attention variants
+    why = _variant_problem(desc, args, tensors, hq)
+    if why:
+        return why
     # lse, plan, split ceiling
     lse = tensors.get("lse")
     if lse is not None:
@@ -388,5 +437,6 @@ def defect_parser(prog, defects):
 
 
 def list_defects(defects):
+    width = max([22] + [len(name) for name in defects])
     for name in sorted(defects):
-        print("%-22s %s" % (name, defects[name]))
+        print("%-*s %s" % (width, name, defects[name]))

@@ -9,6 +9,10 @@ Each sequence's pages are gathered through its block table, the fp8 codes
 decoded with a 256-entry table on the device, and attention computed in
 float32 chunk by chunk, the chunks merged through their log-sum-exp. Q is not
 quantized and the softmax weights are not rounded (numerics profile `none`).
+Every attention variant is declared (docs/verify-your-kernel.md, "Attention
+variants"): soft cap and ALiBi bias on the scaled logits before the mask, the
+sliding window in the mask (chunks wholly before every row's window skipped),
+and the sinks merged into the log-sum-exp after the last chunk.
 
 --defect NAME injects one realistic bug (--list-defects prints them).
 """
@@ -51,6 +55,7 @@ DESCRIPTION = {
     "writes_lse": True,
     "check": True,
     "profile": {"q_quant": "none", "p_round": "none", "partial": "none"},
+    "variants": ["window", "soft_cap", "sinks", "alibi"],
 }
 
 CHUNK_TOKENS = 32768  # tokens attended at once per sequence
@@ -130,17 +135,29 @@ class TorchDecode:
         hkv, bs = kc.shape[1], kc.shape[3]
         g = hq // hkv
         ql = call.q_len
+        cap = call.soft_cap if call.soft_cap > 0 else None
+        window = call.window_left  # -1: no window
+        # Each row's sink and ALiBi slope, [Hkv, q_len*G] in the row order below.
+        row_heads = (torch.arange(hkv, device=dev)[:, None] * g + torch.arange(g, device=dev)[None, :]).repeat(1, ql)
+        sinks = self.tensor(call.sinks)
+        sink_rows = None if sinks is None else sinks[row_heads]
+        slopes = self.tensor(call.alibi_slopes)
+        slope_rows = None if slopes is None else slopes[row_heads].unsqueeze(-1)
         out = torch.zeros((rows, hq, d), dtype=torch.float32, device=dev)
         lse_out = torch.full((rows, hq), float("-inf"), dtype=torch.float32, device=dev)
         chunk = max(1, CHUNK_TOKENS // bs) * bs
         for s, length in enumerate(lens):
             # [q_len, Hq, D] -> [Hkv, q_len*G, D], row r = p*G + j for head kv*G + j
             qs = q[s * ql:(s + 1) * ql].reshape(ql, hkv, g, d).permute(1, 0, 2, 3).reshape(hkv, ql * g, d)
-            limit = (length - ql + 1 + torch.arange(ql, device=dev)).repeat_interleave(g)  # tokens each row sees
+            # Row r sits at position pos[r] and sees keys first[r] <= t < limit[r].
+            pos = (length - ql + torch.arange(ql, device=dev)).repeat_interleave(g)
+            limit = pos + 1
+            first = pos - window if window >= 0 else torch.zeros_like(pos)
+            start = (max(0, int(first.min())) // bs) * bs  # pages before every row's window: not read
             o_acc = torch.zeros((hkv, ql * g, d), dtype=torch.float32, device=dev)
             lse_acc = torch.full((hkv, ql * g), float("-inf"), dtype=torch.float32, device=dev)
             ids_all = self.page_ids(bt, s, -(-length // bs)) if length > 0 else bt[s, :0]
-            for t0 in range(0, max(length, 0), chunk):
+            for t0 in range(start, max(length, 0), chunk):
                 ids = ids_all[t0 // bs:(t0 + chunk) // bs]
                 k, v = self.keys_values(kc, vc, ks, vs, ids, lut)
                 tok = t0 + torch.arange(k.shape[1], device=dev)
@@ -148,12 +165,22 @@ class TorchDecode:
                 k = torch.where(inside[None, :, None], k, torch.zeros_like(k))  # NaN tail of the last page
                 v = torch.where(inside[None, :, None], v, torch.zeros_like(v))
                 logits = torch.matmul(qs, k.transpose(1, 2)) * call.softmax_scale
-                logits = logits.masked_fill(~(tok[None, :] < limit[:, None])[None], float("-inf"))
+                if cap is not None:  # before the bias and the mask
+                    logits = cap * torch.tanh(logits / cap)
+                if slope_rows is not None:
+                    logits = logits - slope_rows * (pos[:, None] - tok[None, :]).to(torch.float32)[None]
+                seen = (tok[None, :] < limit[:, None]) & (tok[None, :] >= first[:, None])
+                logits = logits.masked_fill(~seen[None], float("-inf"))
                 o_c, lse_c = self.attend(logits, v)
                 lse_new = torch.logaddexp(lse_acc, lse_c)
                 base = torch.where(torch.isfinite(lse_new), lse_new, torch.zeros_like(lse_new))
                 o_acc = (o_acc * torch.exp(lse_acc - base).unsqueeze(-1) +
                          o_c * torch.exp(lse_c - base).unsqueeze(-1))
+                lse_acc = lse_new
+            if sink_rows is not None:  # exp(sink) joins the denominator (and lse) only
+                lse_new = torch.logaddexp(lse_acc, sink_rows)
+                base = torch.where(torch.isfinite(lse_new), lse_new, torch.zeros_like(lse_new))
+                o_acc = o_acc * torch.exp(lse_acc - base).unsqueeze(-1)
                 lse_acc = lse_new
             out[s * ql:(s + 1) * ql] = o_acc.reshape(hkv, ql, g, d).permute(1, 0, 2, 3).reshape(ql, hq, d)
             lse_out[s * ql:(s + 1) * ql] = lse_acc.reshape(hkv, ql, g).permute(1, 0, 2).reshape(ql, hq)

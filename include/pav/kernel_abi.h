@@ -8,10 +8,14 @@
  * JSON for kernels that run in their own process.
  *
  * Versioning: PAV_KERNEL_ABI_VERSION changes whenever a struct's layout, an enum
- * value or a function's meaning changes. pav refuses a library whose
- * pav_kernel_abi_version() differs from the version pav was built with. Structs
- * also carry their own size, so pav can tell a stale header apart from a
- * corrupted call.
+ * value or a function's meaning changes. Version 2 added the attention variants
+ * (pav_kernel_desc.variants and lse_base, in what were reserved bytes, and the
+ * fields after `stream` in pav_decode_args). pav loads a library of version 1
+ * or 2: a version-1 library is handed the version-1 prefix of pav_decode_args
+ * (struct_size = PAV_DECODE_ARGS_V1_SIZE) and declares no variant, so it is
+ * never sent one. Any other version is refused with both versions named.
+ * Structs also carry their own size, so pav can tell a stale header apart from
+ * a corrupted call.
  *
  * Entry points (all extern "C", exported with default visibility):
  *   required: pav_kernel_abi_version, pav_kernel_describe, pav_kernel_decode
@@ -29,7 +33,8 @@
 extern "C" {
 #endif
 
-#define PAV_KERNEL_ABI_VERSION 1u
+#define PAV_KERNEL_ABI_VERSION 2u
+#define PAV_KERNEL_ABI_OLDEST 1u /* the oldest version pav still loads */
 
 #if defined(_WIN32)
 #define PAV_KERNEL_EXPORT __declspec(dllexport)
@@ -98,6 +103,25 @@ typedef enum pav_p_round {
   PAV_P_ROUND_BF16 = 2,
   PAV_P_ROUND_F16 = 3
 } pav_p_round;
+
+/* Attention variants (version 2), bits of pav_kernel_desc.variants. A call
+ * carries a variant only for a kernel that declares it. Row r = p*G + g of a
+ * sequence of length L sits at position pos = L - q_len + p; with x = scale *
+ * q.k_t the scaled logit of key t:
+ *   SOFT_CAP: x -> soft_cap * tanh(x / soft_cap), before the bias and the mask;
+ *   ALIBI:    x -> x - alibi_slopes[head] * (pos - t);
+ *   WINDOW:   only keys pos - window_left <= t <= pos are seen;
+ *   SINKS:    exp(sinks[head]) joins the softmax denominator (and the lse),
+ *             never the numerator. */
+typedef enum pav_variant {
+  PAV_VARIANT_WINDOW = 0,
+  PAV_VARIANT_SOFT_CAP = 1,
+  PAV_VARIANT_SINKS = 2,
+  PAV_VARIANT_ALIBI = 3
+} pav_variant;
+
+/* The base of the lse a kernel writes (version 2). */
+typedef enum pav_lse_base { PAV_LSE_BASE_E = 0, PAV_LSE_BASE_2 = 1 } pav_lse_base;
 
 /* Return codes of pav_kernel_init / describe / check / decode. */
 typedef enum pav_status {
@@ -177,7 +201,10 @@ typedef struct pav_kernel_desc {
   int32_t p_round;       /* pav_p_round */
   int32_t partial_dtype; /* dtype of the split partials: F32, BF16, F16;
                             NONE when the kernel never splits a row */
-  uint8_t reserved[64];  /* zero; room for later fields */
+  /* Version 2 (zero in a version-1 library: no variant, natural-log lse). */
+  uint32_t variants;     /* mask of PAV_BIT(pav_variant) */
+  int32_t lse_base;      /* pav_lse_base */
+  uint8_t reserved[56];  /* zero; room for later fields */
 } pav_kernel_desc;
 
 /* ---- one decode call ---- */
@@ -191,8 +218,9 @@ typedef struct pav_kernel_desc {
  *   block_tables [num_seqs, max_blocks] i32
  *   context_lens [num_seqs] i32
  *   k_scale, v_scale  absent, [1] or [num_blocks, Hkv, block_size] f32
- *   lse          [num_seqs*q_len, Hq] f32, natural log; present only when the
- *                kernel declares writes_lse; -inf for a row that sees no token
+ *   lse          [num_seqs*q_len, Hq] f32, natural log (log2 when lse_base
+ *                says so); present only when the kernel declares writes_lse;
+ *                -inf for a row that sees no token (the sink with sinks)
  *   work_info    [capacity, 4] i32 (sequence, first tile, end tile, length);
  *   reduce_info  [num_seqs, 2] i32 (first slot, count): present only for
  *                split = plan kernels; tiles are 256 tokens
@@ -212,7 +240,15 @@ typedef struct pav_decode_args {
   pav_tensor lse;
   pav_tensor work_info, reduce_info;
   void* stream; /* memory = device: the cudaStream_t / hipStream_t to run on (may be NULL) */
+  /* Version 2: the attention variant (absent tensors have rank 0). */
+  int32_t window_left;     /* -1: no window */
+  float soft_cap;          /* 0: no cap */
+  pav_tensor sinks;        /* [Hq] f32, or absent */
+  pav_tensor alibi_slopes; /* [Hq] f32, or absent */
 } pav_decode_args;
+
+/* The size of a version-1 pav_decode_args: the fields up to `stream`. */
+#define PAV_DECODE_ARGS_V1_SIZE (offsetof(pav_decode_args, window_left))
 
 /* ---- entry points ---- */
 
