@@ -345,6 +345,19 @@ TEST(ReferenceCompare, RefusesWhatItCannotJudge) {
 
 // Each of the reference's dims below its range is refused on its own, even with
 // its arrays sized to the product of the dims (so no size check can stand in).
+// The per-row arrays a reference carries (which rows see a token, the ALiBi
+// bias) must match its rows, or compare cannot say what it judged.
+TEST(ReferenceCompare, RefusesPerRowArraysOfAnotherSize) {
+  for (const bool bias : {false, true}) {
+    Fixture f = fixture();
+    ASSERT_NO_THROW(compare(f.view(), f.ref));
+    ASSERT_FALSE(f.ref.seen.empty());
+    if (bias) f.ref.bias_max.assign(f.ref.lse.size() + 1, 0.0f);
+    else f.ref.seen.pop_back();
+    EXPECT_THROW(compare(f.view(), f.ref), std::invalid_argument) << (bias ? "bias_max" : "seen");
+  }
+}
+
 TEST(ReferenceCompare, RefusesEachDimOutOfRangeAlone) {
   struct Bad {
     const char* what;
@@ -368,6 +381,7 @@ TEST(ReferenceCompare, RefusesEachDimOutOfRangeAlone) {
     const size_t elems = size_t(std::max<int64_t>(0, rows * f.ref.head_dim));
     for (auto* a : {&f.ref.out, &f.ref.pq_l1, &f.ref.pq_l2, &f.ref.pq_sub}) a->resize(elems);
     f.ref.lse.resize(size_t(rows));
+    f.ref.seen.resize(size_t(rows));
     try {
       compare(f.view(), f.ref);
       ADD_FAILURE() << "accepted";
