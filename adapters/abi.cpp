@@ -221,9 +221,9 @@ void to_abi(const KernelDescription& d, pav_kernel_desc* out) {
   out->lse_base = int32_t(d.lse_base);
 }
 
-pav_decode_args make_args(const DecodeRequest& r, bool for_check) {
+pav_decode_args make_args(const DecodeRequest& r, bool for_check, uint32_t version) {
   pav_decode_args a{};
-  a.struct_size = sizeof(pav_decode_args);
+  a.struct_size = args_size_for(version);
   a.q_len = r.call.q_len;
   a.softmax_scale = kernels::dims_of(r.call).softmax_scale;
   a.max_partitions = int32_t(r.max_partitions);

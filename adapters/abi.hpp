@@ -27,9 +27,10 @@ KernelDescription from_abi(const pav_kernel_desc& d);
 // Throws KernelSpecError when a list does not fit its array.
 void to_abi(const KernelDescription& d, pav_kernel_desc* out);
 
-// The arguments of one call. for_check: every data pointer but those of the
+// The arguments of one call for a library of ABI `version` (struct_size is
+// args_size_for(version)). for_check: every data pointer but those of the
 // tables (block_tables, context_lens, work_info, reduce_info) is NULL.
-pav_decode_args make_args(const DecodeRequest& r, bool for_check);
+pav_decode_args make_args(const DecodeRequest& r, bool for_check, uint32_t version = PAV_KERNEL_ABI_VERSION);
 // The struct_size pav hands a library of ABI version `version`: the version-1
 // prefix for version 1, the whole struct for the current version.
 uint32_t args_size_for(uint32_t version);

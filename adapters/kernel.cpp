@@ -516,10 +516,10 @@ std::string contract_violation(const DecodeRequest& r, const KernelDescription& 
   const kernels::AttentionVariant& av = c.variant;
   if (av.windowed() && !d.declares(Feature::window))
     return fmt::format("variant.window_left {}: the kernel declares no sliding window", av.window_left);
-  if (av.window_left < -1) return fmt::format("variant.window_left {} (expected -1 or >= 0)", av.window_left);
+  if (!av.window_valid()) return fmt::format("variant.window_left {} (expected -1 or >= 0)", av.window_left);
   if (av.soft_cap != 0.0f && !d.declares(Feature::soft_cap))
     return fmt::format("variant.soft_cap {}: the kernel declares no soft cap", av.soft_cap);
-  if (!(av.soft_cap >= 0.0f) || !std::isfinite(av.soft_cap))
+  if (!av.soft_cap_valid())
     return fmt::format("variant.soft_cap {} (expected 0 or a finite positive cap)", av.soft_cap);
   for (const auto& [name, t, f] : {std::tuple{"variant.sinks", &av.sinks, Feature::sinks},
                                    std::tuple{"variant.alibi_slopes", &av.alibi_slopes, Feature::alibi}}) {

@@ -185,7 +185,7 @@ CallResult from_status(int rc, const char* message, size_t size, const char* ent
 // copied in (the NaN poison in out travels too), out and lse copied back.
 class DeviceStage {
  public:
-  explicit DeviceStage(const DecodeRequest& r) : host_(r), args_(abi::make_args(r, false)) {
+  DeviceStage(const DecodeRequest& r, uint32_t version) : host_(r), args_(abi::make_args(r, false, version)) {
     stage(r.call.q, args_.q);
     stage(r.call.out, args_.out);
     stage(r.call.k_cache, args_.k_cache);
@@ -257,8 +257,7 @@ class LibKernel final : public KernelUnderTest {
     if (!e_.check) return {Outcome::kernel_error, "the library has no pav_kernel_check"};
     std::unique_lock<std::mutex> lock(mu_, std::defer_lock);
     if (!description_.thread_safe) lock.lock();
-    pav_decode_args a = abi::make_args(r, /*for_check=*/true);
-    a.struct_size = abi::args_size_for(e_.version);
+    const pav_decode_args a = abi::make_args(r, /*for_check=*/true, e_.version);
     char reason[abi::kMessageBytes] = {0};
     int rc;
     {
@@ -279,11 +278,10 @@ class LibKernel final : public KernelUnderTest {
     if (description_.memory == Memory::device) {
 #ifdef PAV_HAVE_GPU
       try {
-        DeviceStage stage(r);
+        DeviceStage stage(r, e_.version);
         int rc;
         {
           exit_guard::Inside in(*where_, "pav_kernel_decode");
-          stage.args().struct_size = abi::args_size_for(e_.version);
           rc = e_.decode(instance_, &stage.args(), message, sizeof message);
         }
         stage.copy_back();
@@ -295,8 +293,7 @@ class LibKernel final : public KernelUnderTest {
       return {Outcome::kernel_error, "device memory kernels need a GPU build"};
 #endif
     }
-    pav_decode_args a = abi::make_args(r, /*for_check=*/false);
-    a.struct_size = abi::args_size_for(e_.version);
+    const pav_decode_args a = abi::make_args(r, /*for_check=*/false, e_.version);
     int rc;
     {
       exit_guard::Inside in(*where_, "pav_kernel_decode");

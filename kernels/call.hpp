@@ -3,6 +3,7 @@
 // The views of one paged-attention decode call (docs/numerics.md, "Tensors and
 // layouts") and the
 // geometry derived from them. Views do not own memory.
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 
@@ -45,6 +46,11 @@ struct AttentionVariant {
   TensorView sinks;          // absent, or [Hq] f32
   TensorView alibi_slopes;   // absent, or [Hq] f32
   bool windowed() const { return window_left >= 0; }
+  // The scalar rules: a window of -1 (off) or more, a finite cap of 0 (off) or more.
+  bool window_valid() const { return window_left >= -1; }
+  bool soft_cap_valid() const { return std::isfinite(soft_cap) && soft_cap >= 0.0f; }
+  // The first key a row at position pos sees (0 without a window).
+  int64_t first_key(int64_t pos) const { return windowed() ? std::max<int64_t>(0, pos - window_left) : 0; }
   bool any() const { return windowed() || soft_cap != 0.0f || sinks.present() || alibi_slopes.present(); }
 };
 

@@ -214,8 +214,9 @@ CaseBlocks check_case_spec(const CaseSpec& spec, bool check_memory) {
   }
   // The attention variant: a window of -1 (off) or more, a finite soft cap of
   // 0 (off) or more, sink logits and ALiBi slopes finite, one per query head.
-  if (spec.window_left < -1) bad("variant.window_left", "must be -1 (off) or >= 0, got " + std::to_string(spec.window_left));
-  if (!std::isfinite(spec.soft_cap) || spec.soft_cap < 0)
+  const kernels::AttentionVariant scalars{spec.window_left, spec.soft_cap, {}, {}};
+  if (!scalars.window_valid()) bad("variant.window_left", "must be -1 (off) or >= 0, got " + std::to_string(spec.window_left));
+  if (!scalars.soft_cap_valid())
     bad("variant.soft_cap", "must be 0 (off) or a finite positive cap, got " + std::to_string(spec.soft_cap));
   for (const auto& [name, values] : {std::pair{"variant.sinks", &spec.sinks}, std::pair{"variant.alibi_slopes", &spec.alibi_slopes}}) {
     if (!*values) continue;

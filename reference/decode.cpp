@@ -156,8 +156,8 @@ Geometry geometry_of(const DecodeCall& c) {
   g.ks = scale_of(c.k_scale, g, "k_scale");
   g.vs = scale_of(c.v_scale, g, "v_scale");
   const kernels::AttentionVariant& av = c.variant;
-  if (av.window_left < -1) reject("variant.window_left = " + std::to_string(av.window_left) + " (expected -1 or >= 0)");
-  if (!std::isfinite(av.soft_cap) || av.soft_cap < 0) reject("variant.soft_cap must be 0 (off) or finite and positive");
+  if (!av.window_valid()) reject("variant.window_left = " + std::to_string(av.window_left) + " (expected -1 or >= 0)");
+  if (!av.soft_cap_valid()) reject("variant.soft_cap must be 0 (off) or finite and positive");
   g.sinks = per_head(av.sinks, g, "variant.sinks");
   g.slopes = per_head(av.alibi_slopes, g, "variant.alibi_slopes");
   return g;
@@ -442,8 +442,7 @@ struct Core {
   std::pair<int64_t, int64_t> visible(int64_t L, int64_t r, int64_t t0, int64_t n) const {
     const int64_t pos = L - g.q_len + r / g.G;
     const int64_t hi = std::clamp<int64_t>(pos + 1 - t0, 0, n);
-    const int64_t first = c.variant.windowed() ? pos - c.variant.window_left : 0;
-    const int64_t lo = std::clamp<int64_t>(first - t0, 0, hi);
+    const int64_t lo = std::clamp<int64_t>(c.variant.first_key(pos) - t0, 0, hi);
     return {lo, hi};
   }
 
@@ -539,8 +538,8 @@ struct Core {
       if (!g.slopes.empty() && seen) {
         // The farthest visible key's bias: the comparison standard's ALiBi term.
         const int64_t pos = L - g.q_len + p;
-        const int64_t first = c.variant.windowed() ? std::max<int64_t>(0, pos - c.variant.window_left) : 0;
-        res.bias_max[size_t(qrow * g.hq + head)] = float(std::fabs(g.slopes[size_t(head)]) * double(pos - first));
+        res.bias_max[size_t(qrow * g.hq + head)] =
+            float(std::fabs(g.slopes[size_t(head)]) * double(pos - c.variant.first_key(pos)));
       }
       if (!seen && g.sinks.empty()) continue;  // result arrays start at 0 / -inf
       res.seen[size_t(qrow * g.hq + head)] = seen;
