@@ -21,14 +21,7 @@ using nlohmann::json;
 
 std::string_view to_string(Memory m) { return m == Memory::host ? "host" : "device"; }
 std::string_view to_string(Split s) { return s == Split::self ? "self" : "plan"; }
-std::string_view to_string(Scales s) {
-  switch (s) {
-    case Scales::none: return "none";
-    case Scales::per_tensor: return "per_tensor";
-    case Scales::per_token: return "per_token";
-  }
-  return "?";
-}
+std::string_view to_string(KvStorage s) { return s == KvStorage::separate ? "separate" : "combined"; }
 std::string_view to_string(VLayout l) {
   return l == VLayout::plain ? "plain" : l == VLayout::trans ? "trans" : "unknown";
 }
@@ -102,6 +95,9 @@ void canonicalize(KernelDescription& d) {
   sort(d.q_dtypes);
   sort(d.cache_dtypes);
   sort(d.v_layouts);
+  sort(d.cache_layouts);
+  sort(d.kv_storage);
+  sort(d.page_tables);
   sort(d.scale_kinds);
   sort(d.block_sizes);
   sort(d.head_dims);
@@ -126,15 +122,27 @@ std::string description_problem(const KernelDescription& d) {
   if (d.out_dtype != DType::none && d.out_dtype != DType::f32 && d.out_dtype != DType::bf16 &&
       d.out_dtype != DType::f16)
     return fmt::format("out_dtype: {} (expected same, f32, bf16 or f16)", kernels::to_string(d.out_dtype));
-  if (d.cache_dtypes.empty()) return "cache_dtypes: empty (name fp8_e4m3fn and/or fp8_e4m3fnuz)";
+  if (d.cache_dtypes.empty()) return "cache_dtypes: empty (name bf16, f16, fp8_e4m3fn, fp8_e4m3fnuz and/or fp8_e5m2)";
   for (DType t : d.cache_dtypes)
-    if (!kernels::is_fp8(t))
-      return fmt::format("cache_dtypes: {} is not an fp8 flavour", kernels::to_string(t));
-  if (d.v_layouts.empty()) return "v_layouts: empty (name plain and/or trans)";
+    if (!kernels::is_cache_dtype(t))
+      return fmt::format("cache_dtypes: {} is not a cache dtype (bf16, f16, fp8_e4m3fn, fp8_e4m3fnuz, fp8_e5m2)",
+                         kernels::to_string(t));
+  if (d.cache_layouts.empty()) return "cache_layouts: empty (name packed, nhd and/or hnd)";
+  if (d.kv_storage.empty()) return "kv_storage: empty (name separate and/or combined)";
+  if (d.page_tables.empty()) return "page_tables: empty (name block_table and/or csr)";
+  const bool packed = contains(d.cache_layouts, kernels::CacheLayout::packed);
+  if (packed && d.v_layouts.empty()) return "v_layouts: empty (the packed layout needs plain and/or trans)";
+  if (!packed && !d.v_layouts.empty()) return "v_layouts: given, but the kernel reads no packed cache";
   for (VLayout l : d.v_layouts)
     if (l == VLayout::unknown) return "v_layouts: unknown layout";
-  if (d.scale_kinds.empty()) return "scale_kinds: empty (name none, per_tensor and/or per_token)";
+  if (contains(d.kv_storage, KvStorage::combined) && d.cache_layouts == std::vector{kernels::CacheLayout::packed})
+    return "kv_storage: combined is for the nhd and hnd layouts, and the kernel reads packed caches only";
+  if (!contains(d.kv_storage, KvStorage::separate) && packed)
+    return "kv_storage: the packed layout keeps K and V separate; name separate too";
+  if (d.scale_kinds.empty()) return "scale_kinds: empty (name none, per_tensor, per_head and/or per_token)";
   if (d.block_sizes.empty()) return "block_sizes: empty";
+  if (packed && std::none_of(d.block_sizes.begin(), d.block_sizes.end(), [](int64_t b) { return b % 16 == 0; }))
+    return "block_sizes: the packed layout needs a multiple of 16, none is listed";
   // The limits of a case file (kernels/limits.hpp): a case pav saves must replay.
   for (int64_t b : d.block_sizes)
     if (b < 1 || b > kernels::kMaxBlockSize)
@@ -151,6 +159,11 @@ std::string description_problem(const KernelDescription& d) {
   if (!unique(d.head_dims)) return "head_dims: a value is listed twice";
   if (!unique(d.gqa_ratios)) return "gqa_ratios: a value is listed twice";
   if (!unique(d.features)) return "variants: a value is listed twice";
+  if (!unique(d.cache_dtypes)) return "cache_dtypes: a value is listed twice";
+  if (!unique(d.cache_layouts)) return "cache_layouts: a value is listed twice";
+  if (!unique(d.kv_storage)) return "kv_storage: a value is listed twice";
+  if (!unique(d.page_tables)) return "page_tables: a value is listed twice";
+  if (!unique(d.scale_kinds)) return "scale_kinds: a value is listed twice";
   if (d.lse_base != LseBase::e && !d.writes_lse) return "lse_base: given, but the kernel writes no lse";
   if (d.min_q_len < 1) return fmt::format("q_len: minimum {} < 1", d.min_q_len);
   if (d.min_q_len > kernels::kMaxQLen)
@@ -164,8 +177,13 @@ std::string description_problem(const KernelDescription& d) {
   const DType p = d.profile.partial;
   if (p != DType::none && p != DType::f32 && p != DType::bf16 && p != DType::f16)
     return fmt::format("profile.partial: {} (expected f32, bf16, f16 or none)", kernels::to_string(p));
+  // fp8 rounding of Q or P is to the cache's e4m3 flavour: every cache dtype must have one.
   if (d.profile.q_quant == QQuant::fp8_per_row || d.profile.p_round == PRound::fp8_running_max)
-    if (d.cache_dtypes.empty()) return "profile: fp8 rounding needs a cache flavour";
+    for (DType t : d.cache_dtypes)
+      if (!kernels::is_fp8(t))
+        return fmt::format("profile: q_quant {} / p_round {} round to the cache's e4m3 flavour, but cache_dtypes holds {}",
+                           reference::to_string(d.profile.q_quant), reference::to_string(d.profile.p_round),
+                           kernels::to_string(t));
   return {};
 }
 
@@ -229,8 +247,17 @@ json to_json(const KernelDescription& d) {
   for (DType t : d.q_dtypes) j["q_dtypes"].push_back(kernels::to_string(t));
   j["out_dtype"] = d.out_dtype == DType::none ? std::string("same") : std::string(kernels::to_string(d.out_dtype));
   for (DType t : d.cache_dtypes) j["cache_dtypes"].push_back(kernels::to_string(t));
+  j["cache_layouts"] = json::array();
+  for (kernels::CacheLayout l : d.cache_layouts) j["cache_layouts"].push_back(to_string(l));
+  j["v_layouts"] = json::array();
   for (VLayout l : d.v_layouts) j["v_layouts"].push_back(to_string(l));
+  j["kv_storage"] = json::array();
+  for (KvStorage k : d.kv_storage) j["kv_storage"].push_back(to_string(k));
+  j["page_tables"] = json::array();
+  for (kernels::PageTable p : d.page_tables) j["page_tables"].push_back(to_string(p));
+  j["strided_cache"] = d.strided_cache;
   for (Scales s : d.scale_kinds) j["scale_kinds"].push_back(to_string(s));
+  j["mixed_scales"] = d.mixed_scales;
   j["block_sizes"] = d.block_sizes;
   j["head_dims"] = d.head_dims;
   j["gqa_ratios"] = d.gqa_ratios;
@@ -262,10 +289,11 @@ KernelDescription description_from_json(const json& j) {
       "v_layouts",    "scale_kinds",    "block_sizes",     "head_dims",  "gqa_ratios",        "q_len",
       "max_num_seqs", "max_kv_heads",   "max_context_len", "strided_q",  "split",             "split_ceiling",
       "max_split_ceiling", "writes_lse", "thread_safe",    "check",      "profile",           "lse_base",
-      "variants"};
-  static const std::set<std::string> required = {"name",        "q_dtypes",  "cache_dtypes", "v_layouts",
-                                                 "scale_kinds", "block_sizes", "head_dims",  "gqa_ratios",
-                                                 "q_len",       "profile"};
+      "variants",     "cache_layouts",  "kv_storage",      "page_tables", "strided_cache",    "mixed_scales"};
+  // v_layouts is required while the kernel reads packed caches (cache_layouts absent means packed).
+  static const std::set<std::string> required = {"name",        "q_dtypes",    "cache_dtypes", "scale_kinds",
+                                                 "block_sizes", "head_dims",   "gqa_ratios",   "q_len",
+                                                 "profile"};
   for (const auto& [k, v] : j.items())
     if (!known.count(k)) throw KernelSpecError("description: unknown field '" + utf8_clean(k, 80) + "'");
   for (const std::string& k : required)
@@ -280,11 +308,33 @@ KernelDescription description_from_json(const json& j) {
     d.out_dtype = v == "same" ? DType::none : parse_dtype_name(v, "out_dtype");
   }
   for (const json& v : array_field(j, "cache_dtypes")) d.cache_dtypes.push_back(parse_dtype_name(v, "cache_dtypes"));
-  for (const json& v : array_field(j, "v_layouts"))
-    d.v_layouts.push_back(parse_name<VLayout>(v, "v_layouts", {VLayout::plain, VLayout::trans}));
+  if (j.contains("cache_layouts")) {
+    d.cache_layouts.clear();
+    for (const json& v : array_field(j, "cache_layouts"))
+      d.cache_layouts.push_back(parse_name<kernels::CacheLayout>(
+          v, "cache_layouts", {kernels::CacheLayout::packed, kernels::CacheLayout::nhd, kernels::CacheLayout::hnd}));
+  }
+  if (contains(d.cache_layouts, kernels::CacheLayout::packed) && !j.contains("v_layouts"))
+    throw KernelSpecError("description: missing field 'v_layouts' (the kernel reads packed caches)");
+  if (j.contains("v_layouts"))
+    for (const json& v : array_field(j, "v_layouts"))
+      d.v_layouts.push_back(parse_name<VLayout>(v, "v_layouts", {VLayout::plain, VLayout::trans}));
+  if (j.contains("kv_storage")) {
+    d.kv_storage.clear();
+    for (const json& v : array_field(j, "kv_storage"))
+      d.kv_storage.push_back(parse_name<KvStorage>(v, "kv_storage", {KvStorage::separate, KvStorage::combined}));
+  }
+  if (j.contains("page_tables")) {
+    d.page_tables.clear();
+    for (const json& v : array_field(j, "page_tables"))
+      d.page_tables.push_back(parse_name<kernels::PageTable>(
+          v, "page_tables", {kernels::PageTable::block_table, kernels::PageTable::csr}));
+  }
+  if (j.contains("strided_cache")) d.strided_cache = bool_field(j.at("strided_cache"), "strided_cache");
   for (const json& v : array_field(j, "scale_kinds"))
-    d.scale_kinds.push_back(
-        parse_name<Scales>(v, "scale_kinds", {Scales::none, Scales::per_tensor, Scales::per_token}));
+    d.scale_kinds.push_back(parse_name<Scales>(
+        v, "scale_kinds", {Scales::none, Scales::per_tensor, Scales::per_head, Scales::per_token}));
+  if (j.contains("mixed_scales")) d.mixed_scales = bool_field(j.at("mixed_scales"), "mixed_scales");
   for (const char* f : {"block_sizes", "head_dims", "gqa_ratios"}) {
     std::vector<int64_t>& dst = f == std::string("block_sizes") ? d.block_sizes
                                 : f == std::string("head_dims") ? d.head_dims
@@ -336,10 +386,14 @@ KernelDescription description_from_json(const json& j) {
 
 std::string summary(const KernelDescription& d) {
   return fmt::format(
-      "q {}, out {}, cache {}, V {}, scales {}, block {}, D {}, G {}, q_len {}..{}, split {}{}, profile q {} / "
+      "q {}, out {}, cache {} {}{}{}{}, V {}, scales {}{}, block {}, D {}, G {}, q_len {}..{}, split {}{}, profile q {} / "
       "p {} / partial {}{}",
       list_text(d.q_dtypes), d.out_dtype == DType::none ? "same" : kernels::to_string(d.out_dtype),
-      list_text(d.cache_dtypes), list_text(d.v_layouts), list_text(d.scale_kinds), list_text(d.block_sizes),
+      list_text(d.cache_dtypes), list_text(d.cache_layouts),
+      d.kv_storage == std::vector{KvStorage::separate} ? "" : " (" + list_text(d.kv_storage) + ")",
+      d.page_tables == std::vector{kernels::PageTable::block_table} ? "" : ", pages " + list_text(d.page_tables),
+      d.strided_cache ? ", strided" : "", list_text(d.v_layouts), list_text(d.scale_kinds),
+      d.mixed_scales ? " (K and V apart)" : "", list_text(d.block_sizes),
       list_text(d.head_dims), list_text(d.gqa_ratios), d.min_q_len, d.max_q_len, to_string(d.split),
       d.split_ceiling ? " (takes a ceiling)" : "", reference::to_string(d.profile.q_quant),
       reference::to_string(d.profile.p_round),
@@ -418,18 +472,21 @@ std::string contract_violation(const DecodeRequest& r, const KernelDescription& 
   if (auto why = row_layout_problem("out", c.out, d.strided_q); !why.empty()) return why;
   if (!contains(d.head_dims, hd)) return fmt::format("head_dim {} not in head_dims {}", hd, list_text(d.head_dims));
 
-  // K cache
-  const TensorView& k = c.k_cache;
-  if (k.rank != 5) return fmt::format("k_cache: rank {} (expected 5: [num_blocks, Hkv, D/16, block_size, 16])", k.rank);
-  if (!positive_extents(k)) return "k_cache: shape " + shape_text(k) + " has an extent < 1";
-  if (!contains(d.cache_dtypes, k.dtype))
-    return fmt::format("k_cache: dtype {} not in cache_dtypes {}", kernels::to_string(k.dtype),
-                       list_text(d.cache_dtypes));
-  if (k.shape[4] != 16) return fmt::format("k_cache: last dim {} (expected 16)", k.shape[4]);
-  if (k.shape[2] * 16 != hd) return fmt::format("k_cache: dim 2 is {}, so D = {}, but q has D = {}", k.shape[2],
-                                                k.shape[2] * 16, hd);
-  if (!c_contiguous(k)) return "k_cache: not contiguous";
-  const int64_t nb = k.shape[0], hkv = k.shape[1], bs = k.shape[3];
+  // The caches: the format's rules (kernels/cache_format.hpp), then the
+  // description's sets.
+  kernels::CacheShape cs;
+  if (!contains(d.cache_layouts, c.layout))
+    return fmt::format("cache layout {} not in cache_layouts {}", to_string(c.layout), list_text(d.cache_layouts));
+  if (auto why = kernels::cache_views_problem(
+          c, hd, d.strided_cache ? kernels::StrideRule::ordered : kernels::StrideRule::contiguous, cs); !why.empty()) return why;
+  if (!contains(d.cache_dtypes, cs.dtype))
+    return fmt::format("k_cache: dtype {} not in cache_dtypes {}", kernels::to_string(cs.dtype), list_text(d.cache_dtypes));
+  if (cs.layout == kernels::CacheLayout::packed && !contains(d.v_layouts, cs.v_layout))
+    return fmt::format("v_cache: layout {} not in v_layouts {}", to_string(cs.v_layout), list_text(d.v_layouts));
+  const KvStorage storage = cs.combined ? KvStorage::combined : KvStorage::separate;
+  if (!contains(d.kv_storage, storage))
+    return fmt::format("kv storage {} not in kv_storage {}", to_string(storage), list_text(d.kv_storage));
+  const int64_t nb = cs.pages, hkv = cs.hkv, bs = cs.page_size;
   if (!contains(d.block_sizes, bs))
     return fmt::format("block_size {} not in block_sizes {}", bs, list_text(d.block_sizes));
   if (d.max_kv_heads > 0 && hkv > d.max_kv_heads)
@@ -438,24 +495,6 @@ std::string contract_violation(const DecodeRequest& r, const KernelDescription& 
   if (!contains(d.gqa_ratios, hq / hkv))
     return fmt::format("GQA ratio {} (Hq {} / Hkv {}) not in gqa_ratios {}", hq / hkv, hq, hkv,
                        list_text(d.gqa_ratios));
-
-  // V cache
-  const TensorView& v = c.v_cache;
-  if (v.dtype != k.dtype)
-    return fmt::format("v_cache: dtype {} differs from k_cache's {}", kernels::to_string(v.dtype),
-                       kernels::to_string(k.dtype));
-  VLayout layout = VLayout::unknown;
-  if (v.rank == 4 && v.shape[0] == nb && v.shape[1] == hkv && v.shape[2] == hd && v.shape[3] == bs)
-    layout = VLayout::plain;
-  if (v.rank == 5 && bs % 16 == 0 && v.shape[0] == nb && v.shape[1] == hkv && v.shape[2] == bs / 16 &&
-      v.shape[3] == hd && v.shape[4] == 16)
-    layout = VLayout::trans;
-  if (layout == VLayout::unknown)
-    return fmt::format("v_cache: shape {} is neither plain [{}, {}, {}, {}] nor trans [{}, {}, {}, {}, 16]",
-                       shape_text(v), nb, hkv, hd, bs, nb, hkv, bs / 16, hd);
-  if (!contains(d.v_layouts, layout))
-    return fmt::format("v_cache: layout {} not in v_layouts {}", to_string(layout), list_text(d.v_layouts));
-  if (!c_contiguous(v)) return "v_cache: not contiguous";
 
   // tables and lengths
   const TensorView& lens = c.context_lens;
@@ -469,48 +508,32 @@ std::string contract_violation(const DecodeRequest& r, const KernelDescription& 
     return fmt::format("q_len {} outside {}..{}", c.q_len, d.min_q_len, d.max_q_len);
   if (rows != num_seqs * c.q_len)
     return fmt::format("q: {} rows, but num_seqs {} * q_len {} = {}", rows, num_seqs, c.q_len, num_seqs * c.q_len);
-  const TensorView& bt = c.block_tables;
-  if (bt.rank != 2) return fmt::format("block_tables: rank {} (expected 2)", bt.rank);
-  if (bt.dtype != DType::i32) return fmt::format("block_tables: dtype {} (expected i32)", kernels::to_string(bt.dtype));
-  if (bt.shape[0] < num_seqs || bt.shape[1] < 1 || !c_contiguous(bt))
-    return fmt::format("block_tables: shape {} strides [{}, {}]: expected contiguous [>= {}, >= 1]", shape_text(bt),
-                       bt.stride[0], bt.stride[1], num_seqs);
-  const int32_t* len = lens.as<int32_t>();
-  const int32_t* table = bt.as<int32_t>();
-  for (int64_t s = 0; s < num_seqs; ++s) {
-    if (len[s] < 0) return fmt::format("context_lens[{}] = {} < 0", s, len[s]);
-    if (d.max_context_len > 0 && len[s] > d.max_context_len)
-      return fmt::format("context_lens[{}] = {} > max_context_len {}", s, len[s], d.max_context_len);
-    const int64_t pages = (int64_t(len[s]) + bs - 1) / bs;
-    if (pages > bt.shape[1])
-      return fmt::format("context_lens[{}] = {} needs {} blocks, block_tables has {} columns", s, len[s], pages,
-                         bt.shape[1]);
-    for (int64_t p = 0; p < pages; ++p)
-      if (table[s * bt.stride[0] + p] < 0 || table[s * bt.stride[0] + p] >= nb)
-        return fmt::format("block_tables[{}][{}] = {} outside 0..{}", s, p, table[s * bt.stride[0] + p], nb - 1);
-  }
+  if (!contains(d.page_tables, c.page_table))
+    return fmt::format("page table {} not in page_tables {}", to_string(c.page_table), list_text(d.page_tables));
+  if (auto why = kernels::page_table_problem(c, nb, bs, {.max_context_len = d.max_context_len}); !why.empty()) return why;
 
-  // scales
-  const TensorView& ks = c.k_scale;
-  const TensorView& vs = c.v_scale;
-  if (ks.present() != vs.present())
-    return fmt::format("scales: k_scale {} but v_scale {}", ks.present() ? "given" : "absent",
-                       vs.present() ? "given" : "absent");
-  Scales kind = Scales::none;
-  for (const auto& [name, s] : {std::pair{"k_scale", &ks}, std::pair{"v_scale", &vs}}) {
-    if (!s->present()) continue;
-    if (s->dtype != DType::f32) return fmt::format("{}: dtype {} (expected f32)", name, kernels::to_string(s->dtype));
-    Scales here;
-    if (s->rank == 1 && s->shape[0] == 1) here = Scales::per_tensor;
-    else if (s->rank == 3 && s->shape[0] == nb && s->shape[1] == hkv && s->shape[2] == bs && c_contiguous(*s))
-      here = Scales::per_token;
-    else
-      return fmt::format("{}: shape {} is neither [1] nor a contiguous [{}, {}, {}]", name, shape_text(*s), nb, hkv, bs);
-    if (s == &vs && here != kind) return "scales: k_scale and v_scale are of different kinds";
-    kind = here;
+  // scales: each of a kind the kernel declares, per-token ones contiguous;
+  // K and V of different kinds only where it says so
+  Scales kinds[2];
+  int which = 0;
+  for (const auto& [name, s] : {std::pair{"k_scale", &c.k_scale}, std::pair{"v_scale", &c.v_scale}}) {
+    Scales& kind = kinds[which++];
+    if (auto why = kernels::scale_view_problem(*s, cs, kind, name); !why.empty()) return why;
+    if (kind == Scales::per_token && (s->shape[0] != nb || !c_contiguous(*s)))
+      return fmt::format("{}: per-token scales {} strides [{}, {}, {}] (expected a contiguous [{}, {}, {}])", name,
+                         shape_text(*s), s->stride[0], s->stride[1], s->stride[2], nb, hkv, bs);
   }
-  if (!contains(d.scale_kinds, kind))
-    return fmt::format("scales: {} not in scale_kinds {}", to_string(kind), list_text(d.scale_kinds));
+  if (kinds[0] != kinds[1] && !d.mixed_scales) {
+    if (kinds[0] == Scales::none || kinds[1] == Scales::none)
+      return fmt::format("scales: k_scale {} but v_scale {}; the kernel takes one kind for both (no mixed_scales)",
+                         kinds[0] == Scales::none ? "absent" : "given", kinds[1] == Scales::none ? "absent" : "given");
+    return fmt::format("scales: k_scale and v_scale are of different kinds ({}, {}); the kernel takes one kind for "
+                       "both (no mixed_scales)", to_string(kinds[0]), to_string(kinds[1]));
+  }
+  for (int i = 0; i < 2; ++i)
+    if (!contains(d.scale_kinds, kinds[i]))
+      return fmt::format("scales: {} ({}) not in scale_kinds {}", to_string(kinds[i]), i == 0 ? "k_scale" : "v_scale",
+                         list_text(d.scale_kinds));
 
   // the attention variant: declared, and its tensors one f32 per query head
   const kernels::AttentionVariant& av = c.variant;

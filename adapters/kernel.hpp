@@ -15,6 +15,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "kernels/cache_format.hpp"
 #include "kernels/call.hpp"
 #include "kernels/planner.hpp"
 #include "reference/profile.hpp"
@@ -25,7 +26,9 @@ namespace pav::adapters {
 // adapters/abi.cpp).
 enum class Memory : uint8_t { host, device };
 enum class Split : uint8_t { self, plan };
-enum class Scales : uint8_t { none, per_tensor, per_token };
+using Scales = kernels::ScaleKind;
+// K and V as two tensors, or as the halves of one [pages, 2, ...] tensor.
+enum class KvStorage : uint8_t { separate, combined };
 // Attention variants a kernel may declare (kernels::AttentionVariant says what
 // each computes); pav sends a call with one only to a kernel that declares it.
 enum class Feature : uint8_t { window, soft_cap, sinks, alibi };
@@ -53,8 +56,16 @@ struct KernelDescription {
   std::vector<kernels::DType> q_dtypes;
   kernels::DType out_dtype = kernels::DType::none;  // none: out has q's dtype
   std::vector<kernels::DType> cache_dtypes;
-  std::vector<kernels::VLayout> v_layouts;
+  // The cache formats it reads (kernels/cache_format.hpp); a version-1 or -2
+  // library and a description that names none read packed caches through
+  // block tables, K and V separate.
+  std::vector<kernels::CacheLayout> cache_layouts = {kernels::CacheLayout::packed};
+  std::vector<kernels::VLayout> v_layouts;  // packed layout only
+  std::vector<KvStorage> kv_storage = {KvStorage::separate};
+  std::vector<kernels::PageTable> page_tables = {kernels::PageTable::block_table};
+  bool strided_cache = false;  // nhd, hnd: page and head strides other than the contiguous ones
   std::vector<Scales> scale_kinds;
+  bool mixed_scales = false;   // K's and V's scales may be of different kinds
   std::vector<int64_t> block_sizes, head_dims, gqa_ratios;
   int64_t min_q_len = 1, max_q_len = 1;
   int64_t max_num_seqs = 0, max_kv_heads = 0, max_context_len = 0;  // 0: no limit
@@ -80,7 +91,8 @@ struct KernelDescription {
 // Names as the worker protocol writes them ("fp8_per_row", "per_token", ...).
 std::string_view to_string(Memory m);
 std::string_view to_string(Split s);
-std::string_view to_string(Scales s);
+using kernels::to_string;  // ScaleKind, CacheLayout, PageTable
+std::string_view to_string(KvStorage s);  // "separate", "combined"
 std::string_view to_string(kernels::VLayout l);
 std::string_view to_string(Feature f);  // "window", "soft_cap", "sinks", "alibi"
 std::string_view to_string(LseBase b);  // "e", "2"

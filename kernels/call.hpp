@@ -15,6 +15,17 @@ inline constexpr int kTileTokens = 256;  // partition / planner tile size, in to
 
 enum class VLayout : uint8_t { plain, trans, unknown };
 
+// How the cache views are laid out (kernels/cache_format.hpp has the rules):
+//   packed: K [pages, Hkv, D/16, page_size, 16], V plain [pages, Hkv, D,
+//           page_size] or trans [pages, Hkv, page_size/16, D, 16];
+//   nhd:    K and V [pages, page_size, Hkv, D];
+//   hnd:    K and V [pages, Hkv, page_size, D].
+enum class CacheLayout : uint8_t { packed, nhd, hnd };
+// How a sequence's pages are found: a block table [num_seqs, max_pages], or
+// CSR lists (kv_indptr [num_seqs + 1], kv_indices [>= indptr[num_seqs]],
+// kv_last_page_len [num_seqs]). A page size of 1 makes either token-level.
+enum class PageTable : uint8_t { block_table, csr };
+
 struct DecodeOptions {
   Arch arch = Arch::sm90;
   DType compute = DType::fp8_e4m3fn;  // the arch's fp8 flavour, or bf16 ("bf16 compute")
@@ -57,12 +68,18 @@ struct AttentionVariant {
 struct DecodeCall {
   TensorView q;             // [num_seqs*q_len, Hq, D], bf16/f16, head_dim stride 1
   TensorView out;           // like q
-  TensorView k_cache;       // [nb, Hkv, D/16, bs, 16], fp8
-  TensorView v_cache;       // [nb, Hkv, D, bs] (plain) or [nb, Hkv, bs/16, D, 16] (trans)
-  TensorView block_tables;  // [num_seqs, max_blocks], i32
+  TensorView k_cache;       // packed [nb, Hkv, D/16, bs, 16]; nhd/hnd as `layout` says
+  TensorView v_cache;       // packed [nb, Hkv, D, bs] (plain) or [nb, Hkv, bs/16, D, 16] (trans)
+  TensorView block_tables;  // [num_seqs, max_blocks], i32 (page_table = block_table)
   TensorView context_lens;  // [num_seqs], i32
-  TensorView k_scale;       // absent, [1] or [nb, Hkv, bs], f32
-  TensorView v_scale;       // like k_scale
+  TensorView k_scale;       // absent, [1], [Hkv] or [nb, Hkv, bs], f32
+  TensorView v_scale;       // like k_scale (its own kind)
+  CacheLayout layout = CacheLayout::packed;
+  // K and V as the halves of one [pages, 2, ...] tensor (nhd, hnd): present,
+  // with k_cache and v_cache its [:, 0] and [:, 1] views.
+  TensorView kv_cache;
+  PageTable page_table = PageTable::block_table;
+  TensorView kv_indptr, kv_indices, kv_last_page_len;  // page_table = csr, i32
   int q_len = 1;            // MTP query positions per sequence
   DecodeOptions opt;
   AttentionVariant variant;
@@ -77,6 +94,7 @@ struct CallDims {
   float softmax_scale = 0.0f;
 };
 
+// The V layout of a packed cache (unknown for any other shape).
 inline VLayout v_layout_of(const TensorView& k, const TensorView& v) {
   if (k.rank != 5) return VLayout::unknown;
   const int64_t hkv = k.shape[1], d = k.shape[2] * 16, bs = k.shape[3];
@@ -93,13 +111,13 @@ inline CallDims dims_of(const DecodeCall& c) {
   d.q_len = c.q_len;
   d.hq = c.q.shape[1];
   d.head_dim = c.q.shape[2];
-  d.hkv = c.k_cache.shape[1];
+  d.hkv = c.k_cache.shape[c.layout == CacheLayout::nhd ? 2 : 1];
   d.group = d.hkv > 0 ? d.hq / d.hkv : 0;
-  d.block_size = c.k_cache.shape[3];
+  d.block_size = c.k_cache.shape[c.layout == CacheLayout::packed ? 3 : c.layout == CacheLayout::nhd ? 1 : 2];
   d.num_blocks = c.k_cache.shape[0];
-  d.max_blocks = c.block_tables.shape[1];
+  d.max_blocks = c.page_table == PageTable::block_table ? c.block_tables.shape[1] : 0;
   d.rows = d.q_len * d.group;
-  d.v_layout = v_layout_of(c.k_cache, c.v_cache);
+  d.v_layout = c.layout == CacheLayout::packed ? v_layout_of(c.k_cache, c.v_cache) : VLayout::unknown;
   d.softmax_scale = c.opt.softmax_scale != 0.0f ? c.opt.softmax_scale
                                                 : 1.0f / std::sqrt(float(d.head_dim));
   return d;

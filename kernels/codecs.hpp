@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 #pragma once
-// fp8 (e4m3fn, e4m3fnuz), bf16 and f16 codecs, shared by host and GPU code.
+// fp8 (e4m3fn, e4m3fnuz, e5m2), bf16 and f16 codecs, shared by host and GPU code.
 // Encoders round to nearest even; the fp8 encoders saturate to the largest
 // finite value (satfinite), infinities included.
 #include <cmath>
@@ -141,6 +141,66 @@ PAV_HD inline uint8_t f32_to_fp8(float x, DType flavour) {
   }
   if (f.fnuz && code == 0) return 0;  // fnuz has no negative zero
   return uint8_t(code | sign);
+}
+
+// ---- fp8 e5m2 -----------------------------------------------------------------
+// e5m2 (bias 15, 2 mantissa bits, max 57344, inf 0x7c, NaN 0x7d..0x7f) is the
+// upper byte of an f16: every e5m2 value is an f16 value.
+inline constexpr float kE5m2Max = 57344.0f;
+PAV_HD inline float e5m2_to_f32(uint8_t b) { return f16_to_f32(uint16_t(uint16_t(b) << 8)); }
+PAV_HD inline uint8_t f32_to_e5m2(float x) {
+  const uint32_t u = f32_bits(x), a = u & 0x7fffffffu;
+  const uint8_t sign = uint8_t((u >> 24) & 0x80);
+  if (a > 0x7f800000u) return 0x7e;                    // NaN
+  if (a >= f32_bits(kE5m2Max)) return uint8_t(sign | 0x7b);  // satfinite, infinities included
+  // The quantum of |x|: 2^(e-2) in the normal range, 2^-16 below 2^-14. The
+  // division and the product are by powers of two (exact); the rounding is to
+  // nearest even, so the result is an e5m2 value and so an f16 one.
+  const int e = int(a >> 23) - 127;
+  const float q = ldexpf(1.0f, e < -14 ? -16 : e - 2);
+#ifdef __CUDA_ARCH__
+  const float r = rintf(f32_from_bits(a) / q) * q;
+#else
+  const float r = std::nearbyint(f32_from_bits(a) / q) * q;
+#endif
+  return uint8_t(sign | uint8_t(f32_to_f16(r) >> 8));
+}
+
+// ---- one element of a KV cache ----------------------------------------------------
+// The dtypes a cache may hold (is_cache_dtype): bf16 and f16 (2 bytes, little
+// endian as the host stores them), the e4m3 flavours and e5m2 (1 byte).
+inline float cache_element_value(DType t, const uint8_t* p) {
+  switch (t) {
+    case DType::bf16: { uint16_t h; std::memcpy(&h, p, 2); return bf16_to_f32(h); }
+    case DType::f16: { uint16_t h; std::memcpy(&h, p, 2); return f16_to_f32(h); }
+    case DType::fp8_e4m3fn: case DType::fp8_e4m3fnuz: return fp8_to_f32(*p, t);
+    case DType::fp8_e5m2: return e5m2_to_f32(*p);
+    default: return std::numeric_limits<float>::quiet_NaN();
+  }
+}
+inline void put_cache_element(DType t, float x, uint8_t* p) {
+  switch (t) {
+    case DType::bf16: { const uint16_t h = f32_to_bf16(x); std::memcpy(p, &h, 2); return; }
+    case DType::f16: { const uint16_t h = f32_to_f16(x); std::memcpy(p, &h, 2); return; }
+    case DType::fp8_e4m3fn: case DType::fp8_e4m3fnuz: *p = f32_to_fp8(x, t); return;
+    case DType::fp8_e5m2: *p = f32_to_e5m2(x); return;
+    default: return;
+  }
+}
+// Writes the NaN of a cache dtype (the poison of bytes no kernel may read).
+inline void put_cache_nan(DType t, uint8_t* p) {
+  switch (t) {
+    case DType::bf16: p[0] = 0xc0; p[1] = 0x7f; return;
+    case DType::f16: p[0] = 0x00; p[1] = 0x7e; return;
+    case DType::fp8_e4m3fnuz: *p = 0x80; return;
+    case DType::fp8_e5m2: *p = 0x7e; return;
+    default: *p = 0x7f; return;
+  }
+}
+// The largest finite value of a cache dtype.
+constexpr float cache_dtype_max(DType t) {
+  return t == DType::bf16 ? 3.3895313892515355e38f : t == DType::f16 ? 65504.0f
+         : t == DType::fp8_e5m2 ? kE5m2Max : t == DType::fp8_e4m3fnuz ? 240.0f : 448.0f;
 }
 
 }  // namespace pav::kernels

@@ -8,7 +8,8 @@ constexpr std::pair<DType, std::string_view> kDTypeNames[] = {
     {DType::f32, "f32"},   {DType::f16, "f16"},
     {DType::bf16, "bf16"}, {DType::fp8_e4m3fn, "fp8_e4m3fn"},
     {DType::fp8_e4m3fnuz, "fp8_e4m3fnuz"}, {DType::i32, "i32"},
-    {DType::i64, "i64"},   {DType::none, "none"}};
+    {DType::i64, "i64"},   {DType::none, "none"},
+    {DType::fp8_e5m2, "fp8_e5m2"}};
 constexpr std::pair<Arch, std::string_view> kArchNames[] = {
     {Arch::gfx942, "gfx942"}, {Arch::gfx950, "gfx950"}, {Arch::sm90, "sm90"}, {Arch::gfx90a, "gfx90a"}};
 }  // namespace

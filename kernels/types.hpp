@@ -8,7 +8,8 @@
 
 namespace pav::kernels {
 
-enum class DType : uint8_t { f32, f16, bf16, fp8_e4m3fn, fp8_e4m3fnuz, i32, i64, none };
+// fp8_e5m2 comes after none so the earlier values keep their numbers.
+enum class DType : uint8_t { f32, f16, bf16, fp8_e4m3fn, fp8_e4m3fnuz, i32, i64, none, fp8_e5m2 };
 
 // Targets the planned kernel knows. gfx942 reads fp8 e4m3fnuz, gfx950 and sm90
 // read OCP e4m3fn; gfx90a is a real target the planned kernel does not support.
@@ -25,12 +26,18 @@ constexpr int dtype_size(DType d) {
     case DType::f32: case DType::i32: return 4;
     case DType::i64: return 8;
     case DType::f16: case DType::bf16: return 2;
-    case DType::fp8_e4m3fn: case DType::fp8_e4m3fnuz: return 1;
+    case DType::fp8_e4m3fn: case DType::fp8_e4m3fnuz: case DType::fp8_e5m2: return 1;
     case DType::none: return 0;
   }
   return 0;
 }
+// An e4m3 flavour: the fp8 types pav's kernels compute in and its numerics
+// profiles quantize Q and P to.
 constexpr bool is_fp8(DType d) { return d == DType::fp8_e4m3fn || d == DType::fp8_e4m3fnuz; }
+// A dtype a KV cache may hold: 16-bit floats or any fp8 (e4m3 flavours, e5m2).
+constexpr bool is_cache_dtype(DType d) {
+  return d == DType::bf16 || d == DType::f16 || is_fp8(d) || d == DType::fp8_e5m2;
+}
 
 // The fp8 flavour an architecture reads; DType::none when it has no supported one.
 constexpr DType arch_fp8(Arch a) {

@@ -229,11 +229,11 @@ TEST(CaseFormat, InlineTensorsMustMatchTheShapes) {
                                          {"v_scale", std::vector<float>(n, 0.03f)}})),
               "x.json: tensors.k_scale: needs 336 values for per_token scales, got " + std::to_string(n));
   EXPECT_EQ(read(with(base_case(), "tensors", {{"k_scale", {0.03}}})),
-            "x.json: tensors.v_scale: missing: k_scale and v_scale come together");
+            "x.json: tensors.v_scale: missing: the inline scales come together");
   EXPECT_EQ(read(with(base_case(), "tensors", {{"k_scale", {0.03}}, {"v_scale", {0.03, 0.03}}})),
             "x.json: tensors.v_scale: needs 1 values for per_tensor scales, got 2");
   EXPECT_EQ(read(with(with(base_case(), "scales", "none"), "tensors", {{"k_scale", {1}}, {"v_scale", {1}}})),
-            "x.json: tensors.k_scale: given, but scales is 'none'");
+            "x.json: tensors.k_scale: given, but its scale kind is 'none'");
   EXPECT_EQ(read(with(base_case(), "tensors", {{"k_scale", {1e39}}, {"v_scale", {1}}})),
             "x.json: tensors.k_scale[0]: must be in [-3.4028234663852886e+38, 3.4028234663852886e+38], got 1e+39");
   EXPECT_EQ(read(with(base_case(), "tensors", {{"q_bits", {1, 2, 3}}})), "x.json: tensors.q_bits: needs 256 values, got 3");

@@ -7,6 +7,7 @@
 #include <numeric>
 #include <random>
 #include <stdexcept>
+#include <tuple>
 
 #include "kernels/codecs.hpp"
 #include "kernels/validate.hpp"
@@ -18,8 +19,43 @@ using namespace pav::kernels;
 
 namespace {
 
-uint8_t fp8_nan(DType flavour) { return flavour == DType::fp8_e4m3fnuz ? 0x80 : 0x7f; }
 constexpr uint32_t kF32Nan = 0x7fc00000u;
+
+// The cache buffers of a spec: elements from one page to the next in the K
+// buffer (the combined tensor when kv_combined) and in the V buffer (0 when
+// combined), and the stride of a D-long row (nhd, hnd).
+struct Storage {
+  int64_t k_page = 0, v_page = 0, row = 0, half = 0;  // half: [:, 0] to [:, 1] of a combined tensor
+};
+Storage storage_of(const CaseSpec& s) {
+  Storage st;
+  const int64_t per = int64_t(s.hkv) * s.head_dim * s.block_size;
+  if (s.layout == CacheLayout::packed) {
+    st.k_page = st.v_page = per;
+    return st;
+  }
+  st.row = s.head_dim + s.row_pad;
+  const int64_t page = int64_t(s.hkv) * s.block_size * st.row;
+  if (s.kv_combined) {
+    st.half = page;
+    st.k_page = 2 * page + s.page_pad;
+  } else {
+    st.k_page = st.v_page = page + s.page_pad;
+  }
+  return st;
+}
+
+void poison(std::vector<uint8_t>& buf, DType t) {
+  const int es = dtype_size(t);
+  for (size_t i = 0; i + size_t(es) <= buf.size(); i += size_t(es)) put_cache_nan(t, &buf[i]);
+}
+
+// Writes one cache element: value x at (page, h, slot, d) of K or V.
+void put_element(const TensorView& view, const CacheShape& cs, bool is_v, int64_t page, int64_t h, int64_t slot,
+                 int64_t d, float x) {
+  const int64_t off = cache_offset(view, cs, is_v, page, h, slot, d);
+  put_cache_element(cs.dtype, x, static_cast<uint8_t*>(view.data) + off * dtype_size(cs.dtype));
+}
 float nanf_() { float f; std::memcpy(&f, &kF32Nan, 4); return f; }
 
 void bad(const std::string& field, const std::string& why) {
@@ -40,7 +76,7 @@ std::vector<int64_t> blocks_per_sequence(const CaseSpec& s) {
 // only reproducible with the standard library that saved the file).
 class Draws {
  public:
-  enum Tag : uint64_t { blocks = 1, q = 2, tensor_scales = 3, token_scales = 4, k = 5, v = 6 };
+  enum Tag : uint64_t { blocks = 1, q = 2, tensor_scales = 3, token_scales = 4, k = 5, v = 6, head_scales = 7 };
 
   explicit Draws(const CaseSpec& s) : counter_(s.generator != rng::kLegacyGenerator), seed_(s.seed), mt_(s.seed) {}
 
@@ -142,8 +178,19 @@ CaseBlocks check_case_spec(const CaseSpec& spec, bool check_memory) {
   if (spec.hkv < 1 || spec.hkv > kMaxKvHeads) bad("hkv", "must be in 1.." + std::to_string(kMaxKvHeads) + ", got " + std::to_string(spec.hkv));
   if (spec.group < 1) bad("group", "must be >= 1, got " + std::to_string(spec.group));
   if (spec.head_dim < 16 || spec.head_dim % 16) bad("head_dim", "must be a positive multiple of 16, got " + std::to_string(spec.head_dim));
-  if (spec.block_size < 16 || spec.block_size % 16) bad("block_size", "must be a positive multiple of 16, got " + std::to_string(spec.block_size));
-  if (!is_fp8(spec.cache_dtype)) bad("cache_dtype", "must be an fp8 dtype");
+  if (spec.layout == CacheLayout::packed) {
+    if (spec.block_size < 16 || spec.block_size % 16)
+      bad("block_size", "must be a positive multiple of 16 in the packed layout, got " + std::to_string(spec.block_size));
+    if (spec.kv_combined) bad("cache.kv", "a combined K/V tensor is for the nhd and hnd layouts");
+    if (spec.page_pad != 0 || spec.row_pad != 0) bad("cache.page_pad", "padding is for the nhd and hnd layouts");
+  } else if (spec.block_size < 1 || spec.block_size > kMaxBlockSize) {
+    bad("block_size", "must be in 1.." + std::to_string(kMaxBlockSize) + ", got " + std::to_string(spec.block_size));
+  }
+  if (spec.page_pad < 0 || spec.page_pad > kMaxBlockSize * 16)
+    bad("cache.page_pad", "must be in 0.." + std::to_string(kMaxBlockSize * 16) + ", got " + std::to_string(spec.page_pad));
+  if (spec.row_pad < 0 || spec.row_pad > kMaxHeadDim)
+    bad("cache.row_pad", "must be in 0.." + std::to_string(kMaxHeadDim) + ", got " + std::to_string(spec.row_pad));
+  if (!is_cache_dtype(spec.cache_dtype)) bad("cache_dtype", "must be bf16, f16, fp8_e4m3fn, fp8_e4m3fnuz or fp8_e5m2");
   if (spec.q_dtype != DType::bf16 && spec.q_dtype != DType::f16) bad("q_dtype", "must be bf16 or f16");
   if (spec.spare_blocks < 1) bad("spare_blocks", "must be >= 1 (unused table entries point at a poisoned block)");
   if (spec.q_row_pad < 0) bad("q_row_pad", "must be >= 0, got " + std::to_string(spec.q_row_pad));
@@ -159,7 +206,8 @@ CaseBlocks check_case_spec(const CaseSpec& spec, bool check_memory) {
 
   // Block counts, and every inline tensor's length against them, before any
   // buffer is sized.
-  const int64_t per_block = H * D * bs;  // cache codes per block
+  const Storage store = storage_of(spec);
+  const int64_t per_block = store.k_page * dtype_size(spec.cache_dtype);  // K buffer bytes per block
   if (spec.block_tables) {
     const int64_t n = int64_t(spec.block_tables->size());
     if (n == 0 || n % B != 0) bad("tensors.block_tables", std::to_string(n) + " entries is not a whole number of rows for " + std::to_string(B) + " sequences");
@@ -185,32 +233,40 @@ CaseBlocks check_case_spec(const CaseSpec& spec, bool check_memory) {
   bytes.add(__int128(qrows) * qstride * 2, spec.q_row_pad > Hq * D ? "q_row_pad" : "q_len");
   bytes.add(__int128(qrows) * Hq * D * 2, "group");
   const char* blocks_field = spec.block_tables ? "tensors.block_tables" : needed >= spec.spare_blocks ? "lens" : "spare_blocks";
-  bytes.add(__int128(c.num_blocks) * per_block * 2, blocks_field);
-  if (spec.scales == ScaleKind::per_token) bytes.add(__int128(c.num_blocks) * H * bs * 2 * int64_t(sizeof(float)), blocks_field);
+  bytes.add(__int128(c.num_blocks) * (store.k_page + store.v_page) * dtype_size(spec.cache_dtype), blocks_field);
+  const ScaleKind v_kind = spec.v_scales.value_or(spec.scales);
+  for (ScaleKind kind : {spec.scales, v_kind})
+    if (kind == ScaleKind::per_token) bytes.add(__int128(c.num_blocks) * H * bs * int64_t(sizeof(float)), blocks_field);
   bytes.add(__int128(B) * c.max_blocks * int64_t(sizeof(int32_t)), blocks_field);
   bytes.add(scratch_bytes(spec, int64_t(spec.q_len) * G), spec.path == Path::planned ? "workgroup_budget" : "options.uniform_partitions");
   if (check_memory && bytes.total > kMaxCaseHostBytes)
     bad(bytes.field, "the case needs " + std::to_string(int64_t(std::min<__int128>(bytes.total, INT64_MAX))) +
                          " bytes of host memory (q, caches, tables, scratch), more than the limit of " +
                          std::to_string(kMaxCaseHostBytes));
-  const int64_t cache_elems = c.num_blocks * per_block;
+  const int64_t k_bytes = c.num_blocks * per_block, v_bytes = c.num_blocks * store.v_page * dtype_size(spec.cache_dtype);
   if (spec.q_bits && int64_t(spec.q_bits->size()) != qrows * Hq * D)
     bad("tensors.q_bits", "needs " + std::to_string(qrows * Hq * D) + " values, got " + std::to_string(spec.q_bits->size()));
-  if (spec.k_codes && int64_t(spec.k_codes->size()) != cache_elems)
-    bad("tensors.k_codes", "needs " + std::to_string(cache_elems) + " codes, got " + std::to_string(spec.k_codes->size()));
-  if (spec.v_codes && int64_t(spec.v_codes->size()) != cache_elems)
-    bad("tensors.v_codes", "needs " + std::to_string(cache_elems) + " codes, got " + std::to_string(spec.v_codes->size()));
-  // Scales: both or neither, as many as the scale kind holds; leftover
-  // generated values must never stand in for missing ones.
-  if (bool(spec.k_scale_values) != bool(spec.v_scale_values))
-    bad(spec.k_scale_values ? "tensors.v_scale" : "tensors.k_scale", "missing: k_scale and v_scale come together");
-  if (spec.k_scale_values) {
-    const int64_t want = spec.scales == ScaleKind::per_tensor ? 1 : spec.scales == ScaleKind::per_token ? c.num_blocks * H * bs : 0;
-    if (want == 0) bad("tensors.k_scale", "given, but scales is 'none'");
-    for (const auto* v : {&*spec.k_scale_values, &*spec.v_scale_values})
-      if (int64_t(v->size()) != want)
-        bad(v == &*spec.k_scale_values ? "tensors.k_scale" : "tensors.v_scale",
-            "needs " + std::to_string(want) + " values for " + (spec.scales == ScaleKind::per_tensor ? "per_tensor" : "per_token") + " scales, got " + std::to_string(v->size()));
+  if (spec.k_codes && int64_t(spec.k_codes->size()) != k_bytes)
+    bad("tensors.k_codes", "needs " + std::to_string(k_bytes) + " bytes, got " + std::to_string(spec.k_codes->size()));
+  if (spec.v_codes && spec.kv_combined) bad("tensors.v_codes", "given with a combined K/V tensor (k_codes holds both)");
+  if (spec.v_codes && int64_t(spec.v_codes->size()) != v_bytes)
+    bad("tensors.v_codes", "needs " + std::to_string(v_bytes) + " bytes, got " + std::to_string(spec.v_codes->size()));
+  // Inline scales: once any is given, each scale whose kind is not 'none' is
+  // given and holds as many values as its kind; leftover generated values must
+  // never stand in for missing ones.
+  if (spec.k_scale_values || spec.v_scale_values) {
+    for (const auto& [v, kind, name] : {std::tuple{&spec.k_scale_values, spec.scales, "tensors.k_scale"},
+                                        std::tuple{&spec.v_scale_values, v_kind, "tensors.v_scale"}}) {
+      const int64_t want = kind == ScaleKind::per_tensor ? 1
+                           : kind == ScaleKind::per_head ? H
+                           : kind == ScaleKind::per_token ? c.num_blocks * H * bs
+                                                          : 0;
+      if (want == 0 && *v) bad(name, "given, but its scale kind is 'none'");
+      if (want > 0 && !*v) bad(name, "missing: the inline scales come together");
+      if (*v && int64_t((*v)->size()) != want)
+        bad(name, "needs " + std::to_string(want) + " values for " + std::string(to_string(kind)) + " scales, got " +
+                      std::to_string((*v)->size()));
+    }
   }
   // The attention variant: a window of -1 (off) or more, a finite soft cap of
   // 0 (off) or more, sink logits and ALiBi slopes finite, one per query head.
@@ -277,17 +333,43 @@ HostCase build_case(const CaseSpec& spec, bool fill_values) {
   }
   c.out.assign(qrows * Hq * D, qnan);
 
-  // Caches, all poisoned first.
-  c.k.assign(cache_elems, fp8_nan(fl));
-  c.v.assign(cache_elems, fp8_nan(fl));
-  if (spec.scales == ScaleKind::per_tensor) {
-    const uint64_t row = draw.row(Draws::tensor_scales, 0);
-    c.k_scale = {0.03125f * (0.75f + 0.5f * draw.uniform(row, 0))};
-    c.v_scale = {0.03125f * (0.75f + 0.5f * draw.uniform(row, 1))};
-  } else if (spec.scales == ScaleKind::per_token) {
-    c.k_scale.assign(c.num_blocks * H * bs, nanf_());
-    c.v_scale.assign(c.num_blocks * H * bs, nanf_());
+  // CSR page lists: each sequence's pages of the block table, listed.
+  if (spec.page_table == PageTable::csr) {
+    c.kv_indptr.assign(1, 0);
+    for (int64_t b = 0; b < B; ++b) {
+      const int64_t L = std::max<int32_t>(spec.lens[b], 0), n = (L + bs - 1) / bs;
+      for (int64_t i = 0; i < n; ++i) c.kv_indices.push_back(c.block_tables[b * c.max_blocks + i]);
+      c.kv_indptr.push_back(int32_t(c.kv_indices.size()));
+      c.kv_last_page_len.push_back(int32_t(n == 0 ? 0 : L - (n - 1) * bs));
+    }
+    if (c.kv_indices.empty()) c.kv_indices.push_back(int32_t(needed));  // a list is never empty: a spare page
   }
+
+  // Caches, all poisoned first.
+  const Storage store = storage_of(spec);
+  const int es = dtype_size(fl);
+  c.k.resize(size_t(c.num_blocks * store.k_page * es));
+  c.v.resize(size_t(c.num_blocks * store.v_page * es));
+  poison(c.k, fl);
+  poison(c.v, fl);
+  const ScaleKind v_kind = c.v_scale_kind();
+  // Scales: per tensor a value near 1/32, per head and per token 1/32 times a
+  // factor t in [0.5, 1.5) that the stored values are divided by.
+  auto init_scale = [&](ScaleKind kind, std::vector<float>& dst, int64_t which) {
+    if (kind == ScaleKind::per_tensor) {
+      const uint64_t row = draw.row(Draws::tensor_scales, 0);
+      dst = {0.03125f * (0.75f + 0.5f * draw.uniform(row, which))};
+    } else if (kind == ScaleKind::per_head) {
+      dst.resize(size_t(H));
+      for (int64_t h = 0; h < H; ++h) dst[size_t(h)] = 0.03125f * (0.5f + draw.uniform(draw.row(Draws::head_scales, h), which));
+    } else if (kind == ScaleKind::per_token) {
+      dst.assign(c.num_blocks * H * bs, nanf_());
+    }
+  };
+  init_scale(spec.scales, c.k_scale, 0);
+  init_scale(v_kind, c.v_scale, 1);
+  const DecodeCall views = c.call();
+  const CacheShape cs = c.cache_shape();
   // Codes ~ N(0, 1) * 32 so per-tensor scales near 1/32 give values near N(0, 1).
   std::vector<float> kval(D), vval(D);
   for (int64_t b = 0; b < B && fill_values; ++b)
@@ -295,22 +377,23 @@ HostCase build_case(const CaseSpec& spec, bool fill_values) {
       const int64_t blk = c.block_tables[b * c.max_blocks + t / bs], off = t % bs;
       for (int64_t h = 0; h < H; ++h) {
         float tk = 1.0f, tv = 1.0f;
-        if (spec.scales == ScaleKind::per_token) {
+        if (spec.scales == ScaleKind::per_token || v_kind == ScaleKind::per_token) {
           const uint64_t row = draw.row(Draws::token_scales, b, t, h);
-          tk = 0.5f + draw.uniform(row, 0);
-          tv = 0.5f + draw.uniform(row, 1);
-          c.k_scale[(blk * H + h) * bs + off] = 0.03125f * tk;
-          c.v_scale[(blk * H + h) * bs + off] = 0.03125f * tv;
+          if (spec.scales == ScaleKind::per_token) {
+            tk = 0.5f + draw.uniform(row, 0);
+            c.k_scale[(blk * H + h) * bs + off] = 0.03125f * tk;
+          }
+          if (v_kind == ScaleKind::per_token) {
+            tv = 0.5f + draw.uniform(row, 1);
+            c.v_scale[(blk * H + h) * bs + off] = 0.03125f * tv;
+          }
         }
+        if (spec.scales == ScaleKind::per_head) tk = c.k_scale[size_t(h)] / 0.03125f;
+        if (v_kind == ScaleKind::per_head) tv = c.v_scale[size_t(h)] / 0.03125f;
         draw.kv_normals(draw.row(Draws::k, b, t, h), draw.row(Draws::v, b, t, h), D, kval.data(), vval.data());
-        uint8_t* kdst = &c.k[k_offset(blk, h, 0, off, H, D, bs)];  // 16 contiguous codes per group of d
-        for (int64_t d = 0; d < D; ++d) kdst[(d / 16) * bs * 16 + d % 16] = f32_to_fp8(kval[d] * 32.0f / tk, fl);
-        if (spec.v_layout == VLayout::plain) {
-          uint8_t* vdst = &c.v[v_offset(VLayout::plain, blk, h, 0, off, H, D, bs)];  // stride bs per d
-          for (int64_t d = 0; d < D; ++d) vdst[d * bs] = f32_to_fp8(vval[d] * 32.0f / tv, fl);
-        } else {
-          uint8_t* vdst = &c.v[v_offset(VLayout::trans, blk, h, 0, off, H, D, bs)];  // stride 16 per d
-          for (int64_t d = 0; d < D; ++d) vdst[d * 16] = f32_to_fp8(vval[d] * 32.0f / tv, fl);
+        for (int64_t d = 0; d < D; ++d) {
+          put_element(views.k_cache, cs, false, blk, h, off, d, kval[d] * 32.0f / tk);
+          put_element(views.v_cache, cs, true, blk, h, off, d, vval[d] * 32.0f / tv);
         }
       }
     }
@@ -327,15 +410,11 @@ HostCase build_case(const CaseSpec& spec, bool fill_values) {
     if (s.token < 0 || s.token >= spec.lens[s.seq]) continue;  // outside the context: nothing to plant
     const int64_t blk = c.block_tables[s.seq * c.max_blocks + s.token / bs], off = s.token % bs;
     for (int64_t h = 0; h < H; ++h) {
-      float kscale = 1.0f;
-      if (spec.scales == ScaleKind::per_token) {
-        c.k_scale[(blk * H + h) * bs + off] = 0.03125f;
-        c.v_scale[(blk * H + h) * bs + off] = 0.03125f;
-      }
-      (void)kscale;
+      if (spec.scales == ScaleKind::per_token) c.k_scale[(blk * H + h) * bs + off] = 0.03125f;
+      if (v_kind == ScaleKind::per_token) c.v_scale[(blk * H + h) * bs + off] = 0.03125f;
       for (int64_t d = 0; d < D; ++d) {
         const float pattern = ((d + int64_t(si)) % 2 ? 1.0f : -1.0f) * (96.0f + 16.0f * float(si % 4));
-        c.v[v_offset(spec.v_layout, blk, h, d, off, H, D, bs)] = f32_to_fp8(pattern, fl);
+        put_element(views.v_cache, cs, true, blk, h, off, d, pattern);
       }
     }
     plant_query_aligned_key(c, s.seq, s.token, 224.0f);
@@ -348,6 +427,8 @@ void plant_query_aligned_key(HostCase& c, int64_t seq, int64_t token, float magn
   const int64_t D = spec.head_dim, H = spec.hkv, G = spec.group, bs = spec.block_size;
   const int64_t qstride = H * G * D + spec.q_row_pad;
   const int64_t blk = c.block_tables[seq * c.max_blocks + token / bs], off = token % bs;
+  const DecodeCall views = c.call();
+  const CacheShape cs = c.cache_shape();
   for (int64_t h = 0; h < H; ++h)
     for (int64_t d = 0; d < D; ++d) {
       float sum = 0.0f;
@@ -356,7 +437,7 @@ void plant_query_aligned_key(HostCase& c, int64_t seq, int64_t token, float magn
           const uint16_t bits = c.q[(seq * spec.q_len + p) * qstride + (h * G + g) * D + d];
           sum += spec.q_dtype == DType::bf16 ? bf16_to_f32(bits) : f16_to_f32(bits);
         }
-      c.k[k_offset(blk, h, d, off, H, D, bs)] = f32_to_fp8(sum >= 0 ? magnitude : -magnitude, spec.cache_dtype);
+      put_element(views.k_cache, cs, false, blk, h, off, d, sum >= 0 ? magnitude : -magnitude);
     }
 }
 
@@ -390,20 +471,57 @@ DecodeCall HostCase::call() {
   c.q = TensorView::contiguous_of(q.data(), s.q_dtype, {B * s.q_len, Hq, D});
   c.q.stride[0] = Hq * D + s.q_row_pad;
   c.out = TensorView::contiguous_of(out.data(), s.q_dtype, {B * s.q_len, Hq, D});
-  c.k_cache = TensorView::contiguous_of(k.data(), s.cache_dtype, {num_blocks, H, D / 16, bs, 16});
-  if (s.v_layout == VLayout::trans)
-    c.v_cache = TensorView::contiguous_of(v.data(), s.cache_dtype, {num_blocks, H, bs / 16, D, 16});
-  else
-    c.v_cache = TensorView::contiguous_of(v.data(), s.cache_dtype, {num_blocks, H, D, bs});
-  c.block_tables = TensorView::contiguous_of(block_tables.data(), DType::i32, {B, max_blocks});
-  c.context_lens = TensorView::contiguous_of(lens.data(), DType::i32, {B});
-  if (s.scales == ScaleKind::per_tensor || (s.k_scale_values && k_scale.size() == 1)) {
-    c.k_scale = TensorView::contiguous_of(k_scale.data(), DType::f32, {1});
-    c.v_scale = TensorView::contiguous_of(v_scale.data(), DType::f32, {1});
-  } else if (s.scales == ScaleKind::per_token) {
-    c.k_scale = TensorView::contiguous_of(k_scale.data(), DType::f32, {num_blocks, H, bs});
-    c.v_scale = TensorView::contiguous_of(v_scale.data(), DType::f32, {num_blocks, H, bs});
+  c.layout = s.layout;
+  if (s.layout == CacheLayout::packed) {
+    c.k_cache = TensorView::contiguous_of(k.data(), s.cache_dtype, {num_blocks, H, D / 16, bs, 16});
+    if (s.v_layout == VLayout::trans)
+      c.v_cache = TensorView::contiguous_of(v.data(), s.cache_dtype, {num_blocks, H, bs / 16, D, 16});
+    else
+      c.v_cache = TensorView::contiguous_of(v.data(), s.cache_dtype, {num_blocks, H, D, bs});
+  } else {
+    // [pages, page_size, Hkv, D] (nhd) or [pages, Hkv, page_size, D] (hnd), rows
+    // row_pad apart and pages page_pad apart.
+    const Storage st = storage_of(s);
+    const bool nhd = s.layout == CacheLayout::nhd;
+    TensorView kv;
+    kv.data = k.data();
+    kv.dtype = s.cache_dtype;
+    kv.rank = 4;
+    kv.shape = {num_blocks, nhd ? bs : H, nhd ? H : bs, D, 0, 0};
+    kv.stride = {st.k_page, (nhd ? H : bs) * st.row, st.row, 1, 0, 0};
+    c.k_cache = kv;
+    c.v_cache = kv;
+    if (s.kv_combined) {
+      c.v_cache.data = k.data() + st.half * dtype_size(s.cache_dtype);
+      c.kv_cache.data = k.data();
+      c.kv_cache.dtype = s.cache_dtype;
+      c.kv_cache.rank = 5;
+      c.kv_cache.shape = {num_blocks, 2, kv.shape[1], kv.shape[2], D, 0};
+      c.kv_cache.stride = {st.k_page, st.half, kv.stride[1], kv.stride[2], 1, 0};
+    } else {
+      c.v_cache.data = v.data();
+    }
   }
+  c.context_lens = TensorView::contiguous_of(lens.data(), DType::i32, {B});
+  c.page_table = s.page_table;
+  if (s.page_table == PageTable::block_table) {
+    c.block_tables = TensorView::contiguous_of(block_tables.data(), DType::i32, {B, max_blocks});
+  } else {
+    c.kv_indptr = TensorView::contiguous_of(kv_indptr.data(), DType::i32, {int64_t(kv_indptr.size())});
+    c.kv_indices = TensorView::contiguous_of(kv_indices.data(), DType::i32, {int64_t(kv_indices.size())});
+    c.kv_last_page_len = TensorView::contiguous_of(kv_last_page_len.data(), DType::i32, {int64_t(kv_last_page_len.size())});
+  }
+  auto scale_view = [&](ScaleKind kind, std::vector<float>& values) {
+    switch (kind) {
+      case ScaleKind::none: return TensorView{};
+      case ScaleKind::per_tensor: return TensorView::contiguous_of(values.data(), DType::f32, {1});
+      case ScaleKind::per_head: return TensorView::contiguous_of(values.data(), DType::f32, {H});
+      case ScaleKind::per_token: return TensorView::contiguous_of(values.data(), DType::f32, {num_blocks, H, bs});
+    }
+    return TensorView{};
+  };
+  c.k_scale = scale_view(s.scales, k_scale);
+  c.v_scale = scale_view(v_scale_kind(), v_scale);
   c.q_len = s.q_len;
   c.opt = s.opt;
   c.variant.window_left = s.window_left;
@@ -412,6 +530,19 @@ DecodeCall HostCase::call() {
   if (!alibi_slopes.empty())
     c.variant.alibi_slopes = TensorView::contiguous_of(alibi_slopes.data(), DType::f32, {Hq});
   return c;
+}
+
+CacheShape HostCase::cache_shape() const {
+  CacheShape cs;
+  cs.layout = spec.layout;
+  cs.dtype = spec.cache_dtype;
+  cs.v_layout = spec.layout == CacheLayout::packed ? spec.v_layout : VLayout::unknown;
+  cs.pages = num_blocks;
+  cs.page_size = spec.block_size;
+  cs.hkv = spec.hkv;
+  cs.head_dim = spec.head_dim;
+  cs.combined = spec.kv_combined;
+  return cs;
 }
 
 void HostCase::poison_output() {

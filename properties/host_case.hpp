@@ -9,13 +9,14 @@
 #include <string>
 #include <vector>
 
+#include "kernels/cache_format.hpp"
 #include "kernels/call.hpp"
 #include "kernels/planner.hpp"
 #include "properties/counter_rng.hpp"
 
 namespace pav::props {
 
-enum class ScaleKind : uint8_t { none, per_tensor, per_token };
+using ScaleKind = kernels::ScaleKind;
 enum class Path : uint8_t { uniform, planned };
 
 // A token whose key points along its group's queries (a dominant logit) and
@@ -32,10 +33,21 @@ struct CaseSpec {
   int group = 1;                      // Hq / Hkv
   int head_dim = 128;
   int block_size = 16;
-  kernels::VLayout v_layout = kernels::VLayout::plain;
+  kernels::VLayout v_layout = kernels::VLayout::plain;  // packed layout only
   kernels::DType q_dtype = kernels::DType::bf16;
-  kernels::DType cache_dtype = kernels::DType::fp8_e4m3fn;
-  ScaleKind scales = ScaleKind::per_tensor;
+  kernels::DType cache_dtype = kernels::DType::fp8_e4m3fn;  // any cache dtype (bf16, f16, fp8 e4m3/e5m2)
+  ScaleKind scales = ScaleKind::per_tensor;                 // K's, and V's unless v_scales says
+  std::optional<ScaleKind> v_scales;                        // V's own kind
+  // The cache format (kernels/cache_format.hpp): its layout, K and V as one
+  // [pages, 2, ...] tensor (nhd, hnd), padding that makes the page and head
+  // strides larger than the contiguous ones (nhd, hnd), and the page table.
+  // Pages are assigned by the block table in every format: CSR lists are the
+  // same pages, listed.
+  kernels::CacheLayout layout = kernels::CacheLayout::packed;
+  bool kv_combined = false;
+  int64_t page_pad = 0;  // elements after each page
+  int64_t row_pad = 0;   // elements after each D-long row of a head
+  kernels::PageTable page_table = kernels::PageTable::block_table;
   kernels::DecodeOptions opt;         // arch, compute, partial, cu, uniform_partitions...
   Path path = Path::planned;
   int64_t max_partitions = 0;         // planned: 0 = cu
@@ -56,6 +68,8 @@ struct CaseSpec {
   // Inline tensors (small cases); when present they replace generated data.
   std::optional<std::vector<int32_t>> block_tables;  // [num_seqs * max_blocks]
   std::optional<std::vector<uint16_t>> q_bits;       // raw bf16/f16 bits
+  // The cache buffers' bytes as build_case lays them out (k_codes holds the
+  // whole combined tensor when kv_combined; v_codes is then absent).
   std::optional<std::vector<uint8_t>> k_codes, v_codes;
   std::optional<std::vector<float>> k_scale_values, v_scale_values;
 };
@@ -64,12 +78,17 @@ struct HostCase {
   CaseSpec spec;
   int64_t num_blocks = 0, max_blocks = 0;
   std::vector<uint16_t> q, out;
-  std::vector<uint8_t> k, v;
+  std::vector<uint8_t> k, v;  // cache bytes in the spec's format (k: the combined tensor, v empty)
   std::vector<int32_t> block_tables, lens;
+  std::vector<int32_t> kv_indptr, kv_indices, kv_last_page_len;  // page_table = csr
   std::vector<float> k_scale, v_scale;
   std::vector<float> sinks, alibi_slopes;  // empty when the variant has none
 
   kernels::DecodeCall call();  // views into this case's buffers
+  // V's scale kind (the spec's v_scales, else its scales).
+  ScaleKind v_scale_kind() const { return spec.v_scales.value_or(spec.scales); }
+  // The cache's shape as the call's views give it.
+  kernels::CacheShape cache_shape() const;
   void poison_output();        // NaN into every output element
 };
 

@@ -13,8 +13,10 @@
 #include <stdexcept>
 #include <string>
 #include <type_traits>
+#include <tuple>
 #include <utility>
 
+#include "kernels/cache_format.hpp"
 #include "kernels/codecs.hpp"
 
 namespace pav::reference {
@@ -51,6 +53,11 @@ struct Geometry {
   VLayout layout = VLayout::unknown;
   DType cache = DType::none;
   ScaleRef ks, vs;
+  // The cache format; `packed_fp8` marks the packed e4m3 caches that the
+  // vectorized gather reads (any other format is read element by element).
+  kernels::CacheShape shape;
+  kernels::ScaleKind k_kind = kernels::ScaleKind::none, v_kind = kernels::ScaleKind::none;
+  bool packed_fp8 = false;
   std::vector<double> sinks, slopes;  // per query head; empty when the variant has none
 };
 
@@ -119,42 +126,49 @@ Geometry geometry_of(const DecodeCall& c) {
   if (c.q.dtype != DType::bf16 && c.q.dtype != DType::f16) reject("q must be bf16 or f16");
   if (c.out.present() && c.out.dtype != DType::bf16 && c.out.dtype != DType::f16 && c.out.dtype != DType::f32)
     reject("out must be bf16, f16 or f32");
-  if (c.k_cache.rank != 5 || c.k_cache.shape[4] != 16) reject("K cache must be [nb, Hkv, D/16, bs, 16]");
-  if (!kernels::is_fp8(c.k_cache.dtype) || c.v_cache.dtype != c.k_cache.dtype)
-    reject("K and V caches must share one fp8 dtype");
   if (c.context_lens.rank != 1 || c.context_lens.dtype != DType::i32) reject("context_lens must be [num_seqs] i32");
-  if (c.block_tables.rank != 2 || c.block_tables.dtype != DType::i32) reject("block_tables must be [num_seqs, max_blocks] i32");
-  require_data(c.k_cache, "k_cache");
-  require_data(c.v_cache, "v_cache");
   require_data(c.context_lens, "context_lens");
-  require_data(c.block_tables, "block_tables");
   require_strides(c.q, "q");
-  require_strides(c.k_cache, "k_cache");
-  require_strides(c.v_cache, "v_cache");
-  require_strides(c.context_lens, "context_lens");
-  require_strides(c.block_tables, "block_tables");
-  require_strides(c.k_scale, "k_scale");
-  require_strides(c.v_scale, "v_scale");
   g.num_seqs = c.context_lens.shape[0];
   g.q_len = c.q_len;
   g.hq = c.q.shape[1];
   g.D = c.q.shape[2];
-  g.hkv = c.k_cache.shape[1];
-  g.bs = c.k_cache.shape[3];
-  g.num_blocks = c.k_cache.shape[0];
-  g.cache = c.k_cache.dtype;
   if (g.q_len < 1) reject("q_len must be >= 1");
-  if (g.D <= 0 || g.D % 16 != 0 || c.k_cache.shape[2] * 16 != g.D) reject("head_dim must be K.shape[2]*16");
+  if (g.D <= 0 || g.D % 16 != 0) reject("head_dim must be a positive multiple of 16");
+  require_data(c.k_cache, "k_cache");
+  require_data(c.v_cache, "v_cache");
+  require_strides(c.k_cache, "k_cache");
+  require_strides(c.v_cache, "v_cache");
+  require_strides(c.context_lens, "context_lens");
+  require_strides(c.k_scale, "k_scale");
+  require_strides(c.v_scale, "v_scale");
+  // The cache format's rules (kernels/cache_format.hpp), strides allowed.
+  if (const std::string why = kernels::cache_views_problem(c, g.D, kernels::StrideRule::any, g.shape); !why.empty()) reject(why);
+  g.hkv = g.shape.hkv;
+  g.bs = g.shape.page_size;
+  g.num_blocks = g.shape.pages;
+  g.cache = g.shape.dtype;
+  g.layout = g.shape.v_layout;
   if (g.hkv <= 0 || g.hq % g.hkv != 0) reject("Hq must be a multiple of Hkv");
   if (c.q.shape[0] != g.num_seqs * g.q_len) reject("q.shape[0] must be num_seqs*q_len");
-  if (c.block_tables.shape[0] < g.num_seqs) reject("block_tables has fewer rows than num_seqs");
-  g.layout = kernels::v_layout_of(c.k_cache, c.v_cache);
-  if (g.layout == VLayout::unknown) reject("V cache matches neither layout");
-  if (c.v_cache.shape[0] < g.num_blocks) reject("V has fewer blocks than K");
+  if (c.page_table == kernels::PageTable::block_table) {
+    require_data(c.block_tables, "block_tables");
+    require_strides(c.block_tables, "block_tables");
+    if (c.block_tables.rank != 2 || c.block_tables.dtype != DType::i32)
+      reject("block_tables must be [num_seqs, max_blocks] i32");
+    if (c.block_tables.shape[0] < g.num_seqs) reject("block_tables has fewer rows than num_seqs");
+  }
+  if (const std::string why = kernels::page_table_problem(c, g.num_blocks, g.bs, {.negative_empty = true, .any_strides = true}); !why.empty()) reject(why);
   g.G = g.hq / g.hkv;
   g.rows = g.q_len * g.G;
-  g.ks = scale_of(c.k_scale, g, "k_scale");
-  g.vs = scale_of(c.v_scale, g, "v_scale");
+  for (const auto& [t, kind, name] : {std::tuple{&c.k_scale, &g.k_kind, "k_scale"}, std::tuple{&c.v_scale, &g.v_kind, "v_scale"}})
+    if (const std::string why = kernels::scale_view_problem(*t, g.shape, *kind, name); !why.empty()) reject(why);
+  g.packed_fp8 = g.shape.layout == kernels::CacheLayout::packed && kernels::is_fp8(g.cache) &&
+                 g.k_kind != kernels::ScaleKind::per_head && g.v_kind != kernels::ScaleKind::per_head;
+  if (g.packed_fp8) {
+    g.ks = scale_of(c.k_scale, g, "k_scale");
+    g.vs = scale_of(c.v_scale, g, "v_scale");
+  }
   const kernels::AttentionVariant& av = c.variant;
   if (!av.window_valid()) reject("variant.window_left = " + std::to_string(av.window_left) + " (expected -1 or >= 0)");
   if (!av.soft_cap_valid()) reject("variant.soft_cap must be 0 (off) or finite and positive");
@@ -317,13 +331,8 @@ struct Core {
   }
 
   int32_t len(int64_t seq) const { return c.context_lens.as<const int32_t>()[seq * c.context_lens.stride[0]]; }
-  int64_t block(int64_t seq, int64_t i) const {
-    const int32_t b = c.block_tables.as<const int32_t>()[seq * c.block_tables.stride[0] + i * c.block_tables.stride[1]];
-    if (b < 0 || b >= g.num_blocks)
-      reject("block_tables[" + std::to_string(seq) + "][" + std::to_string(i) + "] = " + std::to_string(b) +
-             " is outside the cache");
-    return b;
-  }
+  // The i-th page of a sequence (every entry was checked by page_table_problem).
+  int64_t block(int64_t seq, int64_t i) const { return kernels::page_of(c, seq, i); }
 
   // Query rows r = p*G + g of KV head h, quantized as the profile says, times softmax_scale.
   void load_q(int64_t seq, int64_t h, Mat<Score>& q) const {
@@ -369,6 +378,7 @@ struct Core {
   // strides (a K or V half of a combined KV tensor) take the same path with
   // their bytes gathered first where the innermost stride is not 1.
   void gather(int64_t seq, int64_t h, int64_t t0, int64_t t1, Buffers<T>& b) const {
+    if (!g.packed_fp8) return gather_any(seq, h, t0, t1, b);
     const uint8_t* kc = c.k_cache.as<const uint8_t>();
     const uint8_t* vc = c.v_cache.as<const uint8_t>();
     const auto& ks = c.k_cache.stride;
@@ -433,6 +443,28 @@ struct Core {
         }
       }
       t += run;
+    }
+  }
+
+  // gather() for every other format (nhd, hnd, 16-bit and e5m2 caches,
+  // per-head scales): each element found through the format's offset rule,
+  // decoded, times its scale, the products taken as the packed path takes them.
+  void gather_any(int64_t seq, int64_t h, int64_t t0, int64_t t1, Buffers<T>& b) const {
+    const uint8_t* kc = c.k_cache.as<const uint8_t>();
+    const uint8_t* vc = c.v_cache.as<const uint8_t>();
+    const int es = kernels::dtype_size(g.cache);
+    for (int64_t t = t0; t < t1; ++t) {
+      const int64_t i = t - t0, page = block(seq, t / g.bs), slot = t % g.bs;
+      const float ksc = kernels::scale_at(c.k_scale, g.k_kind, page, h, slot);
+      const float vsc = kernels::scale_at(c.v_scale, g.v_kind, page, h, slot);
+      for (int64_t d = 0; d < g.D; ++d) {
+        const float kv = kernels::cache_element_value(
+            g.cache, kc + kernels::cache_offset(c.k_cache, g.shape, false, page, h, slot, d) * es);
+        const float vv = kernels::cache_element_value(
+            g.cache, vc + kernels::cache_offset(c.v_cache, g.shape, true, page, h, slot, d) * es);
+        b.k(d, i) = Score(kv) * Score(ksc);  // K's product in Score, as the packed path takes it
+        b.v(i, d) = T(vv) * T(vsc);
+      }
     }
   }
 
