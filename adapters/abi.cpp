@@ -18,7 +18,8 @@ constexpr std::pair<DType, int32_t> kDTypes[] = {
     {DType::f32, PAV_DTYPE_F32},          {DType::f16, PAV_DTYPE_F16},
     {DType::bf16, PAV_DTYPE_BF16},        {DType::fp8_e4m3fn, PAV_DTYPE_FP8_E4M3FN},
     {DType::fp8_e4m3fnuz, PAV_DTYPE_FP8_E4M3FNUZ}, {DType::i32, PAV_DTYPE_I32},
-    {DType::i64, PAV_DTYPE_I64},          {DType::none, PAV_DTYPE_NONE}};
+    {DType::i64, PAV_DTYPE_I64},          {DType::none, PAV_DTYPE_NONE},
+    {DType::fp8_e5m2, PAV_DTYPE_FP8_E5M2}};
 
 std::string cstring(const char* s, size_t cap, const char* field) {
   const void* end = std::memchr(s, 0, cap);
@@ -163,7 +164,8 @@ KernelDescription from_abi(const pav_kernel_desc& a) {
     throw KernelSpecError(fmt::format("description: out_dtype = {} is not a known value", a.out_dtype));
   d.cache_dtypes = dtype_mask(a.cache_dtypes, "cache_dtypes");
   d.v_layouts = mask_values<kernels::VLayout>(a.v_layouts, "v_layouts", 2);
-  d.scale_kinds = mask_values<Scales>(a.scale_kinds, "scale_kinds", 3);
+  // PAV_SCALE_* values are ScaleKind's: none 0, per_tensor 1, per_token 2, per_head 3.
+  d.scale_kinds = mask_values<Scales>(a.scale_kinds, "scale_kinds", a.abi_version >= 3 ? 4 : 3);
   d.block_sizes = list(a.block_sizes, a.num_block_sizes, PAV_MAX_BLOCK_SIZES, "block_sizes");
   d.head_dims = list(a.head_dims, a.num_head_dims, PAV_MAX_HEAD_DIMS, "head_dims");
   d.gqa_ratios = list(a.gqa_ratios, a.num_gqa_ratios, PAV_MAX_GQA_RATIOS, "gqa_ratios");
@@ -185,6 +187,20 @@ KernelDescription from_abi(const pav_kernel_desc& a) {
   if (a.abi_version >= 2) {  // a version-1 library has neither field: no variant, natural-log lse
     d.features = mask_values<Feature>(a.variants, "variants", 4);
     d.lse_base = enum_value<LseBase>(a.lse_base, 2, "lse_base");
+  }
+  if (a.abi_version >= 3) {  // older libraries read packed caches, K and V separate, through block tables
+    // A zero mask keeps the older meaning (the defaults of KernelDescription).
+    if (a.cache_layouts) d.cache_layouts = mask_values<kernels::CacheLayout>(a.cache_layouts, "cache_layouts", 3);
+    if (a.kv_storage) d.kv_storage = mask_values<KvStorage>(a.kv_storage, "kv_storage", 2);
+    if (a.page_tables) d.page_tables = mask_values<kernels::PageTable>(a.page_tables, "page_tables", 2);
+    d.strided_cache = flag(a.strided_cache, "strided_cache");
+    d.mixed_scales = flag(a.mixed_scales, "mixed_scales");
+  } else {
+    for (DType t : d.cache_dtypes)
+      if (!kernels::is_fp8(t))
+        throw KernelSpecError(fmt::format("description: cache_dtypes names {}, which a version-{} library cannot "
+                                          "declare (16-bit and e5m2 caches came with version 3)",
+                                          kernels::to_string(t), a.abi_version));
   }
   if (const std::string why = description_problem(d); !why.empty()) throw KernelSpecError("description: " + why);
   canonicalize(d);
@@ -219,6 +235,11 @@ void to_abi(const KernelDescription& d, pav_kernel_desc* out) {
   out->partial_dtype = to_abi(d.profile.partial);
   out->variants = enum_bits(d.features);
   out->lse_base = int32_t(d.lse_base);
+  out->cache_layouts = enum_bits(d.cache_layouts);
+  out->kv_storage = enum_bits(d.kv_storage);
+  out->page_tables = enum_bits(d.page_tables);
+  out->strided_cache = d.strided_cache;
+  out->mixed_scales = d.mixed_scales;
 }
 
 pav_decode_args make_args(const DecodeRequest& r, bool for_check, uint32_t version) {
@@ -245,14 +266,34 @@ pav_decode_args make_args(const DecodeRequest& r, bool for_check, uint32_t versi
   a.soft_cap = c.variant.soft_cap;
   a.sinks = to_abi(c.variant.sinks);
   a.alibi_slopes = to_abi(c.variant.alibi_slopes);
+  a.cache_layout = int32_t(c.layout);
+  a.page_table = int32_t(c.page_table);
+  a.kv_cache = to_abi(c.kv_cache);
+  a.kv_indptr = to_abi(c.kv_indptr);
+  a.kv_indices = to_abi(c.kv_indices);
+  a.kv_last_page_len = to_abi(c.kv_last_page_len);
   if (for_check)
-    for (pav_tensor* t : {&a.q, &a.out, &a.k_cache, &a.v_cache, &a.k_scale, &a.v_scale, &a.lse, &a.sinks, &a.alibi_slopes})
+    for (pav_tensor* t : {&a.q, &a.out, &a.k_cache, &a.v_cache, &a.k_scale, &a.v_scale, &a.lse, &a.sinks,
+                          &a.alibi_slopes, &a.kv_cache})
       t->data = nullptr;
+  // An older library's struct ends earlier: the fields past its size stay zero
+  // (the caller hands it the prefix only).
+  if (version < 3) {
+    a.cache_layout = a.page_table = 0;
+    a.kv_cache = a.kv_indptr = a.kv_indices = a.kv_last_page_len = pav_tensor{};
+  }
+  if (version < 2) {
+    a.window_left = 0;
+    a.soft_cap = 0.0f;
+    a.sinks = a.alibi_slopes = pav_tensor{};
+  }
   return a;
 }
 
 uint32_t args_size_for(uint32_t version) {
-  return version == 1 ? uint32_t(PAV_DECODE_ARGS_V1_SIZE) : uint32_t(sizeof(pav_decode_args));
+  return version == 1   ? uint32_t(PAV_DECODE_ARGS_V1_SIZE)
+         : version == 2 ? uint32_t(PAV_DECODE_ARGS_V2_SIZE)
+                        : uint32_t(sizeof(pav_decode_args));
 }
 
 std::string args_problem(const pav_decode_args& a) {
@@ -260,7 +301,8 @@ std::string args_problem(const pav_decode_args& a) {
       {"q", &a.q},           {"out", &a.out},         {"k_cache", &a.k_cache},     {"v_cache", &a.v_cache},
       {"block_tables", &a.block_tables}, {"context_lens", &a.context_lens}, {"k_scale", &a.k_scale},
       {"v_scale", &a.v_scale}, {"lse", &a.lse},       {"work_info", &a.work_info}, {"reduce_info", &a.reduce_info},
-      {"sinks", &a.sinks},   {"alibi_slopes", &a.alibi_slopes}};
+      {"sinks", &a.sinks},   {"alibi_slopes", &a.alibi_slopes}, {"kv_cache", &a.kv_cache},
+      {"kv_indptr", &a.kv_indptr}, {"kv_indices", &a.kv_indices}, {"kv_last_page_len", &a.kv_last_page_len}};
   for (const auto& [name, t] : tensors) {
     if (t->rank < 0 || t->rank > PAV_MAX_RANK) return fmt::format("{}: rank {} outside 0..{}", name, t->rank, PAV_MAX_RANK);
     if (!t->data) continue;  // no memory behind it: its shape is the check's to judge
@@ -296,11 +338,22 @@ DecodeRequest request_from_abi(const pav_decode_args& a, kernels::PlanView* plan
   c.v_scale = from_abi(a.v_scale);
   c.q_len = a.q_len;
   c.opt.softmax_scale = a.softmax_scale;
-  if (a.struct_size >= sizeof(pav_decode_args)) {  // version 2: the attention variant
+  if (a.struct_size >= PAV_DECODE_ARGS_V2_SIZE) {  // version 2: the attention variant
     c.variant.window_left = a.window_left;
     c.variant.soft_cap = a.soft_cap;
     c.variant.sinks = from_abi(a.sinks);
     c.variant.alibi_slopes = from_abi(a.alibi_slopes);
+  }
+  if (a.struct_size >= sizeof(pav_decode_args)) {  // version 3: the cache format
+    // Values outside the enums stay visible as such: the check refuses them.
+    c.layout = a.cache_layout == PAV_CACHE_LAYOUT_NHD   ? kernels::CacheLayout::nhd
+               : a.cache_layout == PAV_CACHE_LAYOUT_HND ? kernels::CacheLayout::hnd
+                                                        : kernels::CacheLayout::packed;
+    c.page_table = a.page_table == PAV_PAGE_TABLE_CSR ? kernels::PageTable::csr : kernels::PageTable::block_table;
+    c.kv_cache = from_abi(a.kv_cache);
+    c.kv_indptr = from_abi(a.kv_indptr);
+    c.kv_indices = from_abi(a.kv_indices);
+    c.kv_last_page_len = from_abi(a.kv_last_page_len);
   }
   r.lse = from_abi(a.lse);
   r.max_partitions = a.max_partitions;
@@ -315,7 +368,7 @@ DecodeRequest request_from_abi(const pav_decode_args& a, kernels::PlanView* plan
       plan_storage->reduce_info = nullptr;
     plan_storage->capacity = a.work_info.rank == 2 ? a.work_info.shape[0] : 0;
     plan_storage->num_seqs = a.reduce_info.rank == 2 ? a.reduce_info.shape[0] : 0;
-    plan_storage->kv_heads = c.k_cache.rank >= 2 ? c.k_cache.shape[1] : 0;
+    plan_storage->kv_heads = c.k_cache.rank >= 3 ? c.k_cache.shape[c.layout == kernels::CacheLayout::nhd ? 2 : 1] : 0;
     plan_storage->max_partitions = a.max_partitions;
     r.plan = plan_storage;
   }

@@ -656,7 +656,7 @@ void expect_spec_error(const std::string& spec, const std::string& why) {
 
 TEST(LibAdapter, BrokenPluginsAndBadWordsAreSpecErrors) {
   expect_spec_error(plugin(PAV_TEST_FAULT_MISSING_DECODE), "missing required symbol pav_kernel_decode");
-  expect_spec_error(plugin(PAV_TEST_FAULT_ABI_VERSION), "kernel ABI version 3, this pav speaks versions 1 to 2");
+  expect_spec_error(plugin(PAV_TEST_FAULT_ABI_VERSION), "kernel ABI version 4, this pav speaks versions 1 to 3");
   expect_spec_error(plugin(PAV_TEST_FAULT_DESCRIBE), "head_dims: empty");
   expect_spec_error(plugin(PAV_TEST_CPU_PLUGIN, "--path sideways"), "--path sideways");
   expect_spec_error(plugin(PAV_TEST_CPU_PLUGIN, "--bogus"), "unknown word '--bogus'");
@@ -698,18 +698,29 @@ TEST(LibAdapter, ATruncatedPluginIsRefusedBeforeItIsLoaded) {
 // the version-1 desc and the version-1 prefix of the arguments (the fixture
 // refuses anything else), declares no variant and computes as before.
 TEST(LibAdapter, AVersionOneLibraryKeepsWorking) {
-  auto v1 = adapters::open_kernel(plugin(PAV_TEST_ABI_V1, "--path uniform"));
-  auto own = adapters::open_kernel("pav:cpu --path uniform");
-  EXPECT_TRUE(v1->description().features.empty());
-  EXPECT_EQ(v1->description().lse_base, adapters::LseBase::e);
-  const Ran a = run_one(*v1, small_spec()), b = run_one(*own, small_spec());
-  ASSERT_TRUE(a.result.ok()) << a.result.message;
-  EXPECT_EQ(a.out, b.out);
-  EXPECT_TRUE(a.judged_ok) << a.verdict;
-  props::HostCase c = props::build_case(small_spec());
-  props::KernelCall kc;
-  props::prepare_kernel_call(kc, c, v1->description());
-  EXPECT_TRUE(v1->check(kc.request).ok()) << v1->check(kc.request).message;
+  for (const char* lib : {PAV_TEST_ABI_V1, PAV_TEST_ABI_V2}) {
+    SCOPED_TRACE(lib);
+    auto old = adapters::open_kernel(plugin(lib, "--path uniform"));
+    auto own = adapters::open_kernel("pav:cpu --path uniform");
+    if (lib == std::string(PAV_TEST_ABI_V1)) {
+      EXPECT_TRUE(old->description().features.empty());
+      EXPECT_EQ(old->description().lse_base, adapters::LseBase::e);
+    }
+    // Before version 3 a library reads packed caches, K and V apart, through block tables.
+    EXPECT_EQ(old->description().cache_layouts, std::vector{kernels::CacheLayout::packed});
+    EXPECT_EQ(old->description().page_tables, std::vector{kernels::PageTable::block_table});
+    EXPECT_EQ(old->description().kv_storage, std::vector{adapters::KvStorage::separate});
+    EXPECT_FALSE(old->description().strided_cache);
+    EXPECT_FALSE(old->description().mixed_scales);
+    const Ran a = run_one(*old, small_spec()), b = run_one(*own, small_spec());
+    ASSERT_TRUE(a.result.ok()) << a.result.message;
+    EXPECT_EQ(a.out, b.out);
+    EXPECT_TRUE(a.judged_ok) << a.verdict;
+    props::HostCase c = props::build_case(small_spec());
+    props::KernelCall kc;
+    props::prepare_kernel_call(kc, c, old->description());
+    EXPECT_TRUE(old->check(kc.request).ok()) << old->check(kc.request).message;
+  }
 }
 
 // The version-2 fields cross the ABI both ways; a version-1 struct_size hides them.
@@ -743,7 +754,8 @@ TEST(Abi, TheAttentionVariantCrossesTheBoundary) {
     const adapters::DecodeRequest v1 = adapters::abi::request_from_abi(a, &plan);
     EXPECT_FALSE(v1.call.variant.any());
   }
-  EXPECT_EQ(adapters::abi::args_size_for(2), sizeof(pav_decode_args));
+  EXPECT_EQ(adapters::abi::args_size_for(2), PAV_DECODE_ARGS_V2_SIZE);
+  EXPECT_EQ(adapters::abi::args_size_for(3), sizeof(pav_decode_args));
   // The description's variants and lse base, through the desc and back.
   adapters::KernelDescription d = adapters::open_kernel("pav:cpu --path uniform")->description();
   d.writes_lse = true;

@@ -188,9 +188,23 @@ class DeviceStage {
   DeviceStage(const DecodeRequest& r, uint32_t version) : host_(r), args_(abi::make_args(r, false, version)) {
     stage(r.call.q, args_.q);
     stage(r.call.out, args_.out);
-    stage(r.call.k_cache, args_.k_cache);
-    stage(r.call.v_cache, args_.v_cache);
+    if (r.call.kv_cache.present() && args_.kv_cache.rank > 0) {
+      // One device copy of the combined tensor; K and V are its halves there too.
+      stage(r.call.kv_cache, args_.kv_cache);
+      const auto* base = static_cast<uint8_t*>(args_.kv_cache.data);
+      args_.k_cache.data = args_.kv_cache.data;
+      args_.v_cache.data = const_cast<uint8_t*>(base) + (static_cast<const uint8_t*>(r.call.v_cache.data) -
+                                                          static_cast<const uint8_t*>(r.call.k_cache.data));
+    } else {
+      stage(r.call.k_cache, args_.k_cache);
+      stage(r.call.v_cache, args_.v_cache);
+    }
     stage(r.call.block_tables, args_.block_tables);
+    if (args_.kv_indptr.rank > 0) {
+      stage(r.call.kv_indptr, args_.kv_indptr);
+      stage(r.call.kv_indices, args_.kv_indices);
+      stage(r.call.kv_last_page_len, args_.kv_last_page_len);
+    }
     stage(r.call.context_lens, args_.context_lens);
     stage(r.call.k_scale, args_.k_scale);
     stage(r.call.v_scale, args_.v_scale);

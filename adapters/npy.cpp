@@ -143,7 +143,7 @@ std::string_view descr_of(DType t) {
     case DType::f32: return "<f4";
     case DType::f16: return "<f2";
     case DType::bf16: return "<u2";
-    case DType::fp8_e4m3fn: case DType::fp8_e4m3fnuz: return "|u1";
+    case DType::fp8_e4m3fn: case DType::fp8_e4m3fnuz: case DType::fp8_e5m2: return "|u1";
     case DType::i32: return "<i4";
     case DType::i64: return "<i8";
     case DType::none: return "";

@@ -17,10 +17,16 @@ using nlohmann::json;
 
 std::vector<NamedTensor> inputs_of(const DecodeRequest& r) {
   const kernels::DecodeCall& c = r.call;
+  // A combined K/V tensor goes as kv_cache alone (its halves are its views).
+  const bool combined = c.kv_cache.present();
   std::vector<NamedTensor> v = {{"q", c.q},
-                                {"k_cache", c.k_cache},
-                                {"v_cache", c.v_cache},
+                                {"k_cache", combined ? TensorView{} : c.k_cache},
+                                {"v_cache", combined ? TensorView{} : c.v_cache},
+                                {"kv_cache", c.kv_cache},
                                 {"block_tables", c.block_tables},
+                                {"kv_indptr", c.kv_indptr},
+                                {"kv_indices", c.kv_indices},
+                                {"kv_last_page_len", c.kv_last_page_len},
                                 {"context_lens", c.context_lens},
                                 {"k_scale", c.k_scale},
                                 {"v_scale", c.v_scale},
@@ -68,6 +74,10 @@ json args_of(const DecodeRequest& r, bool for_decode) {
   // The attention variant's scalars, present only when set (absent: off).
   if (c.variant.windowed()) a["window_left"] = c.variant.window_left;
   if (c.variant.soft_cap != 0.0f) a["soft_cap"] = c.variant.soft_cap;
+  // The cache format's names (the tensors' shapes say the rest).
+  a["cache_layout"] = kernels::to_string(c.layout);
+  a["page_table"] = kernels::to_string(c.page_table);
+  a["kv_storage"] = c.kv_cache.present() ? "combined" : "separate";
   if (!for_decode) return a;
   const kernels::CallDims d = kernels::dims_of(c);
   a["num_seqs"] = d.num_seqs;
@@ -75,8 +85,18 @@ json args_of(const DecodeRequest& r, bool for_decode) {
   a["num_kv_heads"] = d.hkv;
   a["head_dim"] = d.head_dim;
   a["block_size"] = d.block_size;
+  a["page_size"] = d.block_size;
   a["v_layout"] = to_string(d.v_layout);
-  a["scale_kind"] = !c.k_scale.present() ? "none" : c.k_scale.rank == 1 ? "per_tensor" : "per_token";
+  kernels::CacheShape cs;
+  cs.hkv = d.hkv;
+  cs.pages = d.num_blocks;
+  cs.page_size = d.block_size;
+  kernels::ScaleKind kk = kernels::ScaleKind::none, vk = kernels::ScaleKind::none;
+  (void)kernels::scale_view_problem(c.k_scale, cs, kk, "k_scale");  // the call passed the contract
+  (void)kernels::scale_view_problem(c.v_scale, cs, vk, "v_scale");
+  a["scale_kind"] = kernels::to_string(kk);  // K's (version-1 workers read this one)
+  a["k_scale_kind"] = kernels::to_string(kk);
+  a["v_scale_kind"] = kernels::to_string(vk);
   return a;
 }
 
@@ -100,7 +120,8 @@ json check_request(int64_t id, const DecodeRequest& r) {
   json tensors = json::object();
   for (const NamedTensor& t : inputs_of(r)) {
     const std::string n = t.name;
-    const bool table = n == "block_tables" || n == "context_lens" || n == "work_info" || n == "reduce_info";
+    const bool table = n == "block_tables" || n == "context_lens" || n == "work_info" || n == "reduce_info" ||
+                       n == "kv_indptr" || n == "kv_indices" || n == "kv_last_page_len";
     tensors[n] = descriptor(t.view, "", table);
   }
   tensors["out"] = descriptor(r.call.out, "", false);

@@ -82,7 +82,31 @@ void build(Materialized& m, const json& req, bool with_files) {
   c.q = take(m, tensors, "q", with_files, dir);
   c.k_cache = take(m, tensors, "k_cache", with_files, dir);
   c.v_cache = take(m, tensors, "v_cache", with_files, dir);
+  c.kv_cache = take(m, tensors, "kv_cache", with_files, dir);
+  if (c.kv_cache.present() && c.kv_cache.rank >= 2) {
+    // K and V are the [:, 0] and [:, 1] halves of the combined tensor.
+    TensorView half;
+    half.dtype = c.kv_cache.dtype;
+    half.rank = c.kv_cache.rank - 1;
+    half.shape[0] = c.kv_cache.shape[0];
+    half.stride[0] = c.kv_cache.stride[0];
+    for (int i = 2; i < c.kv_cache.rank; ++i) {
+      half.shape[size_t(i - 1)] = c.kv_cache.shape[size_t(i)];
+      half.stride[size_t(i - 1)] = c.kv_cache.stride[size_t(i)];
+    }
+    c.k_cache = c.v_cache = half;
+    c.k_cache.data = c.kv_cache.data;
+    if (c.kv_cache.data)
+      c.v_cache.data = static_cast<uint8_t*>(c.kv_cache.data) + c.kv_cache.stride[1] * kernels::dtype_size(half.dtype);
+  }
   c.block_tables = take(m, tensors, "block_tables", with_files, dir);
+  c.kv_indptr = take(m, tensors, "kv_indptr", with_files, dir);
+  c.kv_indices = take(m, tensors, "kv_indices", with_files, dir);
+  c.kv_last_page_len = take(m, tensors, "kv_last_page_len", with_files, dir);
+  if (!kernels::parse_cache_layout(args.value("cache_layout", std::string("packed")), c.layout))
+    throw std::runtime_error("args.cache_layout: unknown layout");
+  if (!kernels::parse_page_table(args.value("page_table", std::string("block_table")), c.page_table))
+    throw std::runtime_error("args.page_table: unknown page table");
   c.context_lens = take(m, tensors, "context_lens", with_files, dir);
   c.k_scale = take(m, tensors, "k_scale", with_files, dir);
   c.v_scale = take(m, tensors, "v_scale", with_files, dir);
@@ -100,7 +124,7 @@ void build(Materialized& m, const json& req, bool with_files) {
     m.plan.reduce_info = reduce.rank == 2 && reduce.dtype == DType::i32 ? reduce.as<int32_t>() : nullptr;
     m.plan.capacity = work.rank == 2 ? work.shape[0] : 0;
     m.plan.num_seqs = reduce.rank == 2 ? reduce.shape[0] : 0;
-    m.plan.kv_heads = c.k_cache.rank >= 2 ? c.k_cache.shape[1] : 0;
+    m.plan.kv_heads = c.k_cache.rank >= 3 ? c.k_cache.shape[c.layout == kernels::CacheLayout::nhd ? 2 : 1] : 0;
     m.plan.max_partitions = m.request.max_partitions;
     m.request.plan = &m.plan;
   }

@@ -97,6 +97,22 @@ void read_variant(const Object& v, CaseSpec& s) {
   if (v.has("alibi_slopes")) s.alibi_slopes = floats(v, "alibi_slopes");
 }
 
+// The cache format block (absent: packed, separate, unpadded, block tables,
+// V's scales of K's kind).
+void read_cache(const Object& c, CaseSpec& s) {
+  c.only({"layout", "kv", "page_pad", "row_pad", "page_table", "v_scales"});
+  kernels::parse_cache_layout(c.choice("layout", {"packed", "nhd", "hnd"}, "packed"), s.layout);
+  s.kv_combined = c.choice("kv", {"separate", "combined"}, "separate") == "combined";
+  s.page_pad = c.integer<int64_t>("page_pad", 0, kMaxBlockSize * 16, 0);
+  s.row_pad = c.integer<int64_t>("row_pad", 0, kMaxHeadDim, 0);
+  kernels::parse_page_table(c.choice("page_table", {"block_table", "csr"}, "block_table"), s.page_table);
+  if (c.has("v_scales")) {
+    ScaleKind k = ScaleKind::none;
+    kernels::parse_scale_kind(c.choice("v_scales", {"none", "per_tensor", "per_head", "per_token"}), k);
+    s.v_scales = k;
+  }
+}
+
 // The meta fields pav itself reads back (the fuzz properties' own); the rest
 // of meta is free text for people.
 void read_meta(const Object& m, const CaseSpec& s) {
@@ -109,9 +125,6 @@ void read_meta(const Object& m, const CaseSpec& s) {
   if (m.has("seq")) m.integer<int64_t>("seq", 0, int64_t(batch) - 1);
 }
 
-const char* scale_name(ScaleKind k) {
-  return k == ScaleKind::none ? "none" : k == ScaleKind::per_tensor ? "per_tensor" : "per_token";
-}
 
 }  // namespace
 
@@ -119,7 +132,7 @@ CaseSpec case_from_json(const json& j, const std::string& source) {
   const Object o(j, source);
   o.only({"format", "name", "lens", "q_len", "hkv", "group", "head_dim", "block_size", "v_layout", "q_dtype",
           "cache_dtype", "scales", "options", "path", "max_partitions", "workgroup_budget", "q_row_pad",
-          "spare_blocks", "seed", "generator", "sentinels", "variant", "tensors", "meta"});
+          "spare_blocks", "seed", "generator", "sentinels", "variant", "cache", "tensors", "meta"});
   o.choice("format", {kCaseFormat}, kCaseFormat);
   if (o.has("name")) o.string("name");
   CaseSpec s;
@@ -128,13 +141,15 @@ CaseSpec case_from_json(const json& j, const std::string& source) {
   s.hkv = o.integer<int>("hkv", 1, int(kMaxKvHeads), 1);
   s.group = o.integer<int>("group", 1, kMaxGroup, 1);
   s.head_dim = multiple_of_16(o, "head_dim", kMaxHeadDim, 128);
-  s.block_size = multiple_of_16(o, "block_size", kMaxBlockSize, 16);
+  if (o.has("cache")) read_cache(o.object("cache"), s);
+  // Packed caches hold whole groups of 16 tokens; nhd and hnd pages any count.
+  s.block_size = s.layout == kernels::CacheLayout::packed ? multiple_of_16(o, "block_size", kMaxBlockSize, 16)
+                                                          : o.integer<int>("block_size", 1, kMaxBlockSize, 16);
   s.v_layout = o.choice("v_layout", {"plain", "trans"}, "plain") == "trans" ? VLayout::trans : VLayout::plain;
-  // The host buffers hold 16-bit queries and 8-bit cache codes.
+  // The host buffers hold 16-bit queries and 16- or 8-bit cache elements.
   s.q_dtype = dtype_of(o.choice("q_dtype", {"bf16", "f16"}, "bf16"));
-  s.cache_dtype = dtype_of(o.choice("cache_dtype", {"fp8_e4m3fn", "fp8_e4m3fnuz"}, "fp8_e4m3fn"));
-  const std::string sc = o.choice("scales", {"none", "per_tensor", "per_token"}, "per_tensor");
-  s.scales = sc == "none" ? ScaleKind::none : sc == "per_tensor" ? ScaleKind::per_tensor : ScaleKind::per_token;
+  s.cache_dtype = dtype_of(o.choice("cache_dtype", {"fp8_e4m3fn", "fp8_e4m3fnuz", "fp8_e5m2", "bf16", "f16"}, "fp8_e4m3fn"));
+  kernels::parse_scale_kind(o.choice("scales", {"none", "per_tensor", "per_head", "per_token"}, "per_tensor"), s.scales);
   if (o.has("options")) read_options(o.object("options"), s);
   else s.opt.compute = DType::fp8_e4m3fn;
   s.path = o.choice("path", {"planned", "uniform"}, "planned") == "planned" ? Path::planned : Path::uniform;
@@ -180,7 +195,15 @@ json case_to_json(const CaseSpec& s, const json& meta) {
   j["v_layout"] = s.v_layout == VLayout::trans ? "trans" : "plain";
   j["q_dtype"] = std::string(to_string(s.q_dtype));
   j["cache_dtype"] = std::string(to_string(s.cache_dtype));
-  j["scales"] = scale_name(s.scales);
+  j["scales"] = std::string(to_string(s.scales));
+  json cache = json::object();
+  if (s.layout != kernels::CacheLayout::packed) cache["layout"] = std::string(to_string(s.layout));
+  if (s.kv_combined) cache["kv"] = "combined";
+  if (s.page_pad != 0) cache["page_pad"] = s.page_pad;
+  if (s.row_pad != 0) cache["row_pad"] = s.row_pad;
+  if (s.page_table != kernels::PageTable::block_table) cache["page_table"] = std::string(to_string(s.page_table));
+  if (s.v_scales) cache["v_scales"] = std::string(to_string(*s.v_scales));
+  if (!cache.empty()) j["cache"] = cache;
   json o;
   o["arch"] = std::string(to_string(s.opt.arch));
   o["compute"] = std::string(to_string(s.opt.compute));

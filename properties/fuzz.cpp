@@ -157,6 +157,13 @@ std::vector<std::pair<CaseSpec, int64_t>> simpler_specs(const CaseSpec& s, int64
   if (s.head_dim > 64) field([](CaseSpec& c) { c.head_dim = 64; });
   if (s.head_dim > 128) field([](CaseSpec& c) { c.head_dim = 128; });
   if (s.block_size > 16) field([](CaseSpec& c) { c.block_size = 16; });
+  // The cache format, one part at a time (each kept only inside the kernel's description).
+  if (s.block_size > 1 && s.layout != kernels::CacheLayout::packed) field([](CaseSpec& c) { c.block_size = 1; });
+  if (s.page_pad != 0) field([](CaseSpec& c) { c.page_pad = 0; });
+  if (s.row_pad != 0) field([](CaseSpec& c) { c.row_pad = 0; });
+  if (s.kv_combined) field([](CaseSpec& c) { c.kv_combined = false; });
+  if (s.page_table != kernels::PageTable::block_table) field([](CaseSpec& c) { c.page_table = kernels::PageTable::block_table; });
+  if (s.v_scales) field([](CaseSpec& c) { c.v_scales.reset(); });
   if (s.q_row_pad != 0) field([](CaseSpec& c) { c.q_row_pad = 0; });
   if (s.spare_blocks > 1) field([](CaseSpec& c) { c.spare_blocks = 1; });
   if (s.scales != ScaleKind::none) field([](CaseSpec& c) { c.scales = ScaleKind::none; });

@@ -17,6 +17,8 @@ using adapters::Scales;
 using adapters::Split;
 using kernels::Clause;
 using kernels::DType;
+using kernels::CacheLayout;
+using kernels::PageTable;
 using kernels::VLayout;
 
 namespace {
@@ -33,11 +35,36 @@ bool has(const std::vector<T>& v, const T& x) {
   return std::find(v.begin(), v.end(), x) != v.end();
 }
 
-std::vector<int64_t> buildable_block_sizes(const KernelDescription& d) {
+// Block sizes pav builds in a layout: multiples of 16 for the packed one, any
+// listed size (1 to 4096) for nhd and hnd.
+std::vector<int64_t> buildable_block_sizes(const KernelDescription& d, CacheLayout layout = CacheLayout::packed) {
   std::vector<int64_t> v;
   for (int64_t b : d.block_sizes)
-    if (b >= 16 && b % 16 == 0) v.push_back(b);
+    if (layout != CacheLayout::packed || (b >= 16 && b % 16 == 0)) v.push_back(b);
   return v;
+}
+
+// The layouts pav can build for a description (packed only with a size it builds).
+std::vector<CacheLayout> buildable_layouts(const KernelDescription& d) {
+  std::vector<CacheLayout> v;
+  for (CacheLayout l : d.cache_layouts)
+    if (!buildable_block_sizes(d, l).empty()) v.push_back(l);
+  return v;
+}
+
+// A kernel that declares anything past the version-2 cache (a layout other
+// than packed, CSR, a combined tensor, strides, per-head or mixed scales, a
+// cache dtype other than e4m3) knows the format fields: it must refuse the
+// formats it does not declare. One that declares none of them is never sent
+// another format (it may predate them).
+bool knows_formats(const KernelDescription& d) {
+  if (d.cache_layouts != std::vector{CacheLayout::packed} || d.page_tables != std::vector{PageTable::block_table} ||
+      d.kv_storage != std::vector{adapters::KvStorage::separate} || d.strided_cache || d.mixed_scales ||
+      has(d.scale_kinds, Scales::per_head))
+    return true;
+  for (DType t : d.cache_dtypes)
+    if (!kernels::is_fp8(t)) return true;
+  return false;
 }
 
 std::vector<int64_t> at_most(const std::vector<int64_t>& v, int64_t cap) {
@@ -56,23 +83,6 @@ kernels::Arch arch_for(DType flavour) {
   return flavour == DType::fp8_e4m3fnuz ? kernels::Arch::gfx942 : kernels::Arch::sm90;
 }
 
-props::ScaleKind scale_kind(Scales s) {
-  switch (s) {
-    case Scales::none: return ScaleKind::none;
-    case Scales::per_tensor: return ScaleKind::per_tensor;
-    case Scales::per_token: return ScaleKind::per_token;
-  }
-  return ScaleKind::none;
-}
-
-Scales scales_of(ScaleKind s) {
-  switch (s) {
-    case ScaleKind::none: return Scales::none;
-    case ScaleKind::per_tensor: return Scales::per_tensor;
-    case ScaleKind::per_token: return Scales::per_token;
-  }
-  return Scales::none;
-}
 
 // Plan compute-unit counts pav draws for split = plan kernels.
 std::vector<int64_t> plan_cus(const KernelDescription& d) {
@@ -95,11 +105,35 @@ std::optional<int64_t> unlisted_near(int64_t x, const std::vector<int64_t>& list
 }  // namespace
 
 std::optional<std::string> generation_problem(const KernelDescription& d) {
-  if (buildable_block_sizes(d).empty())
-    return "pav builds caches with block sizes that are multiples of 16; the kernel lists none (" +
+  if (buildable_layouts(d).empty())
+    return "pav builds packed caches with block sizes that are multiples of 16; the kernel lists none (" +
            fmt::format("{}", d.block_sizes.empty() ? 0 : d.block_sizes.front()) + "...)";
-  if (!has(d.v_layouts, VLayout::plain) && !has(d.v_layouts, VLayout::trans)) return "no V layout";
+  if (has(d.cache_layouts, CacheLayout::packed) && !has(d.v_layouts, VLayout::plain) && !has(d.v_layouts, VLayout::trans))
+    return "no V layout";
   return std::nullopt;
+}
+
+void draw_cache_format(CaseSpec& s, const KernelDescription& d) {
+  s.layout = *rc::gen::elementOf(buildable_layouts(d));
+  const bool packed = s.layout == CacheLayout::packed;
+  s.v_layout = packed ? *rc::gen::elementOf(d.v_layouts) : VLayout::plain;
+  // Page sizes: 1 (token-level indices) and the small ones are cheap; the
+  // largest listed one sometimes.
+  s.block_size = int(*mostly_small(buildable_block_sizes(d, s.layout), 64));
+  s.cache_dtype = *rc::gen::elementOf(d.cache_dtypes);
+  s.opt.arch = arch_for(s.cache_dtype);
+  s.opt.compute = kernels::is_fp8(s.cache_dtype) ? s.cache_dtype : DType::bf16;
+  s.kv_combined = !packed && *rc::gen::elementOf(d.kv_storage) == adapters::KvStorage::combined;
+  if (!packed && d.strided_cache) {
+    s.page_pad = *rc::gen::element<int64_t>(0, 0, 16, 1000);
+    s.row_pad = *rc::gen::element<int64_t>(0, 0, 8, 64);
+  }
+  s.page_table = *rc::gen::elementOf(d.page_tables);
+  s.scales = *rc::gen::elementOf(d.scale_kinds);
+  if (d.mixed_scales) {
+    const Scales v = *rc::gen::elementOf(d.scale_kinds);
+    if (v != s.scales) s.v_scales = v;
+  }
 }
 
 rc::Gen<CaseSpec> gen_kernel_case(const KernelDescription& d, DecodeGenLimits lim) {
@@ -139,14 +173,9 @@ rc::Gen<CaseSpec> gen_kernel_case(const KernelDescription& d, DecodeGenLimits li
     if (int64_t(s.q_len) * s.group * s.head_dim > kWideCall) s.q_len = int(qmin);
     const int max_h = d.max_kv_heads > 0 ? int(std::min<int64_t>(3, d.max_kv_heads)) : 3;
     s.hkv = *rc::gen::weightedOneOf<int>({{3, rc::gen::just(1)}, {1, rc::gen::inRange(1, max_h + 1)}});
-    s.v_layout = *rc::gen::elementOf(d.v_layouts);
-    s.block_size = int(*rc::gen::elementOf(buildable_block_sizes(d)));
+    draw_cache_format(s, d);
     s.q_dtype = *rc::gen::elementOf(d.q_dtypes);
-    s.cache_dtype = *rc::gen::elementOf(d.cache_dtypes);
-    s.opt.arch = arch_for(s.cache_dtype);
-    s.opt.compute = s.cache_dtype;
     s.opt.partial = DType::f32;
-    s.scales = scale_kind(*rc::gen::elementOf(d.scale_kinds));
     if (d.split == Split::plan) {
       s.path = Path::planned;
       s.opt.cu = int(*rc::gen::elementOf(plan_cus(d)));
@@ -214,9 +243,14 @@ bool spec_within(const CaseSpec& s, const KernelDescription& d) {
   if (s.q_len < d.min_q_len || s.q_len > d.max_q_len) return false;
   if (d.max_kv_heads > 0 && s.hkv > d.max_kv_heads) return false;
   if (!has(d.gqa_ratios, int64_t(s.group)) || !has(d.head_dims, int64_t(s.head_dim))) return false;
-  if (!has(buildable_block_sizes(d), int64_t(s.block_size)) || !has(d.v_layouts, s.v_layout)) return false;
+  if (!has(buildable_layouts(d), s.layout) || !has(buildable_block_sizes(d, s.layout), int64_t(s.block_size))) return false;
+  if (s.layout == CacheLayout::packed && !has(d.v_layouts, s.v_layout)) return false;
+  if (!has(d.kv_storage, s.kv_combined ? adapters::KvStorage::combined : adapters::KvStorage::separate)) return false;
+  if ((s.page_pad != 0 || s.row_pad != 0) && !d.strided_cache) return false;
+  if (!has(d.page_tables, s.page_table)) return false;
   if (!has(d.q_dtypes, s.q_dtype) || !has(d.cache_dtypes, s.cache_dtype)) return false;
-  if (!has(d.scale_kinds, scales_of(s.scales))) return false;
+  if (!has(d.scale_kinds, s.scales) || !has(d.scale_kinds, s.v_scales.value_or(s.scales))) return false;
+  if (s.v_scales && *s.v_scales != s.scales && !d.mixed_scales) return false;
   if (s.q_row_pad != 0 && !d.strided_q) return false;
   if ((s.window_left >= 0 && !d.declares(Feature::window)) || (s.soft_cap != 0.0f && !d.declares(Feature::soft_cap)) ||
       (s.sinks && !d.declares(Feature::sinks)) || (s.alibi_slopes && !d.declares(Feature::alibi)))
@@ -242,10 +276,13 @@ std::string to_string(const RejectCase& r) {
                                               : std::string("inside the description");
   std::string lens;
   for (int32_t l : r.spec.lens) lens += (lens.empty() ? "" : ",") + std::to_string(l);
-  return fmt::format("{}; lens [{}] q_len {} hkv {} G {} D {} block {} {} q {} cache {}", what, lens, r.spec.q_len,
+  return fmt::format("{}; lens [{}] q_len {} hkv {} G {} D {} block {} {} q {} cache {}{}", what, lens, r.spec.q_len,
                      r.spec.hkv, r.spec.group, r.spec.head_dim, r.spec.block_size,
-                     r.spec.v_layout == VLayout::trans ? "trans" : "plain", kernels::to_string(r.spec.q_dtype),
-                     kernels::to_string(r.spec.cache_dtype));
+                     r.spec.layout != CacheLayout::packed ? kernels::to_string(r.spec.layout)
+                     : r.spec.v_layout == VLayout::trans  ? "trans"
+                                                          : "plain",
+                     kernels::to_string(r.spec.q_dtype), kernels::to_string(r.spec.cache_dtype),
+                     r.spec.page_table == PageTable::csr ? " csr" : "");
 }
 
 std::vector<Clause> abi_clauses(Split split) {
@@ -274,9 +311,17 @@ std::vector<std::string> outside_moves(const KernelDescription& d) {
   if (d.max_kv_heads > 0 && d.max_kv_heads < 8) v.push_back("kv_heads");
   if (d.max_context_len > 0 && d.max_context_len < 20000) v.push_back("context_len");
   if (d.q_dtypes.size() < 2) v.push_back("q_dtype");
-  if (d.cache_dtypes.size() < 2) v.push_back("cache_dtype");
-  if (d.v_layouts.size() < 2) v.push_back("v_layout");
-  if (d.scale_kinds.size() < 3) v.push_back("scales");
+  const bool formats = knows_formats(d);
+  if (d.cache_dtypes.size() < (formats ? 5u : 2u)) v.push_back("cache_dtype");
+  if (has(d.cache_layouts, CacheLayout::packed) && d.v_layouts.size() < 2) v.push_back("v_layout");
+  if (d.scale_kinds.size() < (formats ? 4u : 3u)) v.push_back("scales");
+  if (formats) {
+    if (d.cache_layouts.size() < 3) v.push_back("cache_layout");
+    if (d.page_tables.size() < 2) v.push_back("page_table");
+    if (d.kv_storage.size() < 2 && !(d.cache_layouts == std::vector{CacheLayout::packed})) v.push_back("kv_storage");
+    if (!d.strided_cache && !(d.cache_layouts == std::vector{CacheLayout::packed})) v.push_back("strided_cache");
+    if (!d.mixed_scales) v.push_back("mixed_scales");
+  }
   if (!d.strided_q) v.push_back("strided_q");
   if (d.split == Split::self ? (!d.split_ceiling || d.max_split_ceiling > 0) : d.max_split_ceiling > 0)
     v.push_back("split_ceiling");
@@ -339,12 +384,56 @@ bool move_outside(CaseSpec& s, const std::string& f, const KernelDescription& d)
     return true;
   }
   if (f == "cache_dtype") {
-    const DType other = d.cache_dtypes.front() == DType::fp8_e4m3fn ? DType::fp8_e4m3fnuz : DType::fp8_e4m3fn;
-    if (has(d.cache_dtypes, other)) return false;
-    s.cache_dtype = other;
-    s.opt.arch = arch_for(other);
-    s.opt.compute = other;
+    // The other e4m3 flavour first (what a version-2 kernel knows), then the rest.
+    const DType flavour = d.cache_dtypes.front() == DType::fp8_e4m3fn ? DType::fp8_e4m3fnuz : DType::fp8_e4m3fn;
+    for (DType other : {flavour, DType::fp8_e5m2, DType::bf16, DType::f16, DType::fp8_e4m3fn, DType::fp8_e4m3fnuz}) {
+      if (has(d.cache_dtypes, other) || (!knows_formats(d) && !kernels::is_fp8(other))) continue;
+      s.cache_dtype = other;
+      s.opt.arch = arch_for(other);
+      s.opt.compute = kernels::is_fp8(other) ? other : DType::bf16;
+      return true;
+    }
+    return false;
+  }
+  if (f == "cache_layout") {
+    for (CacheLayout l : {CacheLayout::nhd, CacheLayout::hnd, CacheLayout::packed}) {
+      if (has(d.cache_layouts, l)) continue;
+      s.layout = l;
+      if (l == CacheLayout::packed) {
+        s.block_size = std::max(16, (s.block_size + 15) / 16 * 16);
+        s.kv_combined = false;
+        s.page_pad = s.row_pad = 0;
+      }
+      return true;
+    }
+    return false;
+  }
+  if (f == "page_table") {
+    const PageTable other = s.page_table == PageTable::csr ? PageTable::block_table : PageTable::csr;
+    if (has(d.page_tables, other)) return false;
+    s.page_table = other;
     return true;
+  }
+  if (f == "kv_storage") {
+    if (s.layout == CacheLayout::packed) return false;
+    const adapters::KvStorage other = s.kv_combined ? adapters::KvStorage::separate : adapters::KvStorage::combined;
+    if (has(d.kv_storage, other)) return false;
+    s.kv_combined = !s.kv_combined;
+    return true;
+  }
+  if (f == "strided_cache") {
+    if (s.layout == CacheLayout::packed || d.strided_cache) return false;
+    s.page_pad = 16;
+    return true;
+  }
+  if (f == "mixed_scales") {
+    if (d.mixed_scales) return false;
+    for (Scales k : {Scales::none, Scales::per_tensor, Scales::per_head, Scales::per_token})
+      if (k != s.scales && has(d.scale_kinds, k)) {
+        s.v_scales = k;
+        return true;
+      }
+    return false;
   }
   if (f == "v_layout") {
     const VLayout other = d.v_layouts.front() == VLayout::plain ? VLayout::trans : VLayout::plain;
@@ -353,9 +442,10 @@ bool move_outside(CaseSpec& s, const std::string& f, const KernelDescription& d)
     return true;
   }
   if (f == "scales") {
-    for (Scales k : {Scales::per_token, Scales::per_tensor, Scales::none})
-      if (!has(d.scale_kinds, k)) {
-        s.scales = scale_kind(k);
+    for (Scales k : {Scales::per_token, Scales::per_tensor, Scales::none, Scales::per_head})
+      if (!has(d.scale_kinds, k) && (k != Scales::per_head || knows_formats(d))) {
+        s.scales = k;
+        s.v_scales.reset();
         return true;
       }
     return false;
@@ -398,7 +488,9 @@ rc::Gen<RejectCase> gen_reject_case(const KernelDescription& d) {
     for (int32_t& len : r.spec.lens) len = std::min(len, 600);  // one call stays around a millisecond
     if (!r.spec.sentinels.empty()) r.spec.sentinels = boundary_sentinels(r.spec.lens);
     const std::vector<std::string> moves = outside_moves(d);
-    const int kind = *rc::gen::weightedOneOf<int>({{1, rc::gen::just(0)}, {2, rc::gen::just(1)}, {2, rc::gen::just(2)}});
+    int kind = *rc::gen::weightedOneOf<int>({{1, rc::gen::just(0)}, {2, rc::gen::just(1)}, {2, rc::gen::just(2)}});
+    // The gate's clause violations are written for the packed layout and block tables.
+    if (kind == 2 && (r.spec.layout != CacheLayout::packed || r.spec.page_table != PageTable::block_table)) kind = 1;
     if (kind == 1) {
       const std::string f = *rc::gen::elementOf(moves);
       if (move_outside(r.spec, f, d)) r.moved = f;

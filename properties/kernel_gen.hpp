@@ -30,6 +30,10 @@ rc::Gen<CaseSpec> gen_kernel_case(const adapters::KernelDescription& d, DecodeGe
 // windows at their edges (0, 1, L-1, L, L+1, past L), soft caps from 1 to 50,
 // dominant, negligible and moderate sinks, geometric or drawn ALiBi slopes.
 void draw_variant(CaseSpec& s, const adapters::KernelDescription& d);
+// Draws the cache format of a case from the description: layout, page size,
+// cache dtype, K/V storage, padding (strided_cache), page table and the K and
+// V scale kinds.
+void draw_cache_format(CaseSpec& s, const adapters::KernelDescription& d);
 
 // Whether a spec stays inside the description (shrinking keeps only those).
 bool spec_within(const CaseSpec& s, const adapters::KernelDescription& d);

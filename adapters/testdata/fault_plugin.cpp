@@ -2,9 +2,9 @@
 // Test fixture: pav's CPU kernel as a plugin with one fault compiled in.
 //   PAV_FAULT_MISSING_DECODE  no pav_kernel_decode symbol
 //   PAV_FAULT_ABI_VERSION     reports an ABI version pav does not speak
-//   PAV_FAULT_ABI_V1          (not a fault) a library of ABI version 1: it reports version 1,
-//                             expects the version-1 desc and the version-1 prefix of the
-//                             decode arguments, and leaves the version-2 fields alone
+//   PAV_FAULT_ABI_OLD=N       (not a fault) a library of the older ABI version N (1 or 2): it
+//                             reports version N, expects the version-N desc and the version-N
+//                             prefix of the decode arguments, and leaves the later fields alone
 //   PAV_FAULT_SEGV            decode dereferences NULL when a context reaches 300 tokens
 //   PAV_FAULT_DESCRIBE        describes an empty head_dims list
 //   PAV_FAULT_UNAVAILABLE     init says the kernel cannot run on this machine
@@ -53,8 +53,8 @@ extern "C" {
 PAV_KERNEL_EXPORT uint32_t pav_kernel_abi_version(void) {
 #ifdef PAV_FAULT_ABI_VERSION
   return PAV_KERNEL_ABI_VERSION + 1;
-#elif defined(PAV_FAULT_ABI_V1)
-  return 1;
+#elif defined(PAV_FAULT_ABI_OLD)
+  return PAV_FAULT_ABI_OLD;
 #else
   return PAV_KERNEL_ABI_VERSION;
 #endif
@@ -67,38 +67,44 @@ PAV_KERNEL_EXPORT int pav_kernel_init(int argc, const char* const* argv, void** 
 
 PAV_KERNEL_EXPORT void pav_kernel_fini(void* instance) { pav::adapters::plugin::fini(instance); }
 
-#ifdef PAV_FAULT_ABI_V1
+#ifdef PAV_FAULT_ABI_OLD
 namespace {
-// What a version-1 library sees of the arguments: exactly the version-1 prefix.
+constexpr size_t kOldArgsSize = PAV_FAULT_ABI_OLD == 1 ? PAV_DECODE_ARGS_V1_SIZE : PAV_DECODE_ARGS_V2_SIZE;
+// What an older library sees of the arguments: exactly its version's prefix.
 // The glue below speaks the current version, so the prefix is copied into a
-// whole struct with the version-2 fields absent.
+// whole struct with the later fields absent.
 const pav_decode_args* as_current(const pav_decode_args* args, pav_decode_args& whole, char* err, size_t err_size) {
-  if (!args || args->struct_size != PAV_DECODE_ARGS_V1_SIZE) {
-    std::snprintf(err, err_size, "version-1 library: pav_decode_args.struct_size %u, expected %zu",
-                  args ? args->struct_size : 0u, size_t(PAV_DECODE_ARGS_V1_SIZE));
+  if (!args || args->struct_size != kOldArgsSize) {
+    std::snprintf(err, err_size, "version-%d library: pav_decode_args.struct_size %u, expected %zu", PAV_FAULT_ABI_OLD,
+                  args ? args->struct_size : 0u, kOldArgsSize);
     return nullptr;
   }
   whole = pav_decode_args{};
-  std::memcpy(&whole, args, PAV_DECODE_ARGS_V1_SIZE);
+  std::memcpy(&whole, args, kOldArgsSize);
   whole.struct_size = sizeof whole;
-  whole.window_left = -1;
+  if (PAV_FAULT_ABI_OLD == 1) whole.window_left = -1;
   return &whole;
 }
 }  // namespace
 #endif
 
 PAV_KERNEL_EXPORT int pav_kernel_describe(void* instance, pav_kernel_desc* desc, char* err, size_t err_size) {
-#ifdef PAV_FAULT_ABI_V1
-  if (!desc || desc->abi_version != 1) {
-    std::snprintf(err, err_size, "version-1 library: pav_kernel_desc.abi_version %u, expected 1",
-                  desc ? desc->abi_version : 0u);
+#ifdef PAV_FAULT_ABI_OLD
+  if (!desc || desc->abi_version != PAV_FAULT_ABI_OLD) {
+    std::snprintf(err, err_size, "version-%d library: pav_kernel_desc.abi_version %u, expected %d", PAV_FAULT_ABI_OLD,
+                  desc ? desc->abi_version : 0u, PAV_FAULT_ABI_OLD);
     return PAV_ERROR;
   }
   desc->abi_version = PAV_KERNEL_ABI_VERSION;
   const int rc = pav::adapters::plugin::describe(instance, desc, err, err_size);
-  desc->abi_version = 1;
-  desc->variants = 0;  // reserved bytes in version 1
-  desc->lse_base = 0;
+  desc->abi_version = PAV_FAULT_ABI_OLD;
+  if (PAV_FAULT_ABI_OLD < 2) {  // reserved bytes in version 1
+    desc->variants = 0;
+    desc->lse_base = 0;
+  }
+  // Reserved bytes before version 3.
+  desc->cache_layouts = desc->kv_storage = desc->page_tables = 0;
+  desc->strided_cache = desc->mixed_scales = 0;
 #else
   const int rc = pav::adapters::plugin::describe(instance, desc, err, err_size);
 #endif
@@ -113,7 +119,7 @@ PAV_KERNEL_EXPORT int pav_kernel_describe(void* instance, pav_kernel_desc* desc,
 
 PAV_KERNEL_EXPORT int pav_kernel_check(void* instance, const pav_decode_args* args, char* reason,
                                        size_t reason_size) {
-#ifdef PAV_FAULT_ABI_V1
+#ifdef PAV_FAULT_ABI_OLD
   pav_decode_args whole;
   args = as_current(args, whole, reason, reason_size);
   if (!args) return PAV_ERROR;
@@ -149,7 +155,7 @@ PAV_KERNEL_EXPORT int pav_kernel_decode(void* instance, const pav_decode_args* a
   std::printf("fault plugin: decoding %lld sequence(s)\n", (long long)args->context_lens.shape[0]);
   std::fflush(stdout);
 #endif
-#ifdef PAV_FAULT_ABI_V1
+#ifdef PAV_FAULT_ABI_OLD
   pav_decode_args whole;
   args = as_current(args, whole, err, err_size);
   if (!args) return PAV_ERROR;

@@ -103,7 +103,11 @@ std::optional<std::string> tamper(const nlohmann::json& req, const nlohmann::jso
     std::filesystem::remove(out);
     std::filesystem::create_symlink("/dev/zero", out);
   }
-  if (g_fault == "wrong-shape") rewrite(out, "<u2", {shape[0], shape[1], shape[2] / 2}, size_t(n));
+  if (g_fault == "wrong-shape") {  // the right dtype, half the head dim: a shape fault only
+    pav::kernels::DType t = pav::kernels::DType::bf16;
+    pav::kernels::parse_dtype(req.at("outputs").at("out").at("dtype").get<std::string>(), t);
+    rewrite(out, std::string(npy::descr_of(t)), {shape[0], shape[1], shape[2] / 2}, size_t(n));
+  }
   if (g_fault == "wrong-dtype") rewrite(out, "<f4", shape, size_t(n) * 4);
   return std::nullopt;
 }

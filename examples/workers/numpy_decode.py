@@ -4,10 +4,16 @@
 
     pav verify --kernel exec:'python3 examples/workers/numpy_decode.py'
 
-It reads the fp8 K/V cache through the block tables, dequantizes with its own
-fp8 table and the K/V scales, and computes exact softmax attention in float32:
-Q is not quantized and the softmax weights are not rounded (numerics profile
-`none`). Long contexts are streamed in chunks of pages with an online softmax.
+It reads the K/V cache in the format pav sends it, without converting it:
+every layout (packed with plain or trans V, nhd, hnd), K and V apart or in one
+combined tensor, pages through block tables or CSR lists (kv_indptr,
+kv_indices, kv_last_page_len), any page size it lists down to 1 (token-level
+pages), every cache dtype (bf16, f16 and the fp8 flavours e4m3fn, e4m3fnuz and
+e5m2, decoded through pav_worker's tables), and K and V scales of any kind
+(none, per tensor, per KV head, per token), each its own. It computes exact
+softmax attention in float32: Q is not quantized and the softmax weights are
+not rounded (numerics profile `none`). Long contexts are streamed in chunks of
+pages with an online softmax.
 
 It declares every attention variant (docs/verify-your-kernel.md, "Attention
 variants"): the soft cap and the ALiBi bias transform the scaled logits before
@@ -16,7 +22,8 @@ row's window are not read), and a sink joins the softmax denominator after the
 last chunk. --lse-base 2 writes lse in log2 and describes it so.
 
 --defect NAME injects one realistic bug (--list-defects prints them), so pav's
-fuzzing can be seen to find, shrink and save it.
+fuzzing can be seen to find, shrink and save it. Each format defect changes
+the output only on calls in that format.
 """
 import os
 import sys
@@ -34,6 +41,11 @@ DEFECTS = {
     "window-edge-off-by-one": "sliding window admits key pos - window_left - 1 too: one key past the window's left edge",
     "soft-cap-after-mask": "soft cap applied after masking: masked logits (-1e30) come out at -soft_cap and get weight",
     "sink-not-in-denominator": "attention sinks ignored: exp(sink) left out of the softmax denominator and the lse",
+    "csr-last-page-full": "CSR lists: the last page read whole, kv_last_page_len ignored (len = pages * page_size)",
+    "hnd-read-as-nhd": "an hnd cache indexed as nhd: each page read as [page_size, Hkv, D], head and slot swapped",
+    "e5m2-as-e4m3": "fp8 e5m2 codes decoded with the e4m3fn table",
+    "combined-v-from-k": "combined K/V tensor: V read from the K half ([:, 0]) instead of [:, 1]",
+    "per-head-scale-head-0": "per-head K/V scales read for KV head 0 whatever the head",
 }
 
 DESCRIPTION = {
@@ -42,10 +54,15 @@ DESCRIPTION = {
     "memory": "host",
     "q_dtypes": ["bf16", "f16"],
     "out_dtype": "same",
-    "cache_dtypes": ["fp8_e4m3fn", "fp8_e4m3fnuz"],
+    "cache_dtypes": ["bf16", "f16", "fp8_e4m3fn", "fp8_e4m3fnuz", "fp8_e5m2"],
+    "cache_layouts": ["packed", "nhd", "hnd"],
     "v_layouts": ["plain", "trans"],
-    "scale_kinds": ["none", "per_tensor", "per_token"],
-    "block_sizes": [16, 32, 64, 128, 256],
+    "kv_storage": ["separate", "combined"],
+    "page_tables": ["block_table", "csr"],
+    "strided_cache": True,  # padded pages and rows are fine: the files always arrive compacted
+    "scale_kinds": ["none", "per_tensor", "per_head", "per_token"],
+    "mixed_scales": True,
+    "block_sizes": [1, 2, 8, 16, 32, 64, 128, 256],
     "head_dims": [64, 80, 96, 128, 256, 512],
     "gqa_ratios": list(range(1, 33)),
     "q_len": [1, 8],
@@ -69,50 +86,58 @@ class NumpyDecode:
     def __init__(self, defect=None, lse_base="e"):
         self.defect = defect
         self.lse_base = lse_base
-        self.tables = {}
 
-    def table(self, flavour):
-        if flavour not in self.tables:
-            self.tables[flavour] = pav_worker.fp8_table(flavour)
-        return self.tables[flavour]
+    def seq_len(self, call, s):
+        if self.defect == "csr-last-page-full" and call.page_table == "csr":
+            return len(call.pages(s)) * call.page_size
+        return call.seq_len(s)
 
     def pages_of(self, length, bs):
         if self.defect == "drop-last-partial-page":
             return length // bs
         return -(-length // bs)
 
-    def gather(self, call, pages, lut):
+    def codes(self, call, pages, heads):
+        """K and V of the given pages as stored: [Hkv, pages*bs, D] raw elements."""
+        if self.defect == "hnd-read-as-nhd" and call.cache_layout == "hnd":
+            # Each page's [Hkv, bs, D] elements read at nhd offsets, [bs, Hkv, D].
+            n, hkv, bs, d = len(pages), call.num_kv_heads, call.page_size, call.head_dim
+            k = call.k_cache[pages].reshape(n, bs, hkv, d)
+            v = call.v_cache[pages].reshape(n, bs, hkv, d)
+            return (pav_worker.gather(k, "nhd", np.arange(n), heads),
+                    pav_worker.gather(v, "nhd", np.arange(n), heads))
+        k = pav_worker.gather(call.k_cache, call.k_form, pages, heads)
+        if self.defect == "combined-v-from-k" and call.kv_storage == "combined":
+            return k, k  # V's pointer left at the K half
+        return k, pav_worker.gather(call.v_cache, call.v_form, pages, heads)
+
+    def gather(self, call, pages):
         """K and V of the given pages as float32 [Hkv, pages*bs, D], scaled."""
-        kc, vc = call.k_cache[pages], call.v_cache[pages]
-        n, hkv, _, bs, _ = kc.shape
-        d = call.q.shape[2]
-        # K [n, Hkv, D/16, bs, 16] -> [Hkv, n, bs, D/16, 16] -> [Hkv, n*bs, D]
-        k = lut[kc.transpose(1, 0, 3, 2, 4).reshape(hkv, n * bs, d)]
-        if call.v_layout == "plain":  # [n, Hkv, D, bs] -> [Hkv, n, bs, D]
-            v = lut[vc.transpose(1, 0, 3, 2).reshape(hkv, n * bs, d)]
-        else:  # [n, Hkv, bs/16, D, 16] -> [Hkv, n, bs/16, 16, D]
-            v = lut[vc.transpose(1, 0, 2, 4, 3).reshape(hkv, n * bs, d)]
-        for cache, scale in ((k, call.k_scale), (v, call.v_scale)):
-            if scale is None:
-                continue
-            if scale.size == 1:
-                cache *= scale.reshape(())
-            else:  # per token [nb, Hkv, bs] -> [Hkv, n*bs, 1]
-                s = scale[pages]
-                if self.defect == "scale-wrong-head":
-                    s = np.repeat(s[:, :1, :], hkv, axis=1)
-                cache *= s.transpose(1, 0, 2).reshape(hkv, n * bs, 1)
+        heads = np.arange(call.num_kv_heads)
+        kc, vc = self.codes(call, pages, heads)
+        dtype = call.cache_dtype
+        if self.defect == "e5m2-as-e4m3" and dtype == "fp8_e5m2":
+            dtype = "fp8_e4m3fn"
+        k = pav_worker.cache_to_f32(kc, dtype)
+        v = pav_worker.cache_to_f32(vc, dtype)
+        for cache, scale, kind in ((k, call.k_scale, call.k_scale_kind), (v, call.v_scale, call.v_scale_kind)):
+            scale_heads = heads
+            if (self.defect == "scale-wrong-head" and kind == "per_token") or \
+               (self.defect == "per-head-scale-head-0" and kind == "per_head"):
+                scale_heads = np.zeros_like(heads)
+            s = pav_worker.gather_scale(scale, kind, pages, scale_heads)  # [Hkv or 1, tokens or 1]
+            if s is not None:
+                cache *= s[..., None]
         return k, v
 
     def decode(self, call):
         q = call.q
         rows_total, hq, d = q.shape
         q_len = call.q_len
-        num_seqs = call.context_lens.shape[0]
-        hkv = call.k_cache.shape[1]
-        bs = call.k_cache.shape[3]
+        num_seqs = call.num_seqs
+        hkv = call.num_kv_heads
+        bs = call.page_size
         g = hq // hkv
-        lut = self.table(call.cache_dtype)
         scale = np.float32(call.softmax_scale)
         cap = np.float32(call.soft_cap) if call.soft_cap > 0 else None
         out = np.zeros((rows_total, hq, d), dtype=np.float32)
@@ -130,7 +155,8 @@ class NumpyDecode:
         slope = None if call.alibi_slopes is None else call.alibi_slopes[row_heads][..., None]
         chunk_pages = max(1, CHUNK_TOKENS // bs)
         for s in range(num_seqs):
-            length = int(call.context_lens[s])
+            length = self.seq_len(call, s)
+            seq_pages = call.pages(s)
             qs = q[s * q_len:(s + 1) * q_len]                          # [q_len, Hq, D]
             qg = qs[:, heads, :].transpose(1, 0, 2, 3).reshape(hkv, q_len * g, d)
             # Row r (query position p = r // G) sits at position pos and sees
@@ -151,8 +177,8 @@ class NumpyDecode:
             # Pages wholly before every row's window are never read.
             start_page = max(0, int(first_key.min())) // bs
             for first in range(start_page, pages_total, chunk_pages):
-                pages = call.block_tables[s, first:min(first + chunk_pages, pages_total)]
-                k, v = self.gather(call, pages, lut)
+                pages = seq_pages[first:min(first + chunk_pages, pages_total)]
+                k, v = self.gather(call, pages)
                 t0 = first * bs
                 t = t0 + np.arange(k.shape[1])
                 inside = t < length

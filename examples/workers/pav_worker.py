@@ -1,14 +1,25 @@
 # SPDX-License-Identifier: Apache-2.0
 """Plumbing for a pav worker: the request loop of the worker protocol, `.npy`
-inputs and outputs with their raw-bit dtypes, and a check of a call against the
-worker's own description.
+inputs and outputs with their raw-bit dtypes, the cache formats read as pav
+sends them, and a check of a call against the worker's own description.
 
 A worker module builds a `Kernel` (a description dict and a decode function)
 and calls `serve(kernel)`. The decode function receives a `Call` (NumPy arrays
-and scalars, bf16/f16 already widened to float32, fp8 left as raw codes with
-their flavour named) and returns `(out, lse)`: out a float32 array of q's shape,
-lse a float32 [rows, Hq] array or None. serve() rounds out to the dtype pav asks
-for and writes the files.
+and scalars: q widened to float32, the caches left as they are stored, in the
+layout, dtype and page table the kernel declares) and returns `(out, lse)`: out
+a float32 array of q's shape, lse a float32 [rows, Hq] array or None. serve()
+rounds out to the dtype pav asks for and writes the files.
+
+The cache formats (kernels/cache_format.hpp is the C++ home of the same rules):
+layouts packed (K [pages, Hkv, D/16, page_size, 16], V plain [pages, Hkv, D,
+page_size] or trans [pages, Hkv, page_size/16, D, 16]), nhd ([pages, page_size,
+Hkv, D]) and hnd ([pages, Hkv, page_size, D]); K and V apart or, for nhd and
+hnd, one combined kv_cache [pages, 2, ...] ([:, 0] K, [:, 1] V); pages found
+through block tables or CSR lists (kv_indptr, kv_indices, kv_last_page_len);
+cache dtypes bf16, f16 and the fp8 flavours e4m3fn, e4m3fnuz and e5m2; K and V
+scales each none, per tensor [1], per KV head [Hkv] or per token [pages, Hkv,
+page_size]. `Call.pages(s)` lists a sequence's pages and `Call.kv(pages, head)`
+reads K and V of those pages as float32, indexing the cache as it is.
 
 Only NumPy and the standard library are used, so any Python with NumPy can run
 a worker built on it. See docs/verify-your-kernel.md, "Worker protocol".
@@ -29,24 +40,35 @@ NPY_TYPES = {
     "bf16": np.dtype("<u2"),
     "fp8_e4m3fn": np.dtype("u1"),
     "fp8_e4m3fnuz": np.dtype("u1"),
+    "fp8_e5m2": np.dtype("u1"),
     "i32": np.dtype("<i4"),
     "i64": np.dtype("<i8"),
 }
 
+FP8_DTYPES = ("fp8_e4m3fn", "fp8_e4m3fnuz", "fp8_e5m2")
+CACHE_DTYPES = ("bf16", "f16") + FP8_DTYPES
+CACHE_LAYOUTS = ("packed", "nhd", "hnd")
+PAGE_TABLES = ("block_table", "csr")
+CSR_LISTS = ("kv_indptr", "kv_indices", "kv_last_page_len")
+
 
 def fp8_table(flavour):
-    """The 256 values of an fp8 e4m3 flavour, indexed by code (NaN codes give NaN).
+    """The 256 values of an fp8 flavour, indexed by code (NaN codes give NaN).
 
     e4m3fn: exponent bias 7, NaN at 0x7f and 0xff, 0x80 is -0.
     e4m3fnuz: exponent bias 8, NaN at 0x80 only, no negative zero.
-    Value of a code: subnormal (exponent field 0) m * 2^(1 - bias - 3),
+    Value of an e4m3 code: subnormal (exponent field 0) m * 2^(1 - bias - 3),
     normal (8 + m) * 2^(e - bias - 3), m the 3 mantissa bits.
+    e5m2: the upper byte of an f16 (exponent bias 15, 2 mantissa bits, with
+    its infinities and NaNs).
     """
+    codes = np.arange(256, dtype=np.int64)
+    if flavour == "fp8_e5m2":
+        return (codes.astype(np.uint16) << 8).view(np.float16).astype(np.float32)
     if flavour not in ("fp8_e4m3fn", "fp8_e4m3fnuz"):
         raise ValueError("unknown fp8 flavour %r" % flavour)
     fnuz = flavour == "fp8_e4m3fnuz"
     bias = 8 if fnuz else 7
-    codes = np.arange(256, dtype=np.int64)
     e = (codes >> 3) & 0xF
     m = codes & 0x7
     mag = np.where(e == 0, np.ldexp(m.astype(np.float64), 1 - bias - 3),
@@ -55,6 +77,15 @@ def fp8_table(flavour):
     nan = codes == 0x80 if fnuz else (codes & 0x7F) == 0x7F
     value[nan] = np.nan
     return value.astype(np.float32)
+
+
+_FP8_TABLES = {}
+
+
+def _fp8_lut(flavour):
+    if flavour not in _FP8_TABLES:
+        _FP8_TABLES[flavour] = fp8_table(flavour)
+    return _FP8_TABLES[flavour]
 
 
 def bf16_to_f32(bits):
@@ -79,6 +110,19 @@ def widen(array, dtype):
     raise ValueError("not a float dtype: %r" % dtype)
 
 
+def cache_to_f32(elements, dtype):
+    """Cache elements as stored (bf16 raw bits, f16, fp8 codes of any flavour)
+    -> a new float32 array of the same shape: the one decode of every cache
+    dtype the workers share."""
+    if dtype in FP8_DTYPES:
+        return _fp8_lut(dtype)[np.asarray(elements, dtype=np.uint8)]
+    if dtype == "bf16":
+        return bf16_to_f32(elements)
+    if dtype == "f16":
+        return np.asarray(elements, dtype=np.float16).astype(np.float32)
+    raise ValueError("not a cache dtype: %r" % dtype)
+
+
 def narrow(values, dtype):
     """float32 values -> the array written for `dtype` (bf16 as raw bits)."""
     if dtype == "bf16":
@@ -90,16 +134,109 @@ def narrow(values, dtype):
     raise ValueError("cannot write dtype %r" % dtype)
 
 
+# ---- reading a cache where it lies ----------------------------------------------
+#
+# The functions below take NumPy arrays with NumPy index arrays, or torch
+# tensors with long index tensors on their device: they only index, permute
+# and reshape.
+
+# The forms a K or V tensor comes in, and the axis that holds its KV heads:
+#   packed_k [pages, Hkv, D/16, page_size, 16]   (packed K)
+#   plain    [pages, Hkv, D, page_size]          (packed V)
+#   trans    [pages, Hkv, page_size/16, D, 16]   (packed V)
+#   nhd      [pages, page_size, Hkv, D]
+#   hnd      [pages, Hkv, page_size, D]
+CACHE_FORMS = ("packed_k", "plain", "trans", "nhd", "hnd")
+
+
+def _permute(x, *axes):
+    return x.permute(*axes) if hasattr(x, "permute") else x.transpose(axes)
+
+
+def gather(cache, form, pages, heads):
+    """The elements of `cache`, a K or V tensor in `form`, for the tokens of
+    `pages` (page ids, in order) and the KV heads `heads` (head indices):
+    [len(heads), len(pages) * page_size, D] in the cache's own dtype, token
+    t = i * page_size + slot of page i. Only those pages are read: the cache is
+    indexed as it is, never converted whole."""
+    if isinstance(cache, np.ndarray):
+        pages = np.asarray(pages, dtype=np.intp)
+        heads = np.asarray(heads, dtype=np.intp)
+    n, nh = pages.shape[0], heads.shape[0]
+    if form == "nhd":
+        # The two index arrays sit apart (a slice between): their broadcast
+        # dims come first, [n, nh, page_size, D].
+        x = cache[pages[:, None], :, heads[None, :]]
+        return _permute(x, 1, 0, 2, 3).reshape(nh, n * x.shape[2], x.shape[3])
+    x = cache[pages[:, None], heads[None, :]]        # [n, nh, ...the page's rest]
+    if form == "hnd":                                # [n, nh, page_size, D]
+        return _permute(x, 1, 0, 2, 3).reshape(nh, n * x.shape[2], x.shape[3])
+    if form == "packed_k":                           # [n, nh, D/16, page_size, 16]
+        return _permute(x, 1, 0, 3, 2, 4).reshape(nh, n * x.shape[3], x.shape[2] * 16)
+    if form == "plain":                              # [n, nh, D, page_size]
+        return _permute(x, 1, 0, 3, 2).reshape(nh, n * x.shape[3], x.shape[2])
+    if form == "trans":                              # [n, nh, page_size/16, D, 16]
+        return _permute(x, 1, 0, 2, 4, 3).reshape(nh, n * x.shape[2] * 16, x.shape[3])
+    raise ValueError("unknown cache form %r" % form)
+
+
+def scale_kind(scale, hkv):
+    """The kind of a K or V scale tensor (None: absent) for a cache of hkv KV
+    heads, read off its shape as pav tells them apart: [1] per_tensor (also
+    when Hkv is 1), [Hkv] per_head, [pages, Hkv, page_size] per_token."""
+    if scale is None:
+        return "none"
+    if len(scale.shape) == 1 and scale.shape[0] == 1:
+        return "per_tensor"
+    if len(scale.shape) == 1 and scale.shape[0] == hkv:
+        return "per_head"
+    if len(scale.shape) == 3:
+        return "per_token"
+    raise ValueError("scale of shape %s is of no kind" % (list(scale.shape),))
+
+
+def gather_scale(scale, kind, pages, heads):
+    """A scale's values for the tokens of `pages` and the KV heads `heads`
+    (as gather() orders them), broadcastable to [len(heads), tokens]: [1, 1]
+    per tensor, [len(heads), 1] per head, [len(heads), tokens] per token;
+    None for no scale."""
+    if kind == "none":
+        return None
+    if kind == "per_tensor":
+        return scale.reshape(1, 1)
+    if isinstance(scale, np.ndarray):
+        pages = np.asarray(pages, dtype=np.intp)
+        heads = np.asarray(heads, dtype=np.intp)
+    if kind == "per_head":
+        return scale[heads].reshape(-1, 1)
+    if kind == "per_token":                          # [pages, Hkv, page_size]
+        x = scale[pages[:, None], heads[None, :]]    # [n, nh, page_size]
+        return _permute(x, 1, 0, 2).reshape(heads.shape[0], pages.shape[0] * x.shape[2])
+    raise ValueError("unknown scale kind %r" % kind)
+
+
 class Call:
     """One decode call's inputs.
 
-    q: float32 [num_seqs*q_len, Hq, D]; k_cache, v_cache: uint8 fp8 codes in
-    their layouts; cache_dtype: the fp8 flavour's name; v_layout: "plain" or
-    "trans"; block_tables [num_seqs, max_blocks] and context_lens [num_seqs]:
-    int32; k_scale, v_scale: None, float32 [1] or [num_blocks, Hkv, block_size];
-    the caches, tables and scales are read-only maps of pav's files, valid
-    during the call only (pav may rewrite the files for the next call);
-    q_len, softmax_scale: scalars; out_dtype, want_lse: what pav asked for.
+    q: float32 [num_seqs*q_len, Hq, D]; q_len, softmax_scale: scalars;
+    out_dtype, want_lse: what pav asked for.
+
+    The cache, as stored: cache_layout "packed", "nhd" or "hnd"; kv_storage
+    "separate" or "combined" (then kv_cache is the one [pages, 2, ...] tensor
+    and k_cache, v_cache its [:, 0] and [:, 1] halves, views of it; else
+    kv_cache is None); cache_dtype one of CACHE_DTYPES, the elements raw
+    (bf16 bits as uint16, f16, fp8 codes as uint8: cache_to_f32() decodes
+    them); v_layout "plain" or "trans" for packed (None otherwise); k_form,
+    v_form their CACHE_FORMS names; num_pages, page_size, num_kv_heads,
+    head_dim.
+    The pages: page_table "block_table" (block_tables [num_seqs, max_blocks]
+    int32) or "csr" (kv_indptr [num_seqs+1], kv_indices, kv_last_page_len
+    [num_seqs], int32; block_tables None); context_lens [num_seqs] int32 in
+    both. pages(s) and seq_len(s) read them.
+    Scales: k_scale, v_scale None, float32 [1], [Hkv] or [pages, Hkv,
+    page_size], of kinds k_scale_kind and v_scale_kind (which may differ).
+    The caches, tables and scales are read-only maps of pav's files, valid
+    during the call only (pav may rewrite the files for the next call).
     Attention variants, each off unless the call sets it: window_left (-1
     when off), soft_cap (0.0 when off), sinks and alibi_slopes (None, or
     float32 [Hq]).
@@ -125,15 +262,50 @@ class Call:
         q, q_dtype = load("q")
         self.q = widen(q, q_dtype)
         self.q_dtype = q_dtype
-        self.k_cache, self.cache_dtype = load("k_cache")
-        self.v_cache, v_dtype = load("v_cache")
-        if v_dtype != self.cache_dtype:
-            raise ValueError("K is %s but V is %s" % (self.cache_dtype, v_dtype))
-        self.v_layout = "plain" if self.v_cache.ndim == 4 else "trans"
+        self.head_dim = self.q.shape[2]
+        self.cache_layout = args.get("cache_layout", "packed")
+        if self.cache_layout not in CACHE_LAYOUTS:
+            raise ValueError("unknown cache layout %r" % self.cache_layout)
+        self.kv_cache, kv_dtype = load("kv_cache")
+        self.kv_storage = "separate" if self.kv_cache is None else "combined"
+        if args.get("kv_storage", self.kv_storage) != self.kv_storage:
+            raise ValueError("args say kv_storage %s, the tensors are %s" % (args["kv_storage"], self.kv_storage))
+        if self.kv_cache is not None:
+            if self.cache_layout == "packed" or self.kv_cache.ndim != 5 or self.kv_cache.shape[1] != 2:
+                raise ValueError("kv_cache %s is no combined %s cache" % (list(self.kv_cache.shape), self.cache_layout))
+            # The halves are views: nothing is copied.
+            self.k_cache, self.v_cache = self.kv_cache[:, 0], self.kv_cache[:, 1]
+            self.cache_dtype = kv_dtype
+        else:
+            self.k_cache, self.cache_dtype = load("k_cache")
+            self.v_cache, v_dtype = load("v_cache")
+            if v_dtype != self.cache_dtype:
+                raise ValueError("K is %s but V is %s" % (self.cache_dtype, v_dtype))
+        if self.cache_dtype not in CACHE_DTYPES:
+            raise ValueError("%s is not a cache dtype" % self.cache_dtype)
+        k = self.k_cache
+        self.num_pages = k.shape[0]
+        if self.cache_layout == "packed":
+            self.v_layout = "plain" if self.v_cache.ndim == 4 else "trans"
+            self.k_form, self.v_form = "packed_k", self.v_layout
+            self.num_kv_heads, self.page_size = k.shape[1], k.shape[3]
+        else:
+            self.v_layout = None
+            self.k_form = self.v_form = self.cache_layout
+            nhd = self.cache_layout == "nhd"
+            self.page_size, self.num_kv_heads = (k.shape[1], k.shape[2]) if nhd else (k.shape[2], k.shape[1])
+        self.page_table = args.get("page_table", "block_table")
+        if self.page_table not in PAGE_TABLES:
+            raise ValueError("unknown page table %r" % self.page_table)
         self.block_tables, _ = load("block_tables")
+        self.kv_indptr, _ = load("kv_indptr")
+        self.kv_indices, _ = load("kv_indices")
+        self.kv_last_page_len, _ = load("kv_last_page_len")
         self.context_lens, _ = load("context_lens")
         self.k_scale, _ = load("k_scale")
         self.v_scale, _ = load("v_scale")
+        self.k_scale_kind = scale_kind(self.k_scale, self.num_kv_heads)
+        self.v_scale_kind = scale_kind(self.v_scale, self.num_kv_heads)
         self.q_len = int(args["q_len"])
         self.softmax_scale = float(args["softmax_scale"])
         # Attention variants (docs/verify-your-kernel.md, "Attention variants"):
@@ -151,6 +323,66 @@ class Call:
         self.out_shape = tuple(outputs["out"]["shape"])
         self.want_lse = "lse" in outputs
         self.lse_file = os.path.join(folder, outputs["lse"]["file"]) if self.want_lse else None
+
+    @property
+    def num_seqs(self):
+        return self.context_lens.shape[0]
+
+    def seq_len(self, s):
+        """Sequence s's length: context_lens[s] with a block table; with CSR
+        lists, as a CSR kernel reads it, (n - 1) * page_size +
+        kv_last_page_len[s] for its n pages (the same for any call pav admits)."""
+        if self.page_table == "block_table":
+            return int(self.context_lens[s])
+        n = int(self.kv_indptr[s + 1]) - int(self.kv_indptr[s])
+        return 0 if n == 0 else (n - 1) * self.page_size + int(self.kv_last_page_len[s])
+
+    def pages(self, s):
+        """Sequence s's page ids in order, int64: the first ceil(len /
+        page_size) entries of its block table row, or its kv_indices slice."""
+        if self.page_table == "block_table":
+            n = -(-max(int(self.context_lens[s]), 0) // self.page_size)
+            return np.asarray(self.block_tables[s, :n], dtype=np.int64)
+        return np.asarray(self.kv_indices[int(self.kv_indptr[s]):int(self.kv_indptr[s + 1])], dtype=np.int64)
+
+    def _heads(self, head):
+        if head is None:
+            return np.arange(self.num_kv_heads), False
+        if np.ndim(head) == 0:
+            return np.array([int(head)]), True
+        return np.asarray(head, dtype=np.intp), False
+
+    def kv_codes(self, pages, head=None):
+        """K and V of `pages` as stored (raw elements of cache_dtype): see kv()."""
+        heads, one = self._heads(head)
+        k = gather(self.k_cache, self.k_form, pages, heads)
+        v = gather(self.v_cache, self.v_form, pages, heads)
+        return (k[0], v[0]) if one else (k, v)
+
+    def kv_scales(self, pages, head=None):
+        """The K and V scales of `pages` (see gather_scale()), each None when
+        absent; for one head (an int) without the head axis."""
+        heads, one = self._heads(head)
+        ks = gather_scale(self.k_scale, self.k_scale_kind, pages, heads)
+        vs = gather_scale(self.v_scale, self.v_scale_kind, pages, heads)
+        return tuple(None if s is None else s[0] if one else s for s in (ks, vs))
+
+    def kv(self, pages, head=None):
+        """K and V of the tokens of `pages` (page ids, e.g. a slice of
+        pages(s)) for KV head `head`, decoded and scaled: float32 [tokens, D]
+        for an int head, [len(heads), tokens, D] for a list of heads, [Hkv,
+        tokens, D] for None. Token t = i * page_size + slot of page i; the
+        slots of a last page past the sequence's length hold whatever the
+        cache holds there (pav may fill them with NaN): mask them."""
+        kc, vc = self.kv_codes(pages, head)
+        ks, vs = self.kv_scales(pages, head)
+        k = cache_to_f32(kc, self.cache_dtype)
+        v = cache_to_f32(vc, self.cache_dtype)
+        if ks is not None:
+            k *= ks[..., None]
+        if vs is not None:
+            v *= vs[..., None]
+        return k, v
 
 
 class Kernel:
@@ -180,8 +412,24 @@ class _View:
             expect *= n
         return len(self.strides) == self.rank
 
+    def ordered(self):
+        """Strides that keep the dims in order without overlap, the last one 1
+        (gaps allowed: padded pages and rows, a half of a combined tensor)."""
+        if self.rank == 0 or len(self.strides) != self.rank or self.strides[-1] != 1:
+            return False
+        for i in range(self.rank - 2, -1, -1):
+            if self.shape[i] > 1 and self.strides[i] < self.shape[i + 1] * self.strides[i + 1]:
+                return False
+        return True
+
     def positive(self):
         return all(n >= 1 for n in self.shape)
+
+    def half(self, i):
+        """The [:, i] view of a [n, 2, ...] descriptor (a combined cache's K or V)."""
+        h = _View({"dtype": self.dtype, "shape": self.shape[:1] + self.shape[2:],
+                   "strides": self.strides[:1] + self.strides[2:]})
+        return h
 
 
 def _rows_problem(name, t, strided_q):
@@ -232,20 +480,217 @@ def _variant_problem(desc, args, tensors, hq):
     return None
 
 
+def _heads_problem(desc, bs, hkv, hq):
+    """The page size, the KV head count and the GQA ratio against the description."""
+    if bs not in desc["block_sizes"]:
+        return "block_size %d not supported" % bs
+    if desc.get("max_kv_heads", 0) and hkv > desc["max_kv_heads"]:
+        return "Hkv %d above max_kv_heads" % hkv
+    if hq % hkv != 0 or hq // hkv not in desc["gqa_ratios"]:
+        return "Hq %d / Hkv %d is not a supported GQA ratio" % (hq, hkv)
+    return None
+
+
+def _packed_problem(desc, tensors, d, hq):
+    """A packed K and V: (reason or None, (pages, Hkv, page_size))."""
+    for name in ("k_cache", "v_cache"):
+        if name not in tensors:
+            return "%s is missing" % name, None
+    k, v = tensors["k_cache"], tensors["v_cache"]
+    if k.rank != 5 or not k.positive():
+        return "k_cache must be [num_blocks, Hkv, D/16, block_size, 16], got %s" % k.shape, None
+    if k.dtype not in desc["cache_dtypes"]:
+        return "k_cache dtype %s not supported" % k.dtype, None
+    if k.shape[4] != 16 or k.shape[2] * 16 != d:
+        return "k_cache shape %s does not hold head_dim %d in groups of 16" % (k.shape, d), None
+    if not k.contiguous():
+        return "k_cache must be contiguous", None
+    nb, hkv, bs = k.shape[0], k.shape[1], k.shape[3]
+    why = _heads_problem(desc, bs, hkv, hq)
+    if why:
+        return why, None
+    if v.dtype != k.dtype:
+        return "v_cache dtype %s differs from k_cache %s" % (v.dtype, k.dtype), None
+    if v.shape == [nb, hkv, d, bs]:
+        layout = "plain"
+    elif bs % 16 == 0 and v.shape == [nb, hkv, bs // 16, d, 16]:
+        layout = "trans"
+    else:
+        return "v_cache shape %s matches neither layout" % v.shape, None
+    if layout not in desc["v_layouts"]:
+        return "v layout %s not supported" % layout, None
+    if not v.contiguous():
+        return "v_cache must be contiguous", None
+    return None, (nb, hkv, bs)
+
+
+def _paged_problem(desc, tensors, layout, d, hq):
+    """An nhd or hnd K and V, apart or combined in kv_cache: (reason or None,
+    (pages, Hkv, page_size)). Contiguous, or with strided_cache any strides
+    that keep the dims in order (the descriptor's: the files are compact)."""
+    kv = tensors.get("kv_cache")
+    if kv is not None:
+        if "k_cache" in tensors or "v_cache" in tensors:
+            return "kv_cache given with k_cache or v_cache", None
+        if kv.rank != 5 or kv.shape[1] != 2 or len(kv.strides) != 5:
+            return "kv_cache must be [pages, 2, ...] of rank 5, got %s" % kv.shape, None
+        k, v = kv.half(0), kv.half(1)
+        views = [("kv_cache", kv)]
+    else:
+        for name in ("k_cache", "v_cache"):
+            if name not in tensors:
+                return "%s is missing" % name, None
+        k, v = tensors["k_cache"], tensors["v_cache"]
+        views = [("k_cache", k), ("v_cache", v)]
+    for name, t in views:
+        if not t.positive() or any(st < 0 for st in t.strides):
+            return "%s shape %s has an extent < 1 or a negative stride" % (name, t.shape), None
+    if k.dtype not in CACHE_DTYPES:
+        return "k_cache dtype %s is not a cache dtype" % k.dtype, None
+    if v.dtype != k.dtype:
+        return "v_cache dtype %s differs from k_cache %s" % (v.dtype, k.dtype), None
+    nhd = layout == "nhd"
+    if k.rank != 4:
+        return "k_cache must be %s for %s, got %s" % (
+            "[pages, page_size, Hkv, D]" if nhd else "[pages, Hkv, page_size, D]", layout, k.shape), None
+    nb, bs, hkv = (k.shape[0], k.shape[1], k.shape[2]) if nhd else (k.shape[0], k.shape[2], k.shape[1])
+    if k.shape[3] != d:
+        return "k_cache holds head_dim %d, q has %d" % (k.shape[3], d), None
+    if v.shape != k.shape:
+        return "v_cache shape %s differs from k_cache %s" % (v.shape, k.shape), None
+    strided = desc.get("strided_cache", False)
+    for name, t in views:
+        if strided and not t.ordered():
+            return "%s: strides %s overlap or the head-dim stride is not 1" % (name, t.strides), None
+        if not strided and not t.contiguous():
+            return "%s must be contiguous (the kernel takes no strided cache)" % name, None
+    if k.dtype not in desc["cache_dtypes"]:
+        return "k_cache dtype %s not supported" % k.dtype, None
+    why = _heads_problem(desc, bs, hkv, hq)
+    if why:
+        return why, None
+    return None, (nb, hkv, bs)
+
+
+def _i32_list_problem(t, name, at_least):
+    if t is None:
+        return "%s is missing" % name
+    if t.rank != 1 or t.dtype != "i32" or t.shape[0] < at_least or t.strides != [1]:
+        return "%s must be a contiguous [>= %d] i32" % (name, at_least)
+    return None
+
+
+def _page_table_problem(desc, tensors, page_table, num_seqs, nb, bs):
+    """The block table or the CSR lists: every sequence's pages within the cache."""
+    cl = tensors["context_lens"]
+    lens = cl.values or []
+    max_len = desc.get("max_context_len", 0)
+    if page_table == "block_table":
+        if any(name in tensors for name in CSR_LISTS):
+            return "kv_indptr: CSR lists given with a block table"
+        bt = tensors.get("block_tables")
+        if bt is None:
+            return "block_tables is missing"
+        if bt.rank != 2 or bt.dtype != "i32" or bt.shape[0] < num_seqs or bt.shape[1] < 1 or not bt.contiguous():
+            return "block_tables must be a contiguous [>= num_seqs, >= 1] i32"
+        table = bt.values or []
+        for s in range(num_seqs):
+            n = lens[s]
+            if n < 0 or (max_len and n > max_len):
+                return "context_lens[%d] = %d out of range" % (s, n)
+            pages = (n + bs - 1) // bs
+            if pages > bt.shape[1]:
+                return "context_lens[%d] = %d needs %d blocks, block_tables has %d" % (s, n, pages, bt.shape[1])
+            for i in range(pages):
+                b = table[s * bt.shape[1] + i]
+                if not 0 <= b < nb:
+                    return "block_tables[%d][%d] = %d outside the cache" % (s, i, b)
+        return None
+    # CSR: kv_indptr starts at 0 and grows by each sequence's page count;
+    # kv_last_page_len is the tokens of its last page (0 for an empty one).
+    if "block_tables" in tensors:
+        return "block_tables given with CSR page lists"
+    indptr, indices, last = (tensors.get(name) for name in CSR_LISTS)
+    why = (_i32_list_problem(indptr, "kv_indptr", num_seqs + 1) or
+           _i32_list_problem(last, "kv_last_page_len", num_seqs) or
+           _i32_list_problem(indices, "kv_indices", 1))
+    if why:
+        return why
+    if indptr.shape[0] != num_seqs + 1:
+        return "kv_indptr has %d entries for %d sequences (expected num_seqs + 1)" % (indptr.shape[0], num_seqs)
+    if last.shape[0] != num_seqs:
+        return "kv_last_page_len has %d entries for %d sequences" % (last.shape[0], num_seqs)
+    ptr, ids, lasts = indptr.values or [], indices.values or [], last.values or []
+    if ptr[0] != 0:
+        return "kv_indptr[0] = %d (expected 0)" % ptr[0]
+    for s in range(num_seqs):
+        n_len = lens[s]
+        if n_len < 0 or (max_len and n_len > max_len):
+            return "context_lens[%d] = %d out of range" % (s, n_len)
+        n = (n_len + bs - 1) // bs
+        a, b = ptr[s], ptr[s + 1]
+        if b - a != n:
+            return "kv_indptr[%d..%d] = %d..%d holds %d pages, context_lens[%d] = %d needs %d" % (
+                s, s + 1, a, b, b - a, s, n_len, n)
+        if b > indices.shape[0]:
+            return "kv_indptr[%d] = %d past kv_indices' %d entries" % (s + 1, b, indices.shape[0])
+        expect = 0 if n == 0 else n_len - (n - 1) * bs
+        if lasts[s] != expect:
+            return "kv_last_page_len[%d] = %d (context_lens[%d] = %d leaves %d in its last page)" % (
+                s, lasts[s], s, n_len, expect)
+        for i in range(n):
+            p = ids[a + i]
+            if not 0 <= p < nb:
+                return "kv_indices[%d] = %d (page %d of sequence %d) outside 0..%d" % (a + i, p, i, s, nb - 1)
+    return None
+
+
+def _scales_problem(desc, tensors, nb, hkv, bs):
+    """K and V scales: each of a kind the kernel declares, per-token ones a
+    contiguous [pages, Hkv, page_size]; one kind for both unless mixed_scales."""
+    mixed = desc.get("mixed_scales", False)
+    if not mixed and ("k_scale" in tensors) != ("v_scale" in tensors):
+        return "k_scale and v_scale must come together"
+    kinds = []
+    for name in ("k_scale", "v_scale"):
+        t = tensors.get(name)
+        if t is None:
+            kinds.append("none")
+            continue
+        if t.dtype != "f32":
+            return "%s must be f32" % name
+        if any(st < 0 for st in t.strides):
+            return "%s has a negative stride" % name
+        if t.shape == [1]:
+            kinds.append("per_tensor")
+        elif t.shape == [hkv]:
+            kinds.append("per_head")
+        elif t.shape == [nb, hkv, bs] and t.contiguous():
+            kinds.append("per_token")
+        else:
+            return "%s must be [1], [Hkv] = [%d] or a contiguous [num_blocks, Hkv, block_size], got %s" % (
+                name, hkv, t.shape)
+    if kinds[0] != kinds[1] and not mixed:
+        return "k_scale and v_scale are of different kinds"
+    for kind in kinds:
+        if kind not in desc["scale_kinds"]:
+            return "scale kind %s not supported" % kind
+    return None
+
+
 def check_call(desc, request):
     """None when the call is inside the description (the contract's rules in
-    docs/verify-your-kernel.md, in the order pav applies them); else the
-    reason to refuse it, naming the field at fault. pav's reject property holds
-    a worker to exactly this: refuse every call outside, accept every call
-    inside. Written for requests pav breaks on purpose: nothing here may raise
-    on odd ranks, extents or dtype names."""
+    docs/verify-your-kernel.md and kernels/cache_format.hpp, in the order pav
+    applies them); else the reason to refuse it, naming the field at fault.
+    pav's reject property holds a worker to exactly this: refuse every call
+    outside, accept every call inside. Written for requests pav breaks on
+    purpose: nothing here may raise on odd ranks, extents or dtype names."""
     tensors = {name: _View(t) for name, t in request.get("tensors", {}).items()}
     args = request.get("args", {})
-    for name in ("q", "out", "k_cache", "v_cache", "block_tables", "context_lens"):
+    for name in ("q", "out", "context_lens"):
         if name not in tensors:
             return "%s is missing" % name
-    q, out, k, v = tensors["q"], tensors["out"], tensors["k_cache"], tensors["v_cache"]
-    bt, cl = tensors["block_tables"], tensors["context_lens"]
+    q, out, cl = tensors["q"], tensors["out"], tensors["context_lens"]
     strided_q = desc.get("strided_q", False)
     # q and out
     if q.rank != 3 or not q.positive():
@@ -266,35 +711,26 @@ def check_call(desc, request):
         return why
     if d not in desc["head_dims"]:
         return "head_dim %d not supported" % d
-    # K
-    if k.rank != 5 or not k.positive():
-        return "k_cache must be [num_blocks, Hkv, D/16, block_size, 16], got %s" % k.shape
-    if k.dtype not in desc["cache_dtypes"]:
-        return "k_cache dtype %s not supported" % k.dtype
-    if k.shape[4] != 16 or k.shape[2] * 16 != d:
-        return "k_cache shape %s does not hold head_dim %d in groups of 16" % (k.shape, d)
-    if not k.contiguous():
-        return "k_cache must be contiguous"
-    nb, hkv, bs = k.shape[0], k.shape[1], k.shape[3]
-    if bs not in desc["block_sizes"]:
-        return "block_size %d not supported" % bs
-    if desc.get("max_kv_heads", 0) and hkv > desc["max_kv_heads"]:
-        return "Hkv %d above max_kv_heads" % hkv
-    if hq % hkv != 0 or hq // hkv not in desc["gqa_ratios"]:
-        return "Hq %d / Hkv %d is not a supported GQA ratio" % (hq, hkv)
-    # V
-    if v.dtype != k.dtype:
-        return "v_cache dtype %s differs from k_cache %s" % (v.dtype, k.dtype)
-    if v.shape == [nb, hkv, d, bs]:
-        layout = "plain"
-    elif bs % 16 == 0 and v.shape == [nb, hkv, bs // 16, d, 16]:
-        layout = "trans"
+    # the cache: its layout, then K and V in it, then how they are stored
+    layout = args.get("cache_layout", "packed")
+    if layout not in CACHE_LAYOUTS:
+        return "unknown cache layout %r" % (layout,)
+    if layout not in desc.get("cache_layouts", ["packed"]):
+        return "cache layout %s not supported" % layout
+    storage = "combined" if "kv_cache" in tensors else "separate"
+    if args.get("kv_storage", storage) != storage:
+        return "args.kv_storage %r, but the tensors are %s" % (args.get("kv_storage"), storage)
+    if layout == "packed":
+        if storage == "combined":
+            return "kv_cache: a combined K/V tensor is for the nhd and hnd layouts"
+        why, dims = _packed_problem(desc, tensors, d, hq)
     else:
-        return "v_cache shape %s matches neither layout" % v.shape
-    if layout not in desc["v_layouts"]:
-        return "v layout %s not supported" % layout
-    if not v.contiguous():
-        return "v_cache must be contiguous"
+        why, dims = _paged_problem(desc, tensors, layout, d, hq)
+    if why:
+        return why
+    nb, hkv, bs = dims
+    if storage not in desc.get("kv_storage", ["separate"]):
+        return "kv storage %s not supported" % storage
     # tables and lengths
     if cl.rank != 1 or cl.dtype != "i32" or cl.shape[0] < 1 or cl.strides != [1]:
         return "context_lens must be a contiguous [num_seqs >= 1] i32"
@@ -307,42 +743,18 @@ def check_call(desc, request):
         return "q_len %d outside [%d, %d]" % (q_len, lo, hi)
     if rows != num_seqs * q_len:
         return "q has %d rows, expected num_seqs*q_len = %d" % (rows, num_seqs * q_len)
-    if bt.rank != 2 or bt.dtype != "i32" or bt.shape[0] < num_seqs or bt.shape[1] < 1 or not bt.contiguous():
-        return "block_tables must be a contiguous [>= num_seqs, >= 1] i32"
-    lens, table = cl.values or [], bt.values or []
-    max_len = desc.get("max_context_len", 0)
-    for s in range(num_seqs):
-        n = lens[s]
-        if n < 0 or (max_len and n > max_len):
-            return "context_lens[%d] = %d out of range" % (s, n)
-        pages = (n + bs - 1) // bs
-        if pages > bt.shape[1]:
-            return "context_lens[%d] = %d needs %d blocks, block_tables has %d" % (s, n, pages, bt.shape[1])
-        for i in range(pages):
-            b = table[s * bt.shape[1] + i]
-            if not 0 <= b < nb:
-                return "block_tables[%d][%d] = %d outside the cache" % (s, i, b)
+    page_table = args.get("page_table", "block_table")
+    if page_table not in PAGE_TABLES:
+        return "unknown page table %r" % (page_table,)
+    if page_table not in desc.get("page_tables", ["block_table"]):
+        return "page table %s not supported" % page_table
+    why = _page_table_problem(desc, tensors, page_table, num_seqs, nb, bs)
+    if why:
+        return why
     # scales
-    if ("k_scale" in tensors) != ("v_scale" in tensors):
-        return "k_scale and v_scale must come together"
-    kinds = set()
-    for name in ("k_scale", "v_scale"):
-        t = tensors.get(name)
-        if t is None:
-            continue
-        if t.dtype != "f32":
-            return "%s must be f32" % name
-        if t.shape == [1]:
-            kinds.add("per_tensor")
-        elif t.shape == [nb, hkv, bs] and t.contiguous():
-            kinds.add("per_token")
-        else:
-            return "%s must be [1] or a contiguous [num_blocks, Hkv, block_size], got %s" % (name, t.shape)
-    if len(kinds) > 1:
-        return "k_scale and v_scale are of different kinds"
-    kind = kinds.pop() if kinds else "none"
-    if kind not in desc["scale_kinds"]:
-        return "scale kind %s not supported" % kind
+    why = _scales_problem(desc, tensors, nb, hkv, bs)
+    if why:
+        return why
     # the attention variants
     why = _variant_problem(desc, args, tensors, hq)
     if why:

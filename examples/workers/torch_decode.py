@@ -5,8 +5,12 @@ CUDA device:
 
     pav verify --kernel exec:'python3 examples/workers/torch_decode.py --device cuda'
 
-Each sequence's pages are gathered through its block table, the fp8 codes
-decoded with a 256-entry table on the device, and attention computed in
+The cache is moved to the device as pav sends it and read there in its own
+format: every layout (packed with plain or trans V, nhd, hnd), K and V apart or
+combined, pages through block tables or CSR lists, page sizes down to 1, every
+cache dtype (bf16 and f16 widened, the fp8 flavours e4m3fn, e4m3fnuz and e5m2
+decoded with a 256-entry table on the device) and K and V scales of any kind,
+each its own. Each sequence's pages are gathered, and attention computed in
 float32 chunk by chunk, the chunks merged through their log-sum-exp. Q is not
 quantized and the softmax weights are not rounded (numerics profile `none`).
 Every attention variant is declared (docs/verify-your-kernel.md, "Attention
@@ -18,6 +22,7 @@ and the sinks merged into the log-sum-exp after the last chunk.
 """
 import os
 import sys
+import types
 import warnings
 
 import numpy as np
@@ -38,10 +43,15 @@ DESCRIPTION = {
     "memory": "host",
     "q_dtypes": ["bf16", "f16"],
     "out_dtype": "same",
-    "cache_dtypes": ["fp8_e4m3fn", "fp8_e4m3fnuz"],
+    "cache_dtypes": ["bf16", "f16", "fp8_e4m3fn", "fp8_e4m3fnuz", "fp8_e5m2"],
+    "cache_layouts": ["packed", "nhd", "hnd"],
     "v_layouts": ["plain", "trans"],
-    "scale_kinds": ["none", "per_tensor", "per_token"],
-    "block_sizes": [16, 32, 64, 128, 256],
+    "kv_storage": ["separate", "combined"],
+    "page_tables": ["block_table", "csr"],
+    "strided_cache": True,  # padded pages and rows are fine: the files always arrive compacted
+    "scale_kinds": ["none", "per_tensor", "per_head", "per_token"],
+    "mixed_scales": True,
+    "block_sizes": [1, 2, 8, 16, 32, 64, 128, 256],
     "head_dims": [64, 128, 256, 512],
     "gqa_ratios": list(range(1, 33)),
     "q_len": [1, 8],
@@ -72,39 +82,65 @@ class TorchDecode:
             self.tables[flavour] = torch.from_numpy(pav_worker.fp8_table(flavour)).to(self.device)
         return self.tables[flavour]
 
-    def tensor(self, a):
-        """An input array on the device. The inputs are read-only maps of pav's
-        files; torch warns about that, and nothing here writes to them."""
+    def tensor(self, a, dtype=None):
+        """An input array on the device (bf16 raw bits as torch.bfloat16). The
+        inputs are read-only maps of pav's files; torch warns about that, and
+        nothing here writes to them."""
         if a is None:
             return None
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", UserWarning)
+            if dtype == "bf16":  # torch has no uint16 to come from: the same bits as int16
+                return torch.from_numpy(a.view(np.int16)).to(self.device).view(torch.bfloat16)
             return torch.from_numpy(a).to(self.device)
 
-    def page_ids(self, bt, s, pages):
-        if self.defect == "block-table-stride":
-            return bt.reshape(-1)[s * pages:s * pages + pages]
-        return bt[s, :pages]
+    def device_cache(self, call):
+        """The call's cache on the device, as stored: K and V (the halves of
+        a combined tensor are views of it), their scales, the page table."""
+        c = types.SimpleNamespace()
+        if call.kv_cache is not None:
+            kv = self.tensor(call.kv_cache, call.cache_dtype)
+            c.k, c.v = kv[:, 0], kv[:, 1]
+        else:
+            c.k, c.v = self.tensor(call.k_cache, call.cache_dtype), self.tensor(call.v_cache, call.cache_dtype)
+        c.ks, c.vs = self.tensor(call.k_scale), self.tensor(call.v_scale)
+        c.heads = torch.arange(call.num_kv_heads, device=self.device)
+        if call.page_table == "block_table":
+            c.bt = self.tensor(call.block_tables).long()
+        else:
+            c.indices = self.tensor(call.kv_indices).long()
+            c.indptr = call.kv_indptr.tolist()
+        return c
 
-    def keys_values(self, kc, vc, ks, vs, ids, lut):
+    def page_ids(self, call, c, s, pages):
+        """The first `pages` page ids of sequence s, on the device."""
+        if call.page_table == "csr":
+            return c.indices[c.indptr[s]:c.indptr[s] + pages]
+        if self.defect == "block-table-stride":
+            return c.bt.reshape(-1)[s * pages:s * pages + pages]
+        return c.bt[s, :pages]
+
+    def widen(self, x, dtype):
+        """Cache elements as stored -> float32 (fp8 codes through the table)."""
+        if dtype in pav_worker.FP8_DTYPES:
+            return self.table(dtype)[x.long()]
+        return x.float()
+
+    def keys_values(self, call, c, ids):
         """Dequantized K and V of the pages `ids`: float32 [Hkv, tokens, D]."""
-        n = ids.shape[0]
-        _, hkv, groups, bs, _ = kc.shape
-        d = groups * 16
-        k = lut[kc[ids].long()].permute(1, 0, 3, 2, 4).reshape(hkv, n * bs, d)
-        if vc.dim() == 4:  # plain [n, Hkv, D, bs]
-            v = lut[vc[ids].long()].permute(1, 0, 3, 2).reshape(hkv, n * bs, d)
-        elif self.defect == "trans-v-swapped":  # misread as [n, Hkv, bs/16, 16, D]
-            v = lut[vc[ids].long()].reshape(n, hkv, bs // 16, 16, d).permute(1, 0, 2, 3, 4).reshape(hkv, n * bs, d)
-        else:  # trans [n, Hkv, bs/16, D, 16]
-            v = lut[vc[ids].long()].permute(1, 0, 2, 4, 3).reshape(hkv, n * bs, d)
+        k = self.widen(pav_worker.gather(c.k, call.k_form, ids, c.heads), call.cache_dtype)
+        if self.defect == "trans-v-swapped" and call.v_form == "trans":  # misread as [n, Hkv, bs/16, 16, D]
+            n, hkv, bs, d = ids.shape[0], call.num_kv_heads, call.page_size, call.head_dim
+            v = c.v[ids].reshape(n, hkv, bs // 16, 16, d).permute(1, 0, 2, 3, 4).reshape(hkv, n * bs, d)
+        else:
+            v = pav_worker.gather(c.v, call.v_form, ids, c.heads)
+        v = self.widen(v, call.cache_dtype)
+        ks = pav_worker.gather_scale(c.ks, call.k_scale_kind, ids, c.heads)  # [Hkv or 1, tokens or 1]
+        vs = pav_worker.gather_scale(c.vs, call.v_scale_kind, ids, c.heads)
         if ks is not None:
-            if ks.numel() == 1:
-                k = k * ks.reshape(())
-                v = v * vs.reshape(())
-            else:  # per token [nb, Hkv, bs]
-                k = k * ks[ids].permute(1, 0, 2).reshape(hkv, n * bs, 1)
-                v = v * vs[ids].permute(1, 0, 2).reshape(hkv, n * bs, 1)
+            k = k * ks.unsqueeze(-1)
+        if vs is not None:
+            v = v * vs.unsqueeze(-1)
         return k, v
 
     def attend(self, logits, v):
@@ -126,13 +162,10 @@ class TorchDecode:
     def decode(self, call):
         dev = self.device
         q = self.tensor(call.q)
-        kc, vc = self.tensor(call.k_cache), self.tensor(call.v_cache)
-        ks, vs = self.tensor(call.k_scale), self.tensor(call.v_scale)
-        bt = self.tensor(call.block_tables).long()
-        lens = call.context_lens.tolist()
-        lut = self.table(call.cache_dtype)
+        cache = self.device_cache(call)
+        lens = [call.seq_len(s) for s in range(call.num_seqs)]
         rows, hq, d = q.shape
-        hkv, bs = kc.shape[1], kc.shape[3]
+        hkv, bs = call.num_kv_heads, call.page_size
         g = hq // hkv
         ql = call.q_len
         cap = call.soft_cap if call.soft_cap > 0 else None
@@ -156,10 +189,10 @@ class TorchDecode:
             start = (max(0, int(first.min())) // bs) * bs  # pages before every row's window: not read
             o_acc = torch.zeros((hkv, ql * g, d), dtype=torch.float32, device=dev)
             lse_acc = torch.full((hkv, ql * g), float("-inf"), dtype=torch.float32, device=dev)
-            ids_all = self.page_ids(bt, s, -(-length // bs)) if length > 0 else bt[s, :0]
+            ids_all = self.page_ids(call, cache, s, -(-max(length, 0) // bs))
             for t0 in range(start, max(length, 0), chunk):
                 ids = ids_all[t0 // bs:(t0 + chunk) // bs]
-                k, v = self.keys_values(kc, vc, ks, vs, ids, lut)
+                k, v = self.keys_values(call, cache, ids)
                 tok = t0 + torch.arange(k.shape[1], device=dev)
                 inside = tok < length
                 k = torch.where(inside[None, :, None], k, torch.zeros_like(k))  # NaN tail of the last page

@@ -10,10 +10,16 @@
  * Versioning: PAV_KERNEL_ABI_VERSION changes whenever a struct's layout, an enum
  * value or a function's meaning changes. Version 2 added the attention variants
  * (pav_kernel_desc.variants and lse_base, in what were reserved bytes, and the
- * fields after `stream` in pav_decode_args). pav loads a library of version 1
- * or 2: a version-1 library is handed the version-1 prefix of pav_decode_args
- * (struct_size = PAV_DECODE_ARGS_V1_SIZE) and declares no variant, so it is
- * never sent one. Any other version is refused with both versions named.
+ * fields after `stream` in pav_decode_args). Version 3 added the cache formats
+ * (16-bit and e5m2 caches, the nhd and hnd layouts, K and V in one tensor,
+ * padded strides, CSR page lists, per-head and mixed scales: the desc fields
+ * after lse_base and the args fields after alibi_slopes). pav loads a library
+ * of version 1, 2 or 3: an older library is handed the prefix of
+ * pav_decode_args its version knows (struct_size = PAV_DECODE_ARGS_V1_SIZE or
+ * PAV_DECODE_ARGS_V2_SIZE) and declares none of the later fields, so it is
+ * never sent a call that needs them (a packed fp8 cache through block tables,
+ * and no variant below version 2). Any other version is refused with the
+ * versions pav speaks named.
  * Structs also carry their own size, so pav can tell a stale header apart from
  * a corrupted call.
  *
@@ -33,7 +39,7 @@
 extern "C" {
 #endif
 
-#define PAV_KERNEL_ABI_VERSION 2u
+#define PAV_KERNEL_ABI_VERSION 3u
 #define PAV_KERNEL_ABI_OLDEST 1u /* the oldest version pav still loads */
 
 #if defined(_WIN32)
@@ -58,22 +64,48 @@ typedef enum pav_dtype {
   PAV_DTYPE_FP8_E4M3FN = 4,
   PAV_DTYPE_FP8_E4M3FNUZ = 5,
   PAV_DTYPE_I32 = 6,
-  PAV_DTYPE_I64 = 7
+  PAV_DTYPE_I64 = 7,
+  PAV_DTYPE_FP8_E5M2 = 8 /* version 3: bias 15, 2 mantissa bits, max 57344, inf and NaN */
 } pav_dtype;
 
-/* V cache layouts (K is always [num_blocks, Hkv, D/16, block_size, 16]).
+/* Cache layouts (version 3; pav_decode_args.cache_layout says which a call has):
+ * packed: K [pages, Hkv, D/16, page_size, 16], V per pav_v_layout below;
+ * nhd:    K and V [pages, page_size, Hkv, D];
+ * hnd:    K and V [pages, Hkv, page_size, D].
+ * A version-1 or -2 library reads packed caches only. */
+typedef enum pav_cache_layout {
+  PAV_CACHE_LAYOUT_PACKED = 0,
+  PAV_CACHE_LAYOUT_NHD = 1,
+  PAV_CACHE_LAYOUT_HND = 2
+} pav_cache_layout;
+
+/* V layouts of the packed cache.
  * plain: [num_blocks, Hkv, D, block_size]
  * trans: [num_blocks, Hkv, block_size/16, D, 16]
  * A kernel tells them apart by v_cache.rank (4 or 5). */
 typedef enum pav_v_layout { PAV_V_LAYOUT_PLAIN = 0, PAV_V_LAYOUT_TRANS = 1 } pav_v_layout;
 
-/* K/V scales: absent (rank 0), one fp32 value per tensor ([1]), or one fp32
- * value per cached token ([num_blocks, Hkv, block_size], token stride 1). K and
- * V always have the same kind. */
+/* How K and V are stored (version 3). separate: two tensors. combined: one
+ * tensor kv_cache [pages, 2, ...] (nhd or hnd dims after the 2), with k_cache
+ * and v_cache its [:, 0] and [:, 1] views. */
+typedef enum pav_kv_storage { PAV_KV_SEPARATE = 0, PAV_KV_COMBINED = 1 } pav_kv_storage;
+
+/* How a sequence's pages are found (version 3). block_table: block_tables
+ * [num_seqs, max_blocks]. csr: kv_indptr [num_seqs + 1] (0, then growing by
+ * each sequence's ceil(len / page_size) pages), kv_indices (page ids, never
+ * empty), kv_last_page_len [num_seqs] (len - (n-1)*page_size; 0 when empty);
+ * block_tables is absent. A page size of 1 makes either token-level. */
+typedef enum pav_page_table { PAV_PAGE_TABLE_BLOCK = 0, PAV_PAGE_TABLE_CSR = 1 } pav_page_table;
+
+/* K/V scales: absent (rank 0), one fp32 value per tensor ([1]), per KV head
+ * ([Hkv], version 3), or one per cached token ([num_blocks, Hkv, block_size],
+ * contiguous). K and V have the same kind unless the kernel declares
+ * mixed_scales (version 3). */
 typedef enum pav_scale_kind {
   PAV_SCALE_NONE = 0,
   PAV_SCALE_PER_TENSOR = 1,
-  PAV_SCALE_PER_TOKEN = 2
+  PAV_SCALE_PER_TOKEN = 2,
+  PAV_SCALE_PER_HEAD = 3
 } pav_scale_kind;
 
 /* Where the tensors of a decode call live. host: ordinary CPU memory. device:
@@ -173,7 +205,7 @@ typedef struct pav_kernel_desc {
 
   uint32_t q_dtypes;     /* mask of PAV_BIT(pav_dtype): BF16 and/or F16 */
   int32_t out_dtype;     /* PAV_DTYPE_NONE: out has q's dtype; else F32/BF16/F16 */
-  uint32_t cache_dtypes; /* mask: FP8_E4M3FN and/or FP8_E4M3FNUZ (the flavour) */
+  uint32_t cache_dtypes; /* mask: FP8_E4M3FN, FP8_E4M3FNUZ; version 3 also BF16, F16, FP8_E5M2 */
   uint32_t v_layouts;    /* mask of PAV_BIT(pav_v_layout) */
   uint32_t scale_kinds;  /* mask of PAV_BIT(pav_scale_kind) */
 
@@ -204,7 +236,15 @@ typedef struct pav_kernel_desc {
   /* Version 2 (zero in a version-1 library: no variant, natural-log lse). */
   uint32_t variants;     /* mask of PAV_BIT(pav_variant) */
   int32_t lse_base;      /* pav_lse_base */
-  uint8_t reserved[56];  /* zero; room for later fields */
+  /* Version 3. A zero mask here means what an older library reads (packed,
+   * separate, block tables), so a library rebuilt against this header without
+   * filling them keeps working. */
+  uint32_t cache_layouts; /* mask of PAV_BIT(pav_cache_layout) */
+  uint32_t kv_storage;    /* mask of PAV_BIT(pav_kv_storage) */
+  uint32_t page_tables;   /* mask of PAV_BIT(pav_page_table) */
+  int32_t strided_cache;  /* 1: nhd/hnd page and head strides other than the contiguous ones */
+  int32_t mixed_scales;   /* 1: k_scale and v_scale may be of different kinds */
+  uint8_t reserved[36];   /* zero; room for later fields */
 } pav_kernel_desc;
 
 /* ---- one decode call ---- */
@@ -245,10 +285,17 @@ typedef struct pav_decode_args {
   float soft_cap;          /* 0: no cap */
   pav_tensor sinks;        /* [Hq] f32, or absent */
   pav_tensor alibi_slopes; /* [Hq] f32, or absent */
+  /* Version 3: the cache format. */
+  int32_t cache_layout;    /* pav_cache_layout */
+  int32_t page_table;      /* pav_page_table */
+  pav_tensor kv_cache;     /* combined storage [pages, 2, ...], or absent (then K and V are separate) */
+  pav_tensor kv_indptr, kv_indices, kv_last_page_len; /* page_table = csr: i32 lists (host memory in check) */
 } pav_decode_args;
 
 /* The size of a version-1 pav_decode_args: the fields up to `stream`. */
 #define PAV_DECODE_ARGS_V1_SIZE (offsetof(pav_decode_args, window_left))
+/* The size of a version-2 pav_decode_args: the fields up to alibi_slopes. */
+#define PAV_DECODE_ARGS_V2_SIZE (offsetof(pav_decode_args, cache_layout))
 
 /* ---- entry points ---- */
 
@@ -272,7 +319,8 @@ PAV_KERNEL_EXPORT int pav_kernel_describe(void* instance, pav_kernel_desc* desc,
 /* Optional. Says whether the kernel can run this call: PAV_OK (accept) or
  * PAV_REJECT with a one-line reason naming the field at fault. It sees the
  * shapes, dtypes, strides and options of the call; the tables (block_tables,
- * context_lens, work_info, reduce_info) point at host memory whatever the
+ * context_lens, work_info, reduce_info, and the CSR lists kv_indptr,
+ * kv_indices, kv_last_page_len) point at host memory whatever the
  * memory side; every other data pointer is NULL. It must not crash on any shape (a negative or zero
  * extent, a rank up to PAV_MAX_RANK, an unknown dtype value). */
 PAV_KERNEL_EXPORT int pav_kernel_check(void* instance, const pav_decode_args* args, char* reason,

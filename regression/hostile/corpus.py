@@ -238,8 +238,9 @@ class Corpus:
         for path in [("head_dim",), ("block_size",)]:
             self.case_file(f"{path[0]}.not-multiple-of-16", dumps(with_field(base, list(path), 24)), "reject",
                            [path[0]])
-        choice_fields = {("format",): "pav-case/2", ("v_layout",): "diagonal", ("q_dtype",): "f32",
-                         ("cache_dtype",): "bf16", ("scales",): "per_row", ("path",): "both",
+        choice_fields = {("format",): "pav-case/2", ("cache", "layout"): "nchw", ("cache", "page_table"): "tree",
+                         ("cache", "kv"): "interleaved", ("cache", "v_scales"): "per_row", ("v_layout",): "diagonal", ("q_dtype",): "f32",
+                         ("cache_dtype",): "fp4_e2m1", ("scales",): "per_row", ("path",): "both",
                          ("options", "arch"): "sm80", ("options", "compute"): "fp4", ("options", "partial"): "fp4"}
         for path, bad in choice_fields.items():
             field = ".".join(path)
