@@ -161,3 +161,85 @@ TEST(Codecs, F16MatchesCompilerConversion) {
     ASSERT_EQ(f32_to_f16(x), wb) << "x=" << x << " seed " << seed;
   }
 }
+
+namespace {
+
+// e5m2 against its definition: each code's value written out (bias 15, two
+// mantissa bits, 0x7c infinity, 0x7d..0x7f NaN), and rounding by search: the
+// nearest of all finite codes, ties to the even code, saturating past the max.
+double e5m2_value(int b) {
+  const int e = (b >> 2) & 31, m = b & 3;
+  const double v = e == 0 ? std::ldexp(double(m), -16) : std::ldexp(double(4 + m), e - 17);
+  return (b & 0x80) ? -v : v;
+}
+
+uint8_t e5m2_nearest(float x) {
+  const double a = std::fabs(double(x));
+  int best = 0;
+  for (int c = 1; c <= 0x7b; ++c) {
+    const double dc = std::fabs(e5m2_value(c) - a), db = std::fabs(e5m2_value(best) - a);
+    if (dc < db || (dc == db && (c & 1) == 0 && (best & 1) == 1)) best = c;
+  }
+  return uint8_t(best | (std::signbit(x) ? 0x80 : 0));
+}
+
+TEST(Codecs, E5m2AgainstItsDefinition) {
+  for (int b = 0; b < 256; ++b) {
+    const float got = e5m2_to_f32(uint8_t(b));
+    const int mag = b & 0x7f;
+    if (mag > 0x7c) {
+      EXPECT_TRUE(std::isnan(got)) << b;
+      continue;
+    }
+    if (mag == 0x7c) {
+      EXPECT_TRUE(std::isinf(got) && std::signbit(got) == bool(b & 0x80)) << b;
+      continue;
+    }
+    ASSERT_EQ(double(got), e5m2_value(b)) << "code " << b;
+    EXPECT_EQ(std::signbit(got), bool(b & 0x80)) << b;
+    EXPECT_EQ(f32_to_e5m2(got), uint8_t(b)) << "round trip of code " << b;
+    // The midpoint to the next code rounds to the even one of the two.
+    if (mag < 0x7b) {
+      const float mid = float((e5m2_value(b) + e5m2_value(b + 1)) / 2);
+      const uint8_t even = (b & 1) ? uint8_t(b + 1) : uint8_t(b);
+      EXPECT_EQ(f32_to_e5m2(mid), even) << "midpoint above code " << b;
+      EXPECT_EQ(f32_to_e5m2(std::nextafter(mid, 0.0f)), uint8_t(b)) << b;
+      EXPECT_EQ(f32_to_e5m2(std::nextafter(mid, mid * 2)), uint8_t(b + 1)) << b;
+    }
+  }
+  EXPECT_EQ(f32_to_e5m2(57344.0f), 0x7b);
+  EXPECT_EQ(f32_to_e5m2(61439.0f), 0x7b);  // past the max: saturated, never infinity
+  EXPECT_EQ(f32_to_e5m2(1e30f), 0x7b);
+  EXPECT_EQ(f32_to_e5m2(-INFINITY), 0xfb);
+  EXPECT_EQ(f32_to_e5m2(NAN) & 0x7f, 0x7e);
+  const uint32_t seed = 13;
+  std::mt19937 rng(seed);
+  for (int i = 0; i < 100000; ++i) {
+    uint32_t bits = rng();
+    bits = (bits & 0x80ffffffu) | (uint32_t(0x60 + rng() % 0x30) << 23);  // 2^-31 .. 2^17
+    float x;
+    std::memcpy(&x, &bits, 4);
+    ASSERT_EQ(f32_to_e5m2(x), e5m2_nearest(x)) << "x=" << x << " seed " << seed;
+  }
+}
+
+// Every cache dtype's element codec: value, NaN poison, and the largest finite value.
+TEST(Codecs, CacheElementsOfEveryCacheDtype) {
+  for (DType t : {DType::bf16, DType::f16, DType::fp8_e4m3fn, DType::fp8_e4m3fnuz, DType::fp8_e5m2}) {
+    ASSERT_TRUE(is_cache_dtype(t));
+    uint8_t b[2] = {0, 0};
+    put_cache_nan(t, b);
+    EXPECT_TRUE(std::isnan(cache_element_value(t, b))) << to_string(t);
+    for (float x : {0.0f, 1.0f, -1.5f, 3.5f, cache_dtype_max(t), -cache_dtype_max(t)}) {
+      put_cache_element(t, x, b);
+      EXPECT_EQ(cache_element_value(t, b), x) << to_string(t) << " " << x;
+    }
+    put_cache_element(t, cache_dtype_max(t) * 2.0f, b);  // 16-bit types round to infinity, fp8 saturates
+    const float big = cache_element_value(t, b);
+    EXPECT_TRUE(big == cache_dtype_max(t) || std::isinf(big)) << to_string(t);
+  }
+  for (DType t : {DType::f32, DType::i32, DType::none}) EXPECT_FALSE(is_cache_dtype(t));
+}
+
+}  // namespace
+

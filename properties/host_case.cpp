@@ -456,7 +456,7 @@ CaseSpec single_sequence_spec(const HostCase& c, int64_t seq) {
   }
   s.q_bits = std::move(q);
   s.k_codes = c.k;
-  s.v_codes = c.v;
+  if (!s.kv_combined) s.v_codes = c.v;  // a combined tensor is all in k
   if (!c.k_scale.empty()) {
     s.k_scale_values = c.k_scale;
     s.v_scale_values = c.v_scale;

@@ -425,11 +425,11 @@ class _View:
     def positive(self):
         return all(n >= 1 for n in self.shape)
 
-    def half(self, i):
-        """The [:, i] view of a [n, 2, ...] descriptor (a combined cache's K or V)."""
-        h = _View({"dtype": self.dtype, "shape": self.shape[:1] + self.shape[2:],
-                   "strides": self.strides[:1] + self.strides[2:]})
-        return h
+    def half(self):
+        """The shape and strides of either [:, i] view of a [n, 2, ...]
+        descriptor (a combined cache's K or V)."""
+        return _View({"dtype": self.dtype, "shape": self.shape[:1] + self.shape[2:],
+                      "strides": self.strides[:1] + self.strides[2:]})
 
 
 def _rows_problem(name, t, strided_q):
@@ -534,7 +534,7 @@ def _paged_problem(desc, tensors, layout, d, hq):
             return "kv_cache given with k_cache or v_cache", None
         if kv.rank != 5 or kv.shape[1] != 2 or len(kv.strides) != 5:
             return "kv_cache must be [pages, 2, ...] of rank 5, got %s" % kv.shape, None
-        k, v = kv.half(0), kv.half(1)
+        k = v = kv.half()
         views = [("kv_cache", kv)]
     else:
         for name in ("k_cache", "v_cache"):

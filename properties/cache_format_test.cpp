@@ -1,0 +1,580 @@
+// SPDX-License-Identifier: Apache-2.0
+// The cache formats end to end: every layout, storage, page table, dtype and
+// scale kind against a plain long-double model that indexes the buffers with
+// its own formulas (not kernels::cache_offset) and decodes the elements with
+// its own arithmetic (not the codecs); the same values laid out in every
+// format give the same reference; the contract admits each format only where
+// it is declared, on both sides of each rule; the case file, the C ABI and the
+// worker protocol carry each field; the generator reaches each format.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <functional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "adapters/abi.hpp"
+#include "adapters/kernel.hpp"
+#include "adapters/worker_protocol.hpp"
+#include "kernels/cache_format.hpp"
+#include "properties/case_format.hpp"
+#include "properties/fuzz.hpp"
+#include "properties/gen.hpp"
+#include "properties/host_case.hpp"
+#include "properties/kernel_gen.hpp"
+#include "properties/runner_kernel.hpp"
+#include "reference/decode.hpp"
+
+namespace {
+
+using namespace pav;
+using kernels::CacheLayout;
+using kernels::DType;
+using kernels::PageTable;
+using kernels::TensorView;
+using props::CaseSpec;
+using props::ScaleKind;
+
+CaseSpec base_spec() {
+  CaseSpec s;
+  s.lens = {70, 0, 33};
+  s.q_len = 2;
+  s.hkv = 2;
+  s.group = 2;
+  s.head_dim = 32;
+  s.block_size = 16;
+  s.scales = ScaleKind::per_tensor;
+  s.path = props::Path::uniform;
+  s.seed = 5;
+  return s;
+}
+
+// ---- the independent model -------------------------------------------------------
+
+// One element's value, decoded by arithmetic on the bits (no codec call).
+long double element(DType t, const uint8_t* p) {
+  if (t == DType::bf16 || t == DType::f16) {
+    const uint32_t h = uint32_t(p[0]) | uint32_t(p[1]) << 8;
+    if (t == DType::bf16) {
+      const uint32_t u = h << 16;
+      float f;
+      std::memcpy(&f, &u, 4);
+      return f;
+    }
+    const int e = int(h >> 10) & 31, m = int(h & 1023);
+    const long double v = e == 0 ? std::ldexp((long double)m, -24) : std::ldexp((long double)(1024 + m), e - 25);
+    return (h & 0x8000) ? -v : v;
+  }
+  const int b = p[0];
+  if (t == DType::fp8_e5m2) {
+    const int e = (b >> 2) & 31, m = b & 3;
+    const long double v = e == 0 ? std::ldexp((long double)m, -16) : std::ldexp((long double)(4 + m), e - 17);
+    return (b & 0x80) ? -v : v;
+  }
+  const int bias = t == DType::fp8_e4m3fnuz ? 8 : 7;
+  const int e = (b >> 3) & 15, m = b & 7;
+  const long double v = e == 0 ? std::ldexp((long double)m, 1 - bias - 3) : std::ldexp((long double)(8 + m), e - bias - 3);
+  return (b & 0x80) ? -v : v;
+}
+
+// Element (page, head, slot, d) of K or V in the case's buffers, by the
+// layouts' definitions written out here.
+long double cache_value(const props::HostCase& c, bool is_v, int64_t page, int64_t h, int64_t slot, int64_t d) {
+  const CaseSpec& s = c.spec;
+  const int64_t H = s.hkv, D = s.head_dim, ps = s.block_size, es = kernels::dtype_size(s.cache_dtype);
+  int64_t off = 0;
+  const std::vector<uint8_t>* buf = is_v && !s.kv_combined ? &c.v : &c.k;
+  if (s.layout == CacheLayout::packed) {
+    if (!is_v) off = (((page * H + h) * (D / 16) + d / 16) * ps + slot) * 16 + d % 16;
+    else if (s.v_layout == kernels::VLayout::plain) off = ((page * H + h) * D + d) * ps + slot;
+    else off = (((page * H + h) * (ps / 16) + slot / 16) * D + d) * 16 + slot % 16;
+  } else {
+    const int64_t row = D + s.row_pad, half = H * ps * row;
+    const int64_t page_stride = (s.kv_combined ? 2 * half : half) + s.page_pad;
+    const int64_t in_page = s.layout == CacheLayout::nhd ? (slot * H + h) * row + d : (h * ps + slot) * row + d;
+    off = page * page_stride + (s.kv_combined && is_v ? half : 0) + in_page;
+  }
+  return element(s.cache_dtype, buf->data() + off * es);
+}
+
+long double scale_value(const props::HostCase& c, bool is_v, int64_t page, int64_t h, int64_t slot) {
+  const ScaleKind k = is_v ? c.v_scale_kind() : c.spec.scales;
+  const std::vector<float>& v = is_v ? c.v_scale : c.k_scale;
+  if (k == ScaleKind::per_tensor) return v[0];
+  if (k == ScaleKind::per_head) return v[size_t(h)];
+  if (k == ScaleKind::per_token) return v[size_t((page * c.spec.hkv + h) * c.spec.block_size + slot)];
+  return 1.0L;
+}
+
+// The i-th page of sequence b: from the CSR lists when the case has them.
+int64_t page_at(const props::HostCase& c, int64_t b, int64_t i) {
+  if (c.spec.page_table == PageTable::csr) return c.kv_indices[size_t(c.kv_indptr[size_t(b)] + i)];
+  return c.block_tables[size_t(b * c.max_blocks + i)];
+}
+
+// Plain causal softmax attention, one row and one token at a time.
+std::vector<long double> model(const props::HostCase& c) {
+  const CaseSpec& s = c.spec;
+  const int64_t B = int64_t(s.lens.size()), D = s.head_dim, G = s.group, H = s.hkv, Hq = H * G, ps = s.block_size;
+  const long double scale = 1.0L / std::sqrt((long double)D);
+  std::vector<long double> out(size_t(B * s.q_len * Hq * D), 0.0L);
+  for (int64_t b = 0; b < B; ++b)
+    for (int64_t p = 0; p < s.q_len; ++p)
+      for (int64_t head = 0; head < Hq; ++head) {
+        const int64_t h = head / G, qrow = b * s.q_len + p, L = s.lens[size_t(b)], pos = L - s.q_len + p;
+        if (pos < 0) continue;
+        std::vector<long double> logits;
+        for (int64_t t = 0; t <= pos; ++t) {
+          const int64_t page = page_at(c, b, t / ps), slot = t % ps;
+          long double dot = 0.0L;
+          for (int64_t d = 0; d < D; ++d) {
+            const uint16_t qb = c.q[size_t(qrow * (Hq * D + s.q_row_pad) + head * D + d)];
+            uint32_t u = uint32_t(qb) << 16;
+            float qf;
+            std::memcpy(&qf, &u, 4);
+            dot += (long double)qf * cache_value(c, false, page, h, slot, d) * scale_value(c, false, page, h, slot);
+          }
+          logits.push_back(dot * scale);
+        }
+        long double mx = -INFINITY, sum = 0.0L;
+        for (long double x : logits) mx = std::max(mx, x);
+        for (long double x : logits) sum += std::exp(x - mx);
+        for (int64_t t = 0; t <= pos; ++t) {
+          const int64_t page = page_at(c, b, t / ps), slot = t % ps;
+          const long double w = std::exp(logits[size_t(t)] - mx) / sum;
+          for (int64_t d = 0; d < D; ++d)
+            out[size_t((qrow * Hq + head) * D + d)] +=
+                w * cache_value(c, true, page, h, slot, d) * scale_value(c, true, page, h, slot);
+        }
+      }
+  return out;
+}
+
+struct Format {
+  std::string name;
+  std::function<void(CaseSpec&)> set;
+};
+
+std::vector<Format> formats() {
+  return {
+      {"packed plain", [](CaseSpec&) {}},
+      {"packed trans", [](CaseSpec& s) { s.v_layout = kernels::VLayout::trans; }},
+      {"packed csr", [](CaseSpec& s) { s.page_table = PageTable::csr; }},
+      {"nhd", [](CaseSpec& s) { s.layout = CacheLayout::nhd; }},
+      {"hnd", [](CaseSpec& s) { s.layout = CacheLayout::hnd; }},
+      {"nhd combined", [](CaseSpec& s) { s.layout = CacheLayout::nhd; s.kv_combined = true; }},
+      {"hnd combined padded", [](CaseSpec& s) { s.layout = CacheLayout::hnd; s.kv_combined = true; s.page_pad = 16; s.row_pad = 8; }},
+      {"nhd padded csr", [](CaseSpec& s) { s.layout = CacheLayout::nhd; s.page_pad = 3; s.row_pad = 1; s.page_table = PageTable::csr; }},
+      {"nhd page 1 (token indices)", [](CaseSpec& s) { s.layout = CacheLayout::nhd; s.block_size = 1; }},
+      {"hnd page 7 csr", [](CaseSpec& s) { s.layout = CacheLayout::hnd; s.block_size = 7; s.page_table = PageTable::csr; }},
+  };
+}
+
+const DType kCacheDtypes[] = {DType::fp8_e4m3fn, DType::fp8_e4m3fnuz, DType::fp8_e5m2, DType::bf16, DType::f16};
+
+reference::NumericsProfile exact() { return {reference::QQuant::none, reference::PRound::none, DType::none}; }
+
+TEST(CacheFormat, EachFormatAndDtypeAgreesWithAPlainModel) {
+  for (const Format& f : formats())
+    for (DType t : kCacheDtypes)
+      for (const auto& [k, v] : {std::pair{ScaleKind::per_tensor, ScaleKind::per_tensor},
+                                 std::pair{ScaleKind::per_head, ScaleKind::per_token},
+                                 std::pair{ScaleKind::none, ScaleKind::per_head}}) {
+        CaseSpec s = base_spec();
+        f.set(s);
+        s.cache_dtype = t;
+        s.scales = k;
+        if (v != k) s.v_scales = v;
+        SCOPED_TRACE(f.name + " " + std::string(kernels::to_string(t)) + " K " + std::string(kernels::to_string(k)) +
+                     " V " + std::string(kernels::to_string(v)));
+        props::HostCase c = props::build_case(s);
+        const reference::ReferenceResult r = reference::decode(c.call(), exact());
+        const std::vector<long double> want = model(c);
+        ASSERT_EQ(r.out.size(), want.size());
+        int bad = 0;
+        for (size_t i = 0; i < want.size() && bad < 3; ++i)
+          if (!(std::fabs((long double)r.out[i] - want[i]) <= 1e-5L * (1.0L + std::fabs(want[i])))) {
+            ADD_FAILURE() << "element " << i << ": reference " << r.out[i] << ", model " << (double)want[i];
+            ++bad;
+          }
+      }
+}
+
+// The same values in every layout, storage and page table: the same reference.
+TEST(CacheFormat, TheSameValuesInEveryFormatGiveTheSameReference) {
+  props::HostCase base = props::build_case(base_spec());
+  const reference::ReferenceResult want = reference::decode(base.call(), exact());
+  for (const Format& f : formats()) {
+    if (f.name.find("trans") != std::string::npos || f.name.find("page") != std::string::npos) continue;
+    CaseSpec s = base_spec();
+    f.set(s);
+    props::HostCase c = props::build_case(s);
+    const reference::ReferenceResult got = reference::decode(c.call(), exact());
+    EXPECT_EQ(got.out, want.out) << f.name;
+    EXPECT_EQ(got.lse, want.lse) << f.name;
+  }
+}
+
+// Every byte a format leaves outside the cache's elements (a page's padding,
+// a row's padding, the spare pages) is NaN: a kernel that reads one is seen.
+TEST(CacheFormat, PaddingAndSparePagesArePoisoned) {
+  CaseSpec s = base_spec();
+  s.layout = CacheLayout::hnd;
+  s.kv_combined = true;
+  s.page_pad = 5;
+  s.row_pad = 3;
+  s.cache_dtype = DType::bf16;
+  props::HostCase c = props::build_case(s);
+  std::vector<bool> used(c.k.size() / 2, false);
+  for (int64_t page = 0; page < c.num_blocks; ++page)
+    for (int64_t h = 0; h < s.hkv; ++h)
+      for (int64_t slot = 0; slot < s.block_size; ++slot)
+        for (int64_t d = 0; d < s.head_dim; ++d) {
+          const int64_t row = s.head_dim + s.row_pad, half = s.hkv * s.block_size * row;
+          const int64_t base = page * (2 * half + s.page_pad) + (h * s.block_size + slot) * row + d;
+          used[size_t(base)] = used[size_t(base + half)] = true;
+        }
+  int64_t finite_outside = 0, poisoned_inside = 0;
+  for (size_t i = 0; i < used.size(); ++i) {
+    const long double x = element(DType::bf16, &c.k[2 * i]);
+    if (!used[i] && !std::isnan(x)) ++finite_outside;
+    if (used[i] && std::isnan(x)) ++poisoned_inside;
+  }
+  EXPECT_EQ(finite_outside, 0);
+  EXPECT_GT(poisoned_inside, 0);  // the spare pages and the tokens past each context
+}
+
+// ---- the contract -----------------------------------------------------------------
+
+adapters::KernelDescription every_format() {
+  adapters::KernelDescription d;
+  d.name = "every_format";
+  d.q_dtypes = {DType::bf16, DType::f16};
+  d.cache_dtypes = {DType::fp8_e4m3fn, DType::fp8_e4m3fnuz, DType::fp8_e5m2, DType::bf16, DType::f16};
+  d.cache_layouts = {CacheLayout::packed, CacheLayout::nhd, CacheLayout::hnd};
+  d.v_layouts = {kernels::VLayout::plain, kernels::VLayout::trans};
+  d.kv_storage = {adapters::KvStorage::separate, adapters::KvStorage::combined};
+  d.page_tables = {PageTable::block_table, PageTable::csr};
+  d.strided_cache = true;
+  d.mixed_scales = true;
+  d.scale_kinds = {ScaleKind::none, ScaleKind::per_tensor, ScaleKind::per_token, ScaleKind::per_head};
+  d.block_sizes = {1, 7, 16, 32};
+  d.head_dims = {32, 64};
+  d.gqa_ratios = {1, 2, 4};
+  d.min_q_len = 1;
+  d.max_q_len = 4;
+  d.profile = {reference::QQuant::none, reference::PRound::none, DType::none};
+  adapters::canonicalize(d);
+  return d;
+}
+
+std::string violation(const CaseSpec& s, const adapters::KernelDescription& d,
+                      const std::function<void(kernels::DecodeCall&)>& edit = nullptr) {
+  props::HostCase c = props::build_case(s);
+  adapters::DecodeRequest r;
+  r.call = c.call();
+  if (edit) edit(r.call);
+  return adapters::contract_violation(r, d);
+}
+
+TEST(CacheFormat, TheContractAdmitsEachFormatOnlyWhereDeclared) {
+  const adapters::KernelDescription all = every_format();
+  ASSERT_EQ(adapters::description_problem(all), "");
+  struct Rule {
+    const char* name;
+    std::function<void(CaseSpec&)> set;
+    std::function<void(adapters::KernelDescription&)> undeclare;
+    const char* why;
+  };
+  const std::vector<Rule> rules = {
+      {"nhd", [](CaseSpec& s) { s.layout = CacheLayout::nhd; },
+       [](auto& d) { d.cache_layouts = {CacheLayout::packed, CacheLayout::hnd}; }, "cache layout nhd not in cache_layouts"},
+      {"hnd", [](CaseSpec& s) { s.layout = CacheLayout::hnd; },
+       [](auto& d) { d.cache_layouts = {CacheLayout::packed, CacheLayout::nhd}; }, "cache layout hnd not in cache_layouts"},
+      {"packed", [](CaseSpec&) {}, [](auto& d) { d.cache_layouts = {CacheLayout::nhd, CacheLayout::hnd}; d.v_layouts.clear(); d.block_sizes = {16}; },
+       "cache layout packed not in cache_layouts"},
+      {"combined", [](CaseSpec& s) { s.layout = CacheLayout::nhd; s.kv_combined = true; },
+       [](auto& d) { d.kv_storage = {adapters::KvStorage::separate}; }, "kv storage combined not in kv_storage"},
+      {"separate", [](CaseSpec& s) { s.layout = CacheLayout::nhd; },
+       [](auto& d) { d.kv_storage = {adapters::KvStorage::combined}; d.cache_layouts = {CacheLayout::nhd}; d.v_layouts.clear(); },
+       "kv storage separate not in kv_storage"},
+      {"csr", [](CaseSpec& s) { s.page_table = PageTable::csr; },
+       [](auto& d) { d.page_tables = {PageTable::block_table}; }, "page table csr not in page_tables"},
+      {"block table", [](CaseSpec&) {}, [](auto& d) { d.page_tables = {PageTable::csr}; },
+       "page table block_table not in page_tables"},
+      {"padded pages", [](CaseSpec& s) { s.layout = CacheLayout::hnd; s.page_pad = 1; },
+       [](auto& d) { d.strided_cache = false; }, "not contiguous (the kernel takes no strided cache)"},
+      {"padded rows", [](CaseSpec& s) { s.layout = CacheLayout::nhd; s.kv_combined = true; s.row_pad = 1; },
+       [](auto& d) { d.strided_cache = false; }, "kv_cache: not contiguous"},
+      {"mixed scales", [](CaseSpec& s) { s.scales = ScaleKind::per_head; s.v_scales = ScaleKind::per_tensor; },
+       [](auto& d) { d.mixed_scales = false; }, "k_scale and v_scale are of different kinds (per_head, per_tensor)"},
+      {"one scale absent", [](CaseSpec& s) { s.scales = ScaleKind::none; s.v_scales = ScaleKind::per_tensor; },
+       [](auto& d) { d.mixed_scales = false; }, "scales: k_scale absent but v_scale given"},
+      {"per-head scales", [](CaseSpec& s) { s.scales = ScaleKind::per_head; },
+       [](auto& d) { d.scale_kinds = {ScaleKind::none, ScaleKind::per_tensor, ScaleKind::per_token}; },
+       "scales: per_head (k_scale) not in scale_kinds"},
+      {"e5m2", [](CaseSpec& s) { s.cache_dtype = DType::fp8_e5m2; },
+       [](auto& d) { d.cache_dtypes = {DType::fp8_e4m3fn, DType::bf16}; }, "k_cache: dtype fp8_e5m2 not in cache_dtypes"},
+      {"bf16", [](CaseSpec& s) { s.cache_dtype = DType::bf16; s.layout = CacheLayout::nhd; },
+       [](auto& d) { d.cache_dtypes = {DType::fp8_e4m3fn, DType::f16}; }, "k_cache: dtype bf16 not in cache_dtypes"},
+      {"page size 1", [](CaseSpec& s) { s.layout = CacheLayout::nhd; s.block_size = 1; },
+       [](auto& d) { d.block_sizes = {7, 16, 32}; }, "block_size 1 not in block_sizes"},
+  };
+  for (const Rule& rule : rules) {
+    SCOPED_TRACE(rule.name);
+    CaseSpec s = base_spec();
+    rule.set(s);
+    EXPECT_EQ(violation(s, all), "");
+    adapters::KernelDescription d = all;
+    rule.undeclare(d);
+    ASSERT_EQ(adapters::description_problem(d), "");
+    const std::string v = violation(s, d);
+    EXPECT_NE(v.find(rule.why), std::string::npos) << "'" << v << "' (wanted " << rule.why << ")";
+  }
+}
+
+TEST(CacheFormat, TheContractChecksCsrListsAndCombinedHalves) {
+  const adapters::KernelDescription all = every_format();
+  CaseSpec s = base_spec();
+  s.layout = CacheLayout::nhd;
+  s.page_table = PageTable::csr;
+  s.block_size = 7;
+  ASSERT_EQ(violation(s, all), "");
+  auto at = [](const TensorView& t, int64_t i) -> int32_t& { return t.as<int32_t>()[i]; };
+  struct Edit {
+    std::function<void(kernels::DecodeCall&)> edit;
+    const char* why;
+  };
+  const std::vector<Edit> edits = {
+      // lens {70, 0, 33} at page size 7: 10, 0 and 5 pages; the last pages hold 7, 0 and 5.
+      {[&](auto& c) { at(c.kv_indptr, 0) = 1; }, "kv_indptr[0] = 1 (expected 0)"},
+      {[&](auto& c) { at(c.kv_indptr, 1) = 9; }, "kv_indptr[0..1] = 0..9 holds 9 pages, context_lens[0] = 70 needs 10"},
+      {[&](auto& c) { at(c.kv_indptr, 3) = 16; }, "kv_indptr[2..3] = 10..16 holds 6 pages"},
+      {[&](auto& c) { at(c.kv_last_page_len, 0) = 6; }, "kv_last_page_len[0] = 6 (context_lens[0] = 70 leaves 7"},
+      {[&](auto& c) { at(c.kv_last_page_len, 1) = 1; }, "kv_last_page_len[1] = 1 (context_lens[1] = 0 leaves 0"},
+      {[&](auto& c) { at(c.kv_last_page_len, 2) = 4; }, "kv_last_page_len[2] = 4"},
+      {[&](auto& c) { at(c.kv_indices, 14) = int32_t(c.k_cache.shape[0]); }, "kv_indices[14] ="},
+      {[&](auto& c) { at(c.kv_indices, 0) = -1; }, "kv_indices[0] = -1"},
+      {[&](auto& c) { c.kv_indptr.shape[0] = 3; }, "kv_indptr: i32 [3] (expected a contiguous i32 [>= 4])"},
+      {[&](auto& c) { c.kv_indices.shape[0] = 14; }, "kv_indptr[3] = 15 past kv_indices' 14 entries"},
+      {[&](auto& c) { c.block_tables = c.kv_indptr; }, "block_tables: given with CSR page lists"},
+  };
+  for (const Edit& e : edits) {
+    const std::string v = violation(s, all, e.edit);
+    EXPECT_NE(v.find(e.why), std::string::npos) << "'" << v << "' (wanted " << e.why << ")";
+  }
+  // The largest page id and the last index are inside: accepted.
+  EXPECT_EQ(violation(s, all, [&](auto& c) { at(c.kv_indices, 14) = int32_t(c.k_cache.shape[0] - 1); }), "");
+  // Combined: k_cache and v_cache must be the tensor's two halves.
+  CaseSpec comb = base_spec();
+  comb.layout = CacheLayout::hnd;
+  comb.kv_combined = true;
+  ASSERT_EQ(violation(comb, all), "");
+  EXPECT_NE(violation(comb, all, [](auto& c) { c.v_cache.data = c.k_cache.data; }).find("halves"), std::string::npos);
+  EXPECT_NE(violation(comb, all, [](auto& c) { c.kv_cache.shape[1] = 3; }).find("kv_cache:"), std::string::npos);
+  EXPECT_NE(violation(comb, all, [](auto& c) { c.v_cache.stride[1] += 1; }).find("halves"), std::string::npos);
+  // nhd and hnd disagree on which dim is the page size: the wrong one is refused.
+  CaseSpec h = base_spec();
+  h.layout = CacheLayout::hnd;
+  EXPECT_NE(violation(h, all, [](auto& c) { c.layout = CacheLayout::nhd; }).find("block_size 2 not in block_sizes"),
+            std::string::npos);
+}
+
+// ---- formats through the case file, the ABI and the protocol ----------------------------
+
+CaseSpec every_field() {
+  CaseSpec s = base_spec();
+  s.layout = CacheLayout::hnd;
+  s.kv_combined = true;
+  s.page_pad = 4;
+  s.row_pad = 2;
+  s.page_table = PageTable::csr;
+  s.block_size = 5;
+  s.cache_dtype = DType::fp8_e5m2;
+  s.scales = ScaleKind::per_head;
+  s.v_scales = ScaleKind::per_token;
+  return s;
+}
+
+TEST(CacheFormat, TheCaseFileCarriesEachField) {
+  const CaseSpec s = every_field();
+  const CaseSpec back = props::case_from_json(props::case_to_json(s, {}), "x.json");
+  EXPECT_EQ(back.layout, s.layout);
+  EXPECT_EQ(back.kv_combined, s.kv_combined);
+  EXPECT_EQ(back.page_pad, s.page_pad);
+  EXPECT_EQ(back.row_pad, s.row_pad);
+  EXPECT_EQ(back.page_table, s.page_table);
+  EXPECT_EQ(back.block_size, s.block_size);
+  EXPECT_EQ(back.cache_dtype, s.cache_dtype);
+  EXPECT_EQ(back.scales, s.scales);
+  EXPECT_EQ(back.v_scales, s.v_scales);
+  const props::HostCase a = props::build_case(s), b = props::build_case(back);
+  EXPECT_EQ(a.k, b.k);
+  ASSERT_EQ(a.v_scale.size(), b.v_scale.size());  // NaN where no token is: compared as bytes
+  EXPECT_EQ(std::memcmp(a.v_scale.data(), b.v_scale.data(), a.v_scale.size() * sizeof(float)), 0);
+  EXPECT_EQ(a.kv_indices, b.kv_indices);
+  // A single-sequence spec keeps the format and the bytes (inline buffers).
+  props::HostCase one = props::build_case(props::single_sequence_spec(a, 2));
+  EXPECT_EQ(one.k, a.k);
+  EXPECT_EQ(one.spec.layout, CacheLayout::hnd);
+  // A packed case takes no padding, and its pages hold multiples of 16 tokens.
+  CaseSpec bad = base_spec();
+  bad.page_pad = 1;
+  EXPECT_THROW(props::check_case_spec(bad), std::invalid_argument);
+  bad = base_spec();
+  bad.block_size = 5;
+  EXPECT_THROW(props::check_case_spec(bad), std::invalid_argument);
+}
+
+TEST(Abi, TheCacheFormatCrossesTheBoundary) {
+  props::HostCase c = props::build_case(every_field());
+  adapters::DecodeRequest r;
+  r.call = c.call();
+  for (const bool for_check : {false, true}) {
+    pav_decode_args a = adapters::abi::make_args(r, for_check);
+    EXPECT_EQ(a.cache_layout, PAV_CACHE_LAYOUT_HND);
+    EXPECT_EQ(a.page_table, PAV_PAGE_TABLE_CSR);
+    EXPECT_EQ(a.kv_cache.rank, 5);
+    EXPECT_EQ(a.kv_cache.data == nullptr, for_check);
+    EXPECT_NE(a.kv_indptr.data, nullptr);  // a table: host memory in a check too
+    EXPECT_EQ(a.kv_indices.shape[0], int64_t(c.kv_indices.size()));
+    EXPECT_EQ(a.k_cache.dtype, PAV_DTYPE_FP8_E5M2);
+    kernels::PlanView plan;
+    const adapters::DecodeRequest back = adapters::abi::request_from_abi(a, &plan);
+    EXPECT_EQ(back.call.layout, CacheLayout::hnd);
+    EXPECT_EQ(back.call.page_table, PageTable::csr);
+    EXPECT_TRUE(back.call.kv_cache.present());
+    EXPECT_EQ(back.call.k_cache.dtype, DType::fp8_e5m2);
+    // A version-2 library's prefix hides them: packed and block tables.
+    const pav_decode_args v2 = adapters::abi::make_args(r, for_check, 2);
+    EXPECT_EQ(v2.struct_size, PAV_DECODE_ARGS_V2_SIZE);
+    EXPECT_EQ(v2.kv_cache.rank, 0);
+    const adapters::DecodeRequest old = adapters::abi::request_from_abi(v2, &plan);
+    EXPECT_EQ(old.call.layout, CacheLayout::packed);
+    EXPECT_FALSE(old.call.kv_indptr.present());
+  }
+  // The description's format fields through the desc and back.
+  adapters::KernelDescription d = every_format();
+  pav_kernel_desc desc{};
+  desc.struct_size = sizeof desc;
+  desc.abi_version = PAV_KERNEL_ABI_VERSION;
+  adapters::abi::to_abi(d, &desc);
+  EXPECT_EQ(desc.cache_layouts, 7u);
+  EXPECT_EQ(desc.page_tables, 3u);
+  EXPECT_EQ(desc.kv_storage, 3u);
+  EXPECT_EQ(desc.scale_kinds, 15u);
+  EXPECT_EQ(adapters::abi::from_abi(desc), d);
+  // Zero masks keep the older meaning; a bit past the enums is refused.
+  pav_kernel_desc zero = desc;
+  zero.cache_layouts = zero.kv_storage = zero.page_tables = 0;
+  zero.v_layouts = PAV_BIT(PAV_V_LAYOUT_PLAIN);
+  const adapters::KernelDescription z = adapters::abi::from_abi(zero);
+  EXPECT_EQ(z.cache_layouts, std::vector{CacheLayout::packed});
+  EXPECT_EQ(z.page_tables, std::vector{PageTable::block_table});
+  zero.cache_layouts = PAV_BIT(3);
+  EXPECT_THROW(adapters::abi::from_abi(zero), adapters::KernelSpecError);
+  // A version-2 desc cannot name a 16-bit or e5m2 cache, nor per-head scales.
+  pav_kernel_desc old = desc;
+  old.abi_version = 2;
+  EXPECT_THROW(adapters::abi::from_abi(old), adapters::KernelSpecError);
+  old.cache_dtypes = PAV_BIT(PAV_DTYPE_FP8_E4M3FN);
+  EXPECT_THROW(adapters::abi::from_abi(old), adapters::KernelSpecError);  // per_head's bit
+  old.scale_kinds = PAV_BIT(PAV_SCALE_PER_TENSOR);
+  const adapters::KernelDescription o = adapters::abi::from_abi(old);
+  EXPECT_EQ(o.cache_layouts, std::vector{CacheLayout::packed});
+  EXPECT_FALSE(o.strided_cache);
+}
+
+TEST(WorkerProtocol, TheCacheFormatTravelsAsNamedTensorsAndArgs) {
+  props::HostCase c = props::build_case(every_field());
+  adapters::DecodeRequest r;
+  r.call = c.call();
+  const nlohmann::json req = adapters::protocol::decode_request(1, "/x", r);
+  const nlohmann::json& t = req.at("tensors");
+  EXPECT_TRUE(t.contains("kv_cache"));
+  EXPECT_FALSE(t.contains("k_cache"));
+  EXPECT_FALSE(t.contains("v_cache"));
+  EXPECT_FALSE(t.contains("block_tables"));
+  for (const char* n : {"kv_indptr", "kv_indices", "kv_last_page_len", "k_scale", "v_scale"}) EXPECT_TRUE(t.contains(n)) << n;
+  EXPECT_EQ(t.at("kv_cache").at("dtype"), "fp8_e5m2");
+  const nlohmann::json& a = req.at("args");
+  EXPECT_EQ(a.at("cache_layout"), "hnd");
+  EXPECT_EQ(a.at("page_table"), "csr");
+  EXPECT_EQ(a.at("kv_storage"), "combined");
+  EXPECT_EQ(a.at("page_size"), 5);
+  EXPECT_EQ(a.at("k_scale_kind"), "per_head");
+  EXPECT_EQ(a.at("v_scale_kind"), "per_token");
+  const nlohmann::json chk = adapters::protocol::check_request(1, r);
+  EXPECT_EQ(chk.at("args").at("cache_layout"), "hnd");
+  EXPECT_TRUE(chk.at("tensors").at("kv_indptr").contains("values"));
+  // The description's fields round-trip through JSON.
+  const adapters::KernelDescription d = every_format();
+  EXPECT_EQ(adapters::description_from_json(adapters::to_json(d)), d);
+  nlohmann::json j = adapters::to_json(d);
+  j["cache_layouts"] = {"nhd"};
+  EXPECT_THROW(adapters::description_from_json(j), adapters::KernelSpecError);  // v_layouts given without packed
+  j.erase("v_layouts");
+  EXPECT_EQ(adapters::description_from_json(j).cache_layouts, std::vector{CacheLayout::nhd});
+  j["page_tables"] = {"tree"};
+  EXPECT_THROW(adapters::description_from_json(j), adapters::KernelSpecError);
+}
+
+// ---- generation --------------------------------------------------------------------
+
+TEST(KernelGeneration, ReachesEveryCacheFormat) {
+  const adapters::KernelDescription d = every_format();
+  const rc::Gen<CaseSpec> gen = props::gen_kernel_case(d);
+  std::set<std::string> seen;
+  for (uint64_t seed = 1; seed <= 400; ++seed) {
+    const CaseSpec s = props::sample(gen, seed, props::fuzz::case_size(seed));
+    ASSERT_TRUE(props::spec_within(s, d)) << "seed " << seed;
+    ASSERT_EQ(violation(s, d), "") << "seed " << seed;
+    seen.insert(std::string(kernels::to_string(s.layout)));
+    seen.insert(std::string(kernels::to_string(s.cache_dtype)));
+    seen.insert(std::string(kernels::to_string(s.page_table)));
+    seen.insert("K " + std::string(kernels::to_string(s.scales)));
+    if (s.kv_combined) seen.insert("combined");
+    if (s.page_pad || s.row_pad) seen.insert("padded");
+    if (s.block_size == 1) seen.insert("page size 1");
+    if (s.v_scales) seen.insert("mixed scales");
+    if (s.layout != CacheLayout::packed && s.page_table == PageTable::csr) seen.insert("csr beside nhd/hnd");
+  }
+  for (const char* want : {"packed", "nhd", "hnd", "bf16", "f16", "fp8_e4m3fn", "fp8_e4m3fnuz", "fp8_e5m2", "csr",
+                           "block_table", "K per_head", "K per_token", "combined", "padded", "page size 1",
+                           "mixed scales", "csr beside nhd/hnd"})
+    EXPECT_TRUE(seen.count(want)) << "never drawn: " << want;
+  // A kernel of the older formats is never sent another, nor a move into one.
+  adapters::KernelDescription old = every_format();
+  old.cache_dtypes = {DType::fp8_e4m3fn};
+  old.cache_layouts = {CacheLayout::packed};
+  old.kv_storage = {adapters::KvStorage::separate};
+  old.page_tables = {PageTable::block_table};
+  old.strided_cache = old.mixed_scales = false;
+  old.scale_kinds = {ScaleKind::none, ScaleKind::per_tensor};
+  old.block_sizes = {16, 32};
+  for (uint64_t seed = 1; seed <= 100; ++seed) {
+    const CaseSpec s = props::sample(props::gen_kernel_case(old), seed, props::fuzz::case_size(seed));
+    EXPECT_TRUE(s.layout == CacheLayout::packed && s.page_table == PageTable::block_table && !s.kv_combined &&
+                !s.v_scales && s.scales != ScaleKind::per_head)
+        << "seed " << seed;
+  }
+  for (const std::string& m : props::outside_moves(old))
+    EXPECT_TRUE(m != "cache_layout" && m != "page_table" && m != "kv_storage" && m != "mixed_scales") << m;
+  // A kernel that knows the formats gets a move into each one it does not declare.
+  adapters::KernelDescription nhd_only = old;
+  nhd_only.cache_layouts = {CacheLayout::nhd};
+  nhd_only.v_layouts.clear();
+  nhd_only.block_sizes = {1, 16};
+  const std::vector<std::string> moves = props::outside_moves(nhd_only);
+  for (const char* f : {"cache_layout", "page_table", "kv_storage", "strided_cache", "mixed_scales"}) {
+    EXPECT_NE(std::find(moves.begin(), moves.end(), f), moves.end()) << f;
+    CaseSpec s = props::sample(props::gen_kernel_case(nhd_only), 3, 20);
+    s.scales = ScaleKind::per_tensor;
+    ASSERT_TRUE(props::move_outside(s, f, nhd_only)) << f;
+    EXPECT_NE(violation(s, nhd_only), "") << f;
+  }
+}
+
+}  // namespace
