@@ -99,7 +99,8 @@ QQuant q_quant_from_abi(int32_t v) {
 constexpr std::pair<PRound, int32_t> kPRounds[] = {{PRound::none, PAV_P_ROUND_NONE},
                                                    {PRound::fp8_running_max, PAV_P_ROUND_FP8_RUNNING_MAX},
                                                    {PRound::bf16, PAV_P_ROUND_BF16},
-                                                   {PRound::f16, PAV_P_ROUND_F16}};
+                                                   {PRound::f16, PAV_P_ROUND_F16},
+                                                   {PRound::fp8, PAV_P_ROUND_FP8}};
 
 PRound p_round_from_abi(int32_t v) {
   for (auto [p, a] : kPRounds)

@@ -178,7 +178,8 @@ std::string description_problem(const KernelDescription& d) {
   if (p != DType::none && p != DType::f32 && p != DType::bf16 && p != DType::f16)
     return fmt::format("profile.partial: {} (expected f32, bf16, f16 or none)", kernels::to_string(p));
   // fp8 rounding of Q or P is to the cache's e4m3 flavour: every cache dtype must have one.
-  if (d.profile.q_quant == QQuant::fp8_per_row || d.profile.p_round == PRound::fp8_running_max)
+  if (d.profile.q_quant == QQuant::fp8_per_row || d.profile.p_round == PRound::fp8_running_max ||
+      d.profile.p_round == PRound::fp8)
     for (DType t : d.cache_dtypes)
       if (!kernels::is_fp8(t))
         return fmt::format("profile: q_quant {} / p_round {} round to the cache's e4m3 flavour, but cache_dtypes holds {}",
@@ -376,7 +377,7 @@ KernelDescription description_from_json(const json& j) {
     throw KernelSpecError("profile.q_quant: unknown value '" + utf8_clean(name_of("q_quant"), 80) + "' (expected fp8_per_row or none)");
   if (!reference::parse_p_round(name_of("p_round"), d.profile.p_round))
     throw KernelSpecError("profile.p_round: unknown value '" + utf8_clean(name_of("p_round"), 80) +
-                          "' (expected fp8_running_max, bf16, f16 or none)");
+                          "' (expected fp8_running_max, fp8, bf16, f16 or none)");
   if (name_of("partial") != "none" && !reference::parse_partial_dtype(name_of("partial"), d.profile.partial))
     throw KernelSpecError("profile.partial: unknown value '" + utf8_clean(name_of("partial"), 80) + "' (expected f32, bf16, f16 or none)");
   if (const std::string why = description_problem(d); !why.empty()) throw KernelSpecError("description: " + why);

@@ -466,6 +466,19 @@ TEST(Abi, TheCacheFormatCrossesTheBoundary) {
   EXPECT_EQ(desc.kv_storage, 3u);
   EXPECT_EQ(desc.scale_kinds, 15u);
   EXPECT_EQ(adapters::abi::from_abi(desc), d);
+  // P cast to fp8 without a scale is a profile of its own (PAV_P_ROUND_FP8).
+  adapters::KernelDescription unscaled = d;
+  unscaled.cache_dtypes = {DType::fp8_e4m3fn};
+  unscaled.profile.p_round = reference::PRound::fp8;
+  pav_kernel_desc u{};
+  u.struct_size = sizeof u;
+  u.abi_version = PAV_KERNEL_ABI_VERSION;
+  adapters::abi::to_abi(unscaled, &u);
+  EXPECT_EQ(u.p_round, PAV_P_ROUND_FP8);
+  EXPECT_EQ(adapters::abi::from_abi(u), unscaled);
+  EXPECT_EQ(adapters::description_from_json(adapters::to_json(unscaled)), unscaled);
+  unscaled.cache_dtypes = {DType::fp8_e4m3fn, DType::bf16};  // fp8 rounding needs an e4m3 cache
+  EXPECT_NE(adapters::description_problem(unscaled).find("profile:"), std::string::npos);
   // Zero masks keep the older meaning; a bit past the enums is refused.
   pav_kernel_desc zero = desc;
   zero.cache_layouts = zero.kv_storage = zero.page_tables = 0;

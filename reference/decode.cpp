@@ -681,6 +681,9 @@ double p_subnormal_error(DType flavour) {
 double p_subnormal_error(PRound rounding, DType flavour) {
   switch (rounding) {
     case PRound::fp8_running_max: return p_subnormal_error(flavour);
+    // Unscaled fp8: half the subnormal spacing 2^(1 - bias - 3) itself
+    // (2^-10 for e4m3fn), FP8_MAX times the scaled rounding's.
+    case PRound::fp8: return p_subnormal_error(flavour) * double(kernels::fp8_max(flavour));
     // p = exp(s - m) <= 1 is rounded as it is: half the smallest subnormal,
     // 2^-133 / 2 for bf16 (f32's exponent range, 7 mantissa bits) and
     // 2^-24 / 2 for f16.
@@ -694,6 +697,7 @@ double p_subnormal_error(PRound rounding, DType flavour) {
 double p_unit_roundoff(PRound rounding) {
   switch (rounding) {
     case PRound::fp8_running_max: return std::ldexp(1.0, -4);  // e4m3: 3 mantissa bits
+    case PRound::fp8: return std::ldexp(1.0, -4);              // the same 3 bits, unscaled
     case PRound::bf16: return std::ldexp(1.0, -8);             // 7 mantissa bits
     case PRound::f16: return std::ldexp(1.0, -11);             // 10 mantissa bits
     case PRound::none: return 0.0;

@@ -11,7 +11,7 @@ constexpr std::pair<QQuant, std::string_view> kQQuantNames[] = {
     {QQuant::fp8_per_row, "fp8_per_row"}, {QQuant::none, "none"}};
 constexpr std::pair<PRound, std::string_view> kPRoundNames[] = {
     {PRound::fp8_running_max, "fp8_running_max"}, {PRound::bf16, "bf16"},
-    {PRound::f16, "f16"}, {PRound::none, "none"}};
+    {PRound::f16, "f16"}, {PRound::none, "none"}, {PRound::fp8, "fp8"}};
 
 // The partial dtypes, spelled as kernels/types.hpp spells them (a test pins
 // the agreement); kept here so pav_reference links nothing of pav_kernels.

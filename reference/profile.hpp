@@ -32,7 +32,11 @@ enum class QQuant : uint8_t { fp8_per_row, none };
 //                    and rounded to fp8 (the cache's flavour); l sums the unrounded p.
 //   bf16, f16:       p rounded to that dtype (round to nearest even).
 //   none:            p kept in f32.
-enum class PRound : uint8_t { fp8_running_max, bf16, f16, none };
+//   fp8:             p = exp(s - m) <= 1 rounded to fp8 (the cache's e4m3
+//                    flavour) as it is, with no FP8_MAX scale: values below
+//                    the fp8 subnormals flush to 0; l sums the unrounded p.
+//                    (Appended: the earlier values keep their numbers.)
+enum class PRound : uint8_t { fp8_running_max, bf16, f16, none, fp8 };
 
 struct NumericsProfile {
   QQuant q_quant = QQuant::fp8_per_row;

@@ -35,6 +35,7 @@ PRound declared(KernelP p) {
     case KernelP::bf16: return PRound::bf16;
     case KernelP::f16: return PRound::f16;
     case KernelP::none: return PRound::none;
+    case KernelP::fp8_unscaled: return PRound::fp8;
   }
   return PRound::none;
 }
@@ -136,7 +137,7 @@ TEST(ProfileStandard, HonestKernelsPassUnderTheirProfile) {
   int64_t runs = 0;
   for (const CallSpec& s : specs()) {
     auto c = make_call(s);
-    for (KernelP p : {KernelP::fp8, KernelP::bf16, KernelP::f16, KernelP::none})
+    for (KernelP p : {KernelP::fp8, KernelP::bf16, KernelP::f16, KernelP::none, KernelP::fp8_unscaled})
       for (bool q_fp8 : {true, false})
         for (DType out : {DType::bf16, DType::f16, DType::f32})
           for (auto [split, partial] : {std::pair{int64_t(0), DType::bf16}, std::pair{int64_t(64), DType::bf16},
@@ -148,7 +149,7 @@ TEST(ProfileStandard, HonestKernelsPassUnderTheirProfile) {
             ++runs;
           }
   }
-  EXPECT_EQ(runs, 3 * 4 * 2 * 3 * 4);
+  EXPECT_EQ(runs, 3 * 5 * 2 * 3 * 4);
 }
 
 // Declaring P unrounded while rounding it to bf16 or f16 fails where the
@@ -185,6 +186,19 @@ TEST(ProfileStandard, UndeclaredPRoundingFailsWith16BitOutputWhereOutputsCancel)
       prof.p_round = PRound::none;
       const CompareReport bad = judge(s, k, prof);
       EXPECT_FALSE(bad.passed()) << describe(s, k, prof) << ": " << bad.verdict;
+    }
+}
+
+// P cast to fp8 without the FP8_MAX scale: declared, it passes (above and
+// here); declared as unrounded, it fails.
+TEST(ProfileStandard, UnscaledFp8PMustBeDeclaredAsSuch) {
+  for (const CallSpec& s : visible_specs())
+    for (DType out : {DType::bf16, DType::f32}) {
+      const KernelNumerics k{.q_fp8 = true, .p = KernelP::fp8_unscaled, .out = out};
+      NumericsProfile prof = honest(k);
+      EXPECT_TRUE(judge(s, k, prof).passed()) << describe(s, k, prof);
+      prof.p_round = PRound::none;
+      EXPECT_FALSE(judge(s, k, prof).passed()) << describe(s, k, prof);
     }
 }
 
@@ -257,6 +271,7 @@ TEST(ProfileStandard, RoundingUnitsArePinned) {
   EXPECT_EQ(p_unit_roundoff(PRound::bf16), 1.0 / 256);
   EXPECT_EQ(p_unit_roundoff(PRound::f16), 1.0 / 2048);
   EXPECT_EQ(p_unit_roundoff(PRound::none), 0.0);
+  EXPECT_EQ(p_unit_roundoff(PRound::fp8), 0.0625);
   EXPECT_EQ(storage_unit_roundoff(DType::bf16), 1.0 / 256);
   EXPECT_EQ(storage_unit_roundoff(DType::f16), 1.0 / 2048);
   EXPECT_EQ(storage_unit_roundoff(DType::f32), 0.0);
@@ -266,6 +281,8 @@ TEST(ProfileStandard, RoundingUnitsArePinned) {
   EXPECT_EQ(p_subnormal_error(PRound::f16, DType::fp8_e4m3fn), 1.0 / (1 << 25));
   EXPECT_EQ(p_subnormal_error(PRound::bf16, DType::fp8_e4m3fn), std::ldexp(1.0, -134));
   EXPECT_EQ(p_subnormal_error(PRound::none, DType::fp8_e4m3fn), 0.0);
+  EXPECT_EQ(p_subnormal_error(PRound::fp8, DType::fp8_e4m3fn), 1.0 / 1024);
+  EXPECT_EQ(p_subnormal_error(PRound::fp8, DType::fp8_e4m3fnuz), 1.0 / 2048);
 }
 
 // One spike and a flat sea 15 nats below it: exp(-15) = 3.1e-7 exceeds f16's

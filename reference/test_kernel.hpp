@@ -19,7 +19,8 @@
 
 namespace pav::reference::testing {
 
-enum class KernelP : uint8_t { fp8, bf16, f16, none };
+// fp8: scaled by FP8_MAX against the running max; fp8_unscaled: cast as it is.
+enum class KernelP : uint8_t { fp8, bf16, f16, none, fp8_unscaled };
 
 struct KernelNumerics {
   bool q_fp8 = true;
@@ -79,6 +80,7 @@ inline KernelOutput run_kernel(const OwnedCall& c, const KernelNumerics& k) {
   auto round_p = [&](float p) -> float {
     switch (k.p) {
       case KernelP::fp8: return fp8_to_f32(f32_to_fp8(p * fmax, fl), fl) / fmax;
+      case KernelP::fp8_unscaled: return fp8_to_f32(f32_to_fp8(p, fl), fl);
       case KernelP::bf16: return round_to(p, DType::bf16);
       case KernelP::f16: return round_to(p, DType::f16);
       case KernelP::none: return p;

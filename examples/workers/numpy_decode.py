@@ -19,7 +19,10 @@ It declares every attention variant (docs/verify-your-kernel.md, "Attention
 variants"): the soft cap and the ALiBi bias transform the scaled logits before
 masking, the sliding window narrows each row's visible keys (pages before every
 row's window are not read), and a sink joins the softmax denominator after the
-last chunk. --lse-base 2 writes lse in log2 and describes it so.
+last chunk. --lse-base 2 writes lse in log2 and describes it so. --p-round fp8
+rounds the softmax weights to the cache's e4m3 flavour as they are, without the
+FP8_MAX scale, as some Triton decodes do, and declares that profile
+(the defect p-fp8-undeclared rounds so while declaring none: pav must fail it).
 
 --defect NAME injects one realistic bug (--list-defects prints them), so pav's
 fuzzing can be seen to find, shrink and save it. Each format defect changes
@@ -46,6 +49,7 @@ DEFECTS = {
     "e5m2-as-e4m3": "fp8 e5m2 codes decoded with the e4m3fn table",
     "combined-v-from-k": "combined K/V tensor: V read from the K half ([:, 0]) instead of [:, 1]",
     "per-head-scale-head-0": "per-head K/V scales read for KV head 0 whatever the head",
+    "p-fp8-undeclared": "softmax weights rounded to fp8 e4m3 without the FP8_MAX scale while the profile says p_round none",
 }
 
 DESCRIPTION = {
@@ -83,9 +87,10 @@ CHUNK_TOKENS = 16384  # tokens decoded at once per (sequence, chunk): bounds mem
 
 
 class NumpyDecode:
-    def __init__(self, defect=None, lse_base="e"):
+    def __init__(self, defect=None, lse_base="e", p_round="none"):
         self.defect = defect
         self.lse_base = lse_base
+        self.p_round = p_round
 
     def seq_len(self, call, s):
         if self.defect == "csr-last-page-full" and call.page_table == "csr":
@@ -203,6 +208,10 @@ class NumpyDecode:
                 alpha = np.where(np.isfinite(m), np.exp(m - safe), 0)
                 p = np.exp(logits - safe[..., None])
                 l = l * alpha + p.sum(axis=2)
+                if self.p_round == "fp8":  # P.V with p rounded to fp8 as it is; l keeps the unrounded p
+                    p = round_to_fp8(p, call.cache_dtype)
+                elif self.defect == "p-fp8-undeclared":
+                    p = round_to_fp8(p, "fp8_e4m3fn")
                 acc = acc * alpha[..., None] + np.matmul(p, v)
                 m = m_new
             if sink is not None:  # exp(sink) joins the denominator only
@@ -225,16 +234,37 @@ class NumpyDecode:
         return out, lse
 
 
+def round_to_fp8(x, flavour):
+    """Non-negative x rounded to the nearest value of an e4m3 flavour, ties to the
+    even code, with no scale: below half the smallest subnormal it is 0."""
+    table = pav_worker.fp8_table(flavour)
+    codes = np.arange(0x7f if flavour == "fp8_e4m3fn" else 0x80)
+    values = table[codes].astype(np.float64)  # 0 .. the largest finite, ascending
+    x64 = x.astype(np.float64)
+    hi = np.clip(np.searchsorted(values, x64), 1, len(values) - 1)
+    lo = hi - 1
+    dlo, dhi = x64 - values[lo], values[hi] - x64
+    pick = np.where(dlo < dhi, lo, np.where(dhi < dlo, hi, np.where(codes[lo] % 2 == 0, lo, hi)))
+    return values[pick].astype(np.float32)
+
+
 def main():
     parser = pav_worker.defect_parser("numpy_decode.py", DEFECTS)
     parser.add_argument("--lse-base", choices=["e", "2"], default="e",
                         help="write lse in natural log (e, the default) or in log2, and describe it so")
+    parser.add_argument("--p-round", choices=["none", "fp8"], default="none",
+                        help="round the softmax weights to the cache's e4m3 flavour before P.V, without "
+                             "the FP8_MAX scale (profile p_round fp8), and describe it so; the worker then "
+                             "declares e4m3 caches only")
     opts = parser.parse_args()
     if opts.list_defects:
         pav_worker.list_defects(DEFECTS)
         return
-    kernel = NumpyDecode(opts.defect, opts.lse_base)
+    kernel = NumpyDecode(opts.defect, opts.lse_base, opts.p_round)
     desc = dict(DESCRIPTION)
+    if opts.p_round == "fp8":
+        desc["cache_dtypes"] = ["fp8_e4m3fn", "fp8_e4m3fnuz"]
+        desc["profile"] = dict(desc["profile"], p_round="fp8")
     if opts.lse_base == "2":
         desc["lse_base"] = "2"
     if opts.defect:

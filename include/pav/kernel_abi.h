@@ -133,7 +133,9 @@ typedef enum pav_p_round {
   PAV_P_ROUND_NONE = 0,
   PAV_P_ROUND_FP8_RUNNING_MAX = 1,
   PAV_P_ROUND_BF16 = 2,
-  PAV_P_ROUND_F16 = 3
+  PAV_P_ROUND_F16 = 3,
+  PAV_P_ROUND_FP8 = 4 /* version 3: exp(s - m) rounded to the cache's fp8 flavour as it is
+                         (no FP8_MAX scale; values below its subnormals flush to 0) */
 } pav_p_round;
 
 /* Attention variants (version 2), bits of pav_kernel_desc.variants. A call
