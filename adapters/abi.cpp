@@ -93,6 +93,7 @@ void fill_string(const std::string& s, char* dst, size_t cap, const char* field)
 QQuant q_quant_from_abi(int32_t v) {
   if (v == PAV_Q_QUANT_NONE) return QQuant::none;
   if (v == PAV_Q_QUANT_FP8_PER_ROW) return QQuant::fp8_per_row;
+  if (v == PAV_Q_QUANT_CACHE_DTYPE) return QQuant::cache_dtype;
   throw KernelSpecError(fmt::format("description: q_quant = {} is not a known value", v));
 }
 
@@ -231,7 +232,9 @@ void to_abi(const KernelDescription& d, pav_kernel_desc* out) {
   out->max_split_ceiling = int32_t(d.max_split_ceiling);
   out->writes_lse = d.writes_lse;
   out->thread_safe = d.thread_safe;
-  out->q_quant = d.profile.q_quant == QQuant::fp8_per_row ? PAV_Q_QUANT_FP8_PER_ROW : PAV_Q_QUANT_NONE;
+  out->q_quant = d.profile.q_quant == QQuant::fp8_per_row   ? PAV_Q_QUANT_FP8_PER_ROW
+                 : d.profile.q_quant == QQuant::cache_dtype ? PAV_Q_QUANT_CACHE_DTYPE
+                                                            : PAV_Q_QUANT_NONE;
   out->p_round = p_round_to_abi(d.profile.p_round);
   out->partial_dtype = to_abi(d.profile.partial);
   out->variants = enum_bits(d.features);

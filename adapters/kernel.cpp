@@ -374,7 +374,7 @@ KernelDescription description_from_json(const json& j) {
     return p.at(k).get<std::string>();
   };
   if (!reference::parse_q_quant(name_of("q_quant"), d.profile.q_quant))
-    throw KernelSpecError("profile.q_quant: unknown value '" + utf8_clean(name_of("q_quant"), 80) + "' (expected fp8_per_row or none)");
+    throw KernelSpecError("profile.q_quant: unknown value '" + utf8_clean(name_of("q_quant"), 80) + "' (expected fp8_per_row, cache_dtype or none)");
   if (!reference::parse_p_round(name_of("p_round"), d.profile.p_round))
     throw KernelSpecError("profile.p_round: unknown value '" + utf8_clean(name_of("p_round"), 80) +
                           "' (expected fp8_running_max, fp8, bf16, f16 or none)");

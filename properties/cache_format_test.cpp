@@ -19,6 +19,7 @@
 #include "adapters/kernel.hpp"
 #include "adapters/worker_protocol.hpp"
 #include "kernels/cache_format.hpp"
+#include "kernels/codecs.hpp"
 #include "properties/case_format.hpp"
 #include "properties/fuzz.hpp"
 #include "properties/gen.hpp"
@@ -200,6 +201,52 @@ TEST(CacheFormat, EachFormatAndDtypeAgreesWithAPlainModel) {
             ++bad;
           }
       }
+}
+
+adapters::KernelDescription every_format();
+
+// Q cast to the cache's dtype (profile q_quant cache_dtype): the reference
+// equals the plain model with Q rounded so, and differs from it unrounded.
+TEST(CacheFormat, QCastToTheCacheDtypeIsTheDeclaredRounding) {
+  // (A bf16 q cast to an f16 cache is nearly exact: the fp8 casts are the ones that show.)
+  for (DType t : {DType::fp8_e4m3fn, DType::fp8_e5m2}) {
+    SCOPED_TRACE(std::string(kernels::to_string(t)));
+    CaseSpec s = base_spec();  // bf16 q
+    s.layout = CacheLayout::nhd;
+    s.cache_dtype = t;
+    s.scales = ScaleKind::none;
+    props::HostCase c = props::build_case(s);
+    const reference::ReferenceResult plain = reference::decode(c.call(), exact());
+    const reference::ReferenceResult cast =
+        reference::decode(c.call(), {reference::QQuant::cache_dtype, reference::PRound::none, DType::none});
+    const std::vector<long double> unrounded = model(c);
+    // Q's values as the cache's dtype holds them, then the same model.
+    for (uint16_t& bits : c.q) {
+      uint32_t u = uint32_t(bits) << 16;
+      float f;
+      std::memcpy(&f, &u, 4);
+      uint8_t e[2];
+      kernels::put_cache_element(t, f, e);
+      const float r = float(element(t, e));
+      std::memcpy(&u, &r, 4);
+      bits = uint16_t(u >> 16);  // exact: every f16 and fp8 value of this range is a bf16 value
+    }
+    const std::vector<long double> rounded = model(c);
+    double off_rounded = 0, off_unrounded = 0;
+    for (size_t i = 0; i < rounded.size(); ++i) {
+      off_rounded = std::max(off_rounded, double(std::fabs((long double)cast.out[i] - rounded[i])));
+      off_unrounded = std::max(off_unrounded, double(std::fabs((long double)cast.out[i] - unrounded[i])));
+      EXPECT_LE(std::fabs((long double)plain.out[i] - unrounded[i]), 1e-4L * (1 + std::fabs(unrounded[i])));
+    }
+    EXPECT_LE(off_rounded, 1e-4);
+    EXPECT_GT(off_unrounded, 10 * off_rounded + 1e-6);
+  }
+  EXPECT_EQ(adapters::description_problem([] {
+              adapters::KernelDescription d = every_format();
+              d.profile.q_quant = reference::QQuant::cache_dtype;
+              return d;
+            }()),
+            "");
 }
 
 // The same values in every layout, storage and page table: the same reference.

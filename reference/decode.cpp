@@ -314,6 +314,7 @@ struct Core {
   const DecodeCall& c;
   const Geometry& g;
   bool q_fp8;
+  bool q_cast;  // Q cast to the cache's dtype, unscaled
   DType q_flavour;
   T softmax_scale;
   T sub_c;  // P's subnormal absolute error bound (units of the max)
@@ -323,6 +324,7 @@ struct Core {
   Core(const DecodeCall& call, const Geometry& geo, const NumericsProfile& profile, const ReferenceOptions& opt)
       : c(call), g(geo), fp8(geo.cache) {
     q_fp8 = profile.q_quant == QQuant::fp8_per_row;
+    q_cast = profile.q_quant == QQuant::cache_dtype;
     q_flavour = quantization_flavour(call);
     softmax_scale = call.opt.softmax_scale != 0.0f ? T(call.opt.softmax_scale)
                                                    : T(1) / std::sqrt(T(g.D));
@@ -345,6 +347,12 @@ struct Core {
         if (q_fp8) {
           const Score qs = Score(quantize_q_row(row.data(), g.D, q_flavour, codes.data()));
           for (int64_t d = 0; d < g.D; ++d) q(r, d) = Score(codes[d]) * qs * softmax_scale;
+        } else if (q_cast) {
+          uint8_t e[2];
+          for (int64_t d = 0; d < g.D; ++d) {
+            kernels::put_cache_element(g.cache, row[d], e);
+            q(r, d) = Score(kernels::cache_element_value(g.cache, e)) * softmax_scale;
+          }
         } else {
           for (int64_t d = 0; d < g.D; ++d) q(r, d) = Score(row[d]) * softmax_scale;
         }

@@ -8,7 +8,7 @@ namespace pav::reference {
 namespace {
 
 constexpr std::pair<QQuant, std::string_view> kQQuantNames[] = {
-    {QQuant::fp8_per_row, "fp8_per_row"}, {QQuant::none, "none"}};
+    {QQuant::fp8_per_row, "fp8_per_row"}, {QQuant::none, "none"}, {QQuant::cache_dtype, "cache_dtype"}};
 constexpr std::pair<PRound, std::string_view> kPRoundNames[] = {
     {PRound::fp8_running_max, "fp8_running_max"}, {PRound::bf16, "bf16"},
     {PRound::f16, "f16"}, {PRound::none, "none"}, {PRound::fp8, "fp8"}};

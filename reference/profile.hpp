@@ -25,7 +25,9 @@ namespace pav::reference {
 //   fp8_per_row: each query row is scaled by q_scale = max(absmax(row)/FP8_MAX, 1e-20),
 //                rounded to fp8 (the cache's flavour) and used as code*q_scale.
 //   none:        Q is used as given (its bf16/f16 values).
-enum class QQuant : uint8_t { fp8_per_row, none };
+//   cache_dtype: each Q value is cast to the cache's dtype (bf16, f16, or an
+//                fp8 without a scale: q.to(k.dtype)) before Q.K. (Appended.)
+enum class QQuant : uint8_t { fp8_per_row, none, cache_dtype };
 
 // How the kernel rounds P before P.V.
 //   fp8_running_max: p = exp(s - m) against the running max m, scaled by FP8_MAX

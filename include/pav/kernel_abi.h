@@ -122,7 +122,11 @@ typedef enum pav_split { PAV_SPLIT_SELF = 0, PAV_SPLIT_PLAN = 1 } pav_split;
  * none: Q is used as given (bf16/f16 values widened).
  * fp8_per_row: each query head vector (one row of D values) is quantized to
  *   the cache's fp8 flavour with q_scale = max(absmax(row)/FP8_MAX, 1e-20). */
-typedef enum pav_q_quant { PAV_Q_QUANT_NONE = 0, PAV_Q_QUANT_FP8_PER_ROW = 1 } pav_q_quant;
+typedef enum pav_q_quant {
+  PAV_Q_QUANT_NONE = 0,
+  PAV_Q_QUANT_FP8_PER_ROW = 1,
+  PAV_Q_QUANT_CACHE_DTYPE = 2 /* version 3: each Q value cast to the cache's dtype (no scale) */
+} pav_q_quant;
 
 /* Numerics profile, part 2: how the softmax weights P are rounded before P.V.
  * none: kept in fp32.
