@@ -45,7 +45,7 @@ TEST(NumericsProfile, ParsersRoundTripAndRefuseUnknownNames) {
   for (const char* bad : {"", "fp8", "FP8_PER_ROW", "none ", "per_row", "fp8_e4m3fn"}) {
     EXPECT_FALSE(parse_q_quant(bad, q)) << bad;
   }
-  for (const char* bad : {"", "fp8", "bfloat16", "BF16", "f32", "fp8_running_max "}) {
+  for (const char* bad : {"", "fp8_scaled", "FP8", "bfloat16", "BF16", "f32", "fp8_running_max "}) {
     EXPECT_FALSE(parse_p_round(bad, p)) << bad;
   }
   for (const char* bad : {"", "fp8_e4m3fn", "i32", "i64", "float32", "F32", "None"}) {
