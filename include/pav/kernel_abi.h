@@ -258,12 +258,14 @@ typedef struct pav_kernel_desc {
 /* The tensors and options of one call (see docs, "Contract"). Shapes:
  *   q            [num_seqs*q_len, Hq, D]  bf16/f16, head_dim stride 1
  *   out          like q, dtype per pav_kernel_desc.out_dtype
- *   k_cache      [num_blocks, Hkv, D/16, block_size, 16]  fp8, contiguous
- *   v_cache      plain [num_blocks, Hkv, D, block_size] or
+ *   k_cache      packed: [num_blocks, Hkv, D/16, block_size, 16], contiguous;
+ *                nhd / hnd (cache_layout): see pav_cache_layout; the cache dtype
+ *                is one of pav_kernel_desc.cache_dtypes
+ *   v_cache      packed: plain [num_blocks, Hkv, D, block_size] or
  *                trans [num_blocks, Hkv, block_size/16, D, 16]
- *   block_tables [num_seqs, max_blocks] i32
+ *   block_tables [num_seqs, max_blocks] i32 (absent with CSR page lists: pav_page_table)
  *   context_lens [num_seqs] i32
- *   k_scale, v_scale  absent, [1] or [num_blocks, Hkv, block_size] f32
+ *   k_scale, v_scale  absent, [1], [Hkv] or [num_blocks, Hkv, block_size] f32
  *   lse          [num_seqs*q_len, Hq] f32, natural log (log2 when lse_base
  *                says so); present only when the kernel declares writes_lse;
  *                -inf for a row that sees no token (the sink with sinks)
