@@ -10,6 +10,10 @@
 
 #include <cmath>
 #include <cstring>
+#include <fcntl.h>
+#include <filesystem>
+#include <fstream>
+#include <unistd.h>
 #include <functional>
 #include <set>
 #include <string>
@@ -17,7 +21,9 @@
 
 #include "adapters/abi.hpp"
 #include "adapters/kernel.hpp"
+#include "adapters/npy.hpp"
 #include "adapters/worker_protocol.hpp"
+#include "adapters/worker_server.hpp"
 #include "kernels/cache_format.hpp"
 #include "kernels/codecs.hpp"
 #include "properties/case_format.hpp"
@@ -579,6 +585,76 @@ TEST(WorkerProtocol, TheCacheFormatTravelsAsNamedTensorsAndArgs) {
   EXPECT_EQ(adapters::description_from_json(j).cache_layouts, std::vector{CacheLayout::nhd});
   j["page_tables"] = {"tree"};
   EXPECT_THROW(adapters::description_from_json(j), adapters::KernelSpecError);
+}
+
+// pav kernel-worker's side (what --isolate runs): a decode request of every
+// format field, served to a kernel that records what it was handed, comes back
+// as the same call: its halves of the combined tensor, its CSR lists, its
+// layout; the contract admits it and the reference reads it as the original.
+class Recorder final : public adapters::KernelUnderTest {
+ public:
+  explicit Recorder(adapters::KernelDescription d) : d_(std::move(d)) {}
+  const adapters::KernelDescription& description() const override { return d_; }
+  std::string adapter() const override { return "test"; }
+  std::string spec() const override { return "recorder"; }
+  adapters::CallResult check(const adapters::DecodeRequest&) override { return {}; }
+  adapters::CallResult decode(const adapters::DecodeRequest& r) override {
+    ++calls_;
+    violation = adapters::contract_violation(r, d_);
+    if (violation.empty()) out = reference::decode(r.call, exact()).out;
+    layout = r.call.layout;
+    page_table = r.call.page_table;
+    combined = r.call.kv_cache.present();
+    std::memset(r.call.out.data, 0, size_t(r.call.out.numel() * kernels::dtype_size(r.call.out.dtype)));
+    return {};
+  }
+  int64_t decode_calls() const override { return calls_; }
+  std::string violation = "(not called)";
+  std::vector<float> out;
+  CacheLayout layout = CacheLayout::packed;
+  PageTable page_table = PageTable::block_table;
+  bool combined = false;
+
+ private:
+  adapters::KernelDescription d_;
+  int64_t calls_ = 0;
+};
+
+TEST(WorkerServer, ServesEveryCacheFormatAsTheSameCall) {
+  for (const bool combined : {true, false}) {
+    CaseSpec s = every_field();
+    s.kv_combined = combined;
+    s.page_pad = s.row_pad = 0;  // files arrive compacted: the served call is contiguous
+    s.block_size = 7;            // one of every_format()'s sizes
+    props::HostCase c = props::build_case(s);
+    adapters::DecodeRequest r;
+    r.call = c.call();
+    const std::filesystem::path dir =
+        std::filesystem::temp_directory_path() / ("pav-format-server-" + std::to_string(::getpid()) + (combined ? "c" : "s"));
+    std::filesystem::remove_all(dir);
+    std::filesystem::create_directories(dir);
+    for (const auto& t : adapters::protocol::inputs_of(r)) adapters::npy::write((dir / (std::string(t.name) + ".npy")).string(), t.view);
+    const std::string input = adapters::protocol::decode_request(1, dir.string(), r).dump() + "\n{\"op\":\"quit\"}\n";
+    std::ofstream(dir / "in.jsonl", std::ios::binary) << input;
+    const int in_fd = ::open((dir / "in.jsonl").c_str(), O_RDONLY);
+    const int out_fd = ::open((dir / "out.jsonl").c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    ASSERT_GE(in_fd, 0);
+    ASSERT_GE(out_fd, 0);
+    Recorder k(every_format());
+    EXPECT_EQ(adapters::serve_worker(k, in_fd, out_fd), 0);
+    ::close(in_fd);
+    ::close(out_fd);
+    std::ifstream replies(dir / "out.jsonl");
+    std::string line;
+    ASSERT_TRUE(std::getline(replies, line));
+    EXPECT_EQ(nlohmann::json::parse(line).at("ok"), true) << line;
+    EXPECT_EQ(k.violation, "");
+    EXPECT_EQ(k.layout, CacheLayout::hnd);
+    EXPECT_EQ(k.page_table, PageTable::csr);
+    EXPECT_EQ(k.combined, combined);
+    EXPECT_EQ(k.out, reference::decode(r.call, exact()).out);
+    std::filesystem::remove_all(dir);
+  }
 }
 
 // ---- generation --------------------------------------------------------------------
