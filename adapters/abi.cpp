@@ -266,31 +266,25 @@ pav_decode_args make_args(const DecodeRequest& r, bool for_check, uint32_t versi
     a.work_info = to_abi(TensorView::contiguous_of(r.plan->work_info, DType::i32, {r.plan->capacity, 4}));
     a.reduce_info = to_abi(TensorView::contiguous_of(r.plan->reduce_info, DType::i32, {r.plan->num_seqs, 2}));
   }
-  a.window_left = c.variant.window_left;
-  a.soft_cap = c.variant.soft_cap;
-  a.sinks = to_abi(c.variant.sinks);
-  a.alibi_slopes = to_abi(c.variant.alibi_slopes);
-  a.cache_layout = int32_t(c.layout);
-  a.page_table = int32_t(c.page_table);
-  a.kv_cache = to_abi(c.kv_cache);
-  a.kv_indptr = to_abi(c.kv_indptr);
-  a.kv_indices = to_abi(c.kv_indices);
-  a.kv_last_page_len = to_abi(c.kv_last_page_len);
+  // An older library's struct ends earlier: the fields past its size stay zero.
+  if (version >= 2) {
+    a.window_left = c.variant.window_left;
+    a.soft_cap = c.variant.soft_cap;
+    a.sinks = to_abi(c.variant.sinks);
+    a.alibi_slopes = to_abi(c.variant.alibi_slopes);
+  }
+  if (version >= 3) {
+    a.cache_layout = int32_t(c.layout);
+    a.page_table = int32_t(c.page_table);
+    a.kv_cache = to_abi(c.kv_cache);
+    a.kv_indptr = to_abi(c.kv_indptr);
+    a.kv_indices = to_abi(c.kv_indices);
+    a.kv_last_page_len = to_abi(c.kv_last_page_len);
+  }
   if (for_check)
     for (pav_tensor* t : {&a.q, &a.out, &a.k_cache, &a.v_cache, &a.k_scale, &a.v_scale, &a.lse, &a.sinks,
                           &a.alibi_slopes, &a.kv_cache})
       t->data = nullptr;
-  // An older library's struct ends earlier: the fields past its size stay zero
-  // (the caller hands it the prefix only).
-  if (version < 3) {
-    a.cache_layout = a.page_table = 0;
-    a.kv_cache = a.kv_indptr = a.kv_indices = a.kv_last_page_len = pav_tensor{};
-  }
-  if (version < 2) {
-    a.window_left = 0;
-    a.soft_cap = 0.0f;
-    a.sinks = a.alibi_slopes = pav_tensor{};
-  }
   return a;
 }
 

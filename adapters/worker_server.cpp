@@ -83,21 +83,9 @@ void build(Materialized& m, const json& req, bool with_files) {
   c.k_cache = take(m, tensors, "k_cache", with_files, dir);
   c.v_cache = take(m, tensors, "v_cache", with_files, dir);
   c.kv_cache = take(m, tensors, "kv_cache", with_files, dir);
-  if (c.kv_cache.present() && c.kv_cache.rank >= 2) {
-    // K and V are the [:, 0] and [:, 1] halves of the combined tensor.
-    TensorView half;
-    half.dtype = c.kv_cache.dtype;
-    half.rank = c.kv_cache.rank - 1;
-    half.shape[0] = c.kv_cache.shape[0];
-    half.stride[0] = c.kv_cache.stride[0];
-    for (int i = 2; i < c.kv_cache.rank; ++i) {
-      half.shape[size_t(i - 1)] = c.kv_cache.shape[size_t(i)];
-      half.stride[size_t(i - 1)] = c.kv_cache.stride[size_t(i)];
-    }
-    c.k_cache = c.v_cache = half;
-    c.k_cache.data = c.kv_cache.data;
-    if (c.kv_cache.data)
-      c.v_cache.data = static_cast<uint8_t*>(c.kv_cache.data) + c.kv_cache.stride[1] * kernels::dtype_size(half.dtype);
+  if (c.kv_cache.present() && c.kv_cache.rank >= 2) {  // K and V are its [:, 0] and [:, 1] halves
+    c.k_cache = kernels::kv_half(c.kv_cache, 0);
+    c.v_cache = kernels::kv_half(c.kv_cache, 1);
   }
   c.block_tables = take(m, tensors, "block_tables", with_files, dir);
   c.kv_indptr = take(m, tensors, "kv_indptr", with_files, dir);

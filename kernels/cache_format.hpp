@@ -72,6 +72,21 @@ inline int64_t cache_offset_nhd_hnd(const TensorView& t, int64_t page, int64_t h
          d * t.stride[3];
 }
 
+// The [:, which] half of a combined [pages, 2, ...] tensor: K (0) or V (1).
+inline TensorView kv_half(const TensorView& kv, int which) {
+  TensorView h;
+  h.dtype = kv.dtype;
+  h.rank = kv.rank - 1;
+  h.shape[0] = kv.shape[0];
+  h.stride[0] = kv.stride[0];
+  for (int i = 2; i < kv.rank; ++i) {
+    h.shape[size_t(i - 1)] = kv.shape[size_t(i)];
+    h.stride[size_t(i - 1)] = kv.stride[size_t(i)];
+  }
+  if (kv.data) h.data = static_cast<uint8_t*>(kv.data) + which * kv.stride[1] * dtype_size(kv.dtype);
+  return h;
+}
+
 // Element offset of (page, head h, slot, d) in a K (is_v false) or V view.
 inline int64_t cache_offset(const TensorView& t, const CacheShape& s, bool is_v, int64_t page, int64_t h,
                             int64_t slot, int64_t d) {
@@ -86,7 +101,12 @@ namespace cache_detail {
 
 inline std::string shape_text(const TensorView& v) { return v.present() ? v.shape_string() : "absent"; }
 
-inline bool c_contiguous(const TensorView& v) { return v.contiguous(); }
+inline bool same_view(const TensorView& a, const TensorView& b) {
+  if (a.data != b.data || a.dtype != b.dtype || a.rank != b.rank) return false;
+  for (int i = 0; i < a.rank; ++i)
+    if (a.shape[i] != b.shape[i] || a.stride[i] != b.stride[i]) return false;
+  return true;
+}
 
 // Strides that keep the dims in row-major order without overlap, the last
 // stride 1: stride[i] >= extent[i+1] * stride[i+1]. (Gaps are allowed: a page
@@ -172,11 +192,8 @@ inline std::string cache_views_problem(const DecodeCall& c, int64_t head_dim, St
     if (kv.rank != 5 || kv.dtype != k.dtype || kv.shape[0] != s.pages || kv.shape[1] != 2)
       return fmt::format("kv_cache: {} {} (expected {} [{}, 2, ...])", to_string(kv.dtype), shape_text(kv),
                          to_string(k.dtype), s.pages);
-    for (int i = 0; i < 3; ++i)
-      if (kv.shape[i + 2] != k.shape[i + 1] || kv.stride[i + 2] != k.stride[i + 1])
-        return "kv_cache: k_cache is not its [:, 0] half";
-    if (kv.stride[0] != k.stride[0] || v.stride != k.stride || k.data != kv.data ||
-        static_cast<const uint8_t*>(v.data) != static_cast<const uint8_t*>(k.data) + kv.stride[1] * dtype_size(k.dtype))
+    if (!cache_detail::same_view(k, kv_half(kv, 0))) return "kv_cache: k_cache is not its [:, 0] half";
+    if (!cache_detail::same_view(v, kv_half(kv, 1)))
       return "kv_cache: k_cache and v_cache are not its [:, 0] and [:, 1] halves";
     if (auto why = strides_problem(kv, "kv_cache"); !why.empty()) return why;
     s.combined = true;

@@ -492,12 +492,13 @@ DecodeCall HostCase::call() {
     c.k_cache = kv;
     c.v_cache = kv;
     if (s.kv_combined) {
-      c.v_cache.data = k.data() + st.half * dtype_size(s.cache_dtype);
       c.kv_cache.data = k.data();
       c.kv_cache.dtype = s.cache_dtype;
       c.kv_cache.rank = 5;
       c.kv_cache.shape = {num_blocks, 2, kv.shape[1], kv.shape[2], D, 0};
       c.kv_cache.stride = {st.k_page, st.half, kv.stride[1], kv.stride[2], 1, 0};
+      c.k_cache = kv_half(c.kv_cache, 0);
+      c.v_cache = kv_half(c.kv_cache, 1);
     } else {
       c.v_cache.data = v.data();
     }

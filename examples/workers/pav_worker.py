@@ -52,6 +52,21 @@ PAGE_TABLES = ("block_table", "csr")
 CSR_LISTS = ("kv_indptr", "kv_indices", "kv_last_page_len")
 
 
+# Every cache format the example workers read as it is stored (they index the
+# cache in place; padded pages and rows are fine because files arrive compacted).
+EVERY_CACHE_FORMAT = {
+    "cache_dtypes": ["bf16", "f16", "fp8_e4m3fn", "fp8_e4m3fnuz", "fp8_e5m2"],
+    "cache_layouts": ["packed", "nhd", "hnd"],
+    "v_layouts": ["plain", "trans"],
+    "kv_storage": ["separate", "combined"],
+    "page_tables": ["block_table", "csr"],
+    "strided_cache": True,
+    "scale_kinds": ["none", "per_tensor", "per_head", "per_token"],
+    "mixed_scales": True,
+    "block_sizes": [1, 2, 8, 16, 32, 64, 128, 256],
+}
+
+
 def fp8_table(flavour):
     """The 256 values of an fp8 flavour, indexed by code (NaN codes give NaN).
 
