@@ -21,7 +21,9 @@ using nlohmann::json;
 
 std::string_view to_string(Memory m) { return m == Memory::host ? "host" : "device"; }
 std::string_view to_string(Split s) { return s == Split::self ? "self" : "plan"; }
-std::string_view to_string(KvStorage s) { return s == KvStorage::separate ? "separate" : "combined"; }
+std::string_view to_string(KvStorage s) {
+  return s == KvStorage::separate ? "separate" : s == KvStorage::combined ? "combined" : "latent";
+}
 std::string_view to_string(VLayout l) {
   return l == VLayout::plain ? "plain" : l == VLayout::trans ? "trans" : "unknown";
 }
@@ -97,6 +99,7 @@ void canonicalize(KernelDescription& d) {
   sort(d.v_layouts);
   sort(d.cache_layouts);
   sort(d.kv_storage);
+  sort(d.mla_dims);
   sort(d.page_tables);
   sort(d.scale_kinds);
   sort(d.block_sizes);
@@ -128,7 +131,7 @@ std::string description_problem(const KernelDescription& d) {
       return fmt::format("cache_dtypes: {} is not a cache dtype (bf16, f16, fp8_e4m3fn, fp8_e4m3fnuz, fp8_e5m2)",
                          kernels::to_string(t));
   if (d.cache_layouts.empty()) return "cache_layouts: empty (name packed, nhd and/or hnd)";
-  if (d.kv_storage.empty()) return "kv_storage: empty (name separate and/or combined)";
+  if (d.kv_storage.empty()) return "kv_storage: empty (name separate, combined and/or latent)";
   if (d.page_tables.empty()) return "page_tables: empty (name block_table and/or csr)";
   const bool packed = contains(d.cache_layouts, kernels::CacheLayout::packed);
   if (packed && d.v_layouts.empty()) return "v_layouts: empty (the packed layout needs plain and/or trans)";
@@ -139,6 +142,20 @@ std::string description_problem(const KernelDescription& d) {
     return "kv_storage: combined is for the nhd and hnd layouts, and the kernel reads packed caches only";
   if (!contains(d.kv_storage, KvStorage::separate) && packed)
     return "kv_storage: the packed layout keeps K and V separate; name separate too";
+  // MLA: latent storage and its (latent, rope) pairs come together, each pair
+  // a q/K head dim the kernel lists.
+  const bool latent = contains(d.kv_storage, KvStorage::latent);
+  if (latent && d.cache_layouts == std::vector{kernels::CacheLayout::packed})
+    return "kv_storage: latent (MLA) is for the nhd and hnd layouts, and the kernel reads packed caches only";
+  if (latent && d.mla_dims.empty()) return "mla_dims: empty, but kv_storage names latent (list [latent, rope] pairs)";
+  if (!latent && !d.mla_dims.empty()) return "mla_dims: given, but kv_storage does not name latent";
+  for (const MlaDims& m : d.mla_dims) {
+    if (m.latent < 16 || m.latent % 16 != 0 || m.rope < 16 || m.rope % 16 != 0)
+      return fmt::format("mla_dims: [{}, {}]: latent and rope must be multiples of 16, each at least 16", m.latent, m.rope);
+    if (!contains(d.head_dims, m.latent + m.rope))
+      return fmt::format("mla_dims: [{}, {}]: head_dims must list its q and K head dim {}", m.latent, m.rope,
+                         m.latent + m.rope);
+  }
   if (d.scale_kinds.empty()) return "scale_kinds: empty (name none, per_tensor, per_head and/or per_token)";
   if (d.block_sizes.empty()) return "block_sizes: empty";
   if (packed && std::none_of(d.block_sizes.begin(), d.block_sizes.end(), [](int64_t b) { return b % 16 == 0; }))
@@ -162,6 +179,7 @@ std::string description_problem(const KernelDescription& d) {
   if (!unique(d.cache_dtypes)) return "cache_dtypes: a value is listed twice";
   if (!unique(d.cache_layouts)) return "cache_layouts: a value is listed twice";
   if (!unique(d.kv_storage)) return "kv_storage: a value is listed twice";
+  if (!unique(d.mla_dims)) return "mla_dims: a pair is listed twice";
   if (!unique(d.page_tables)) return "page_tables: a value is listed twice";
   if (!unique(d.scale_kinds)) return "scale_kinds: a value is listed twice";
   if (d.lse_base != LseBase::e && !d.writes_lse) return "lse_base: given, but the kernel writes no lse";
@@ -254,6 +272,10 @@ json to_json(const KernelDescription& d) {
   for (VLayout l : d.v_layouts) j["v_layouts"].push_back(to_string(l));
   j["kv_storage"] = json::array();
   for (KvStorage k : d.kv_storage) j["kv_storage"].push_back(to_string(k));
+  if (!d.mla_dims.empty()) {
+    j["mla_dims"] = json::array();
+    for (const MlaDims& m : d.mla_dims) j["mla_dims"].push_back({m.latent, m.rope});
+  }
   j["page_tables"] = json::array();
   for (kernels::PageTable p : d.page_tables) j["page_tables"].push_back(to_string(p));
   j["strided_cache"] = d.strided_cache;
@@ -290,7 +312,8 @@ KernelDescription description_from_json(const json& j) {
       "v_layouts",    "scale_kinds",    "block_sizes",     "head_dims",  "gqa_ratios",        "q_len",
       "max_num_seqs", "max_kv_heads",   "max_context_len", "strided_q",  "split",             "split_ceiling",
       "max_split_ceiling", "writes_lse", "thread_safe",    "check",      "profile",           "lse_base",
-      "variants",     "cache_layouts",  "kv_storage",      "page_tables", "strided_cache",    "mixed_scales"};
+      "variants",     "cache_layouts",  "kv_storage",      "page_tables", "strided_cache",    "mixed_scales",
+      "mla_dims"};
   // v_layouts is required while the kernel reads packed caches (cache_layouts absent means packed).
   static const std::set<std::string> required = {"name",        "q_dtypes",    "cache_dtypes", "scale_kinds",
                                                  "block_sizes", "head_dims",   "gqa_ratios",   "q_len",
@@ -323,8 +346,14 @@ KernelDescription description_from_json(const json& j) {
   if (j.contains("kv_storage")) {
     d.kv_storage.clear();
     for (const json& v : array_field(j, "kv_storage"))
-      d.kv_storage.push_back(parse_name<KvStorage>(v, "kv_storage", {KvStorage::separate, KvStorage::combined}));
+      d.kv_storage.push_back(
+          parse_name<KvStorage>(v, "kv_storage", {KvStorage::separate, KvStorage::combined, KvStorage::latent}));
   }
+  if (j.contains("mla_dims"))
+    for (const json& v : array_field(j, "mla_dims")) {
+      if (!v.is_array() || v.size() != 2) throw KernelSpecError("mla_dims: expected [latent, rope] pairs, got " + quoted(v));
+      d.mla_dims.push_back({int_field(v[0], "mla_dims"), int_field(v[1], "mla_dims")});
+    }
   if (j.contains("page_tables")) {
     d.page_tables.clear();
     for (const json& v : array_field(j, "page_tables"))
@@ -385,6 +414,15 @@ KernelDescription description_from_json(const json& j) {
   return d;
 }
 
+namespace {
+// "512+64/128+64"
+std::string mla_list(const std::vector<MlaDims>& dims) {
+  std::string t;
+  for (const MlaDims& m : dims) t += fmt::format("{}{}+{}", t.empty() ? "" : "/", m.latent, m.rope);
+  return t;
+}
+}  // namespace
+
 std::string summary(const KernelDescription& d) {
   return fmt::format(
       "q {}, out {}, cache {} {}{}{}{}, V {}, scales {}{}, block {}, D {}, G {}, q_len {}..{}, split {}{}, profile q {} / "
@@ -401,7 +439,8 @@ std::string summary(const KernelDescription& d) {
       d.profile.partial == DType::none ? "none" : kernels::to_string(d.profile.partial),
       d.has_check ? ", has check" : "") +
          (d.features.empty() ? std::string() : ", variants " + list_text(d.features)) +
-         (d.lse_base == LseBase::two ? ", lse in log2" : "");
+         (d.lse_base == LseBase::two ? ", lse in log2" : "") +
+         (d.mla_dims.empty() ? std::string() : ", MLA " + mla_list(d.mla_dims));
 }
 
 std::string identity(const KernelUnderTest& k) {
@@ -465,8 +504,12 @@ std::string contract_violation(const DecodeRequest& r, const KernelDescription& 
     return fmt::format("q: dtype {} not in q_dtypes {}", kernels::to_string(c.q.dtype), list_text(d.q_dtypes));
   const int64_t rows = c.q.shape[0], hq = c.q.shape[1], hd = c.q.shape[2];
   if (auto why = row_layout_problem("q", c.q, d.strided_q); !why.empty()) return why;
-  if (c.out.rank != 3 || c.out.shape[0] != rows || c.out.shape[1] != hq || c.out.shape[2] != hd)
-    return "out: shape " + shape_text(c.out) + " differs from q's " + shape_text(c.q);
+  // out is q's shape, but with D_v dims for an MLA call.
+  const int64_t out_d = c.v_latent && c.v_cache.rank == 4 ? c.v_cache.shape[3] : hd;
+  if (c.out.rank != 3 || c.out.shape[0] != rows || c.out.shape[1] != hq || c.out.shape[2] != out_d)
+    return c.v_latent ? fmt::format("out: shape {} (expected [{}, {}, {}]: q's rows and heads, D_v dims)",
+                                    shape_text(c.out), rows, hq, out_d)
+                      : "out: shape " + shape_text(c.out) + " differs from q's " + shape_text(c.q);
   if (c.out.dtype != d.out_dtype_for(c.q.dtype))
     return fmt::format("out: dtype {} (expected {})", kernels::to_string(c.out.dtype),
                        kernels::to_string(d.out_dtype_for(c.q.dtype)));
@@ -484,9 +527,12 @@ std::string contract_violation(const DecodeRequest& r, const KernelDescription& 
     return fmt::format("k_cache: dtype {} not in cache_dtypes {}", kernels::to_string(cs.dtype), list_text(d.cache_dtypes));
   if (cs.layout == kernels::CacheLayout::packed && !contains(d.v_layouts, cs.v_layout))
     return fmt::format("v_cache: layout {} not in v_layouts {}", to_string(cs.v_layout), list_text(d.v_layouts));
-  const KvStorage storage = cs.combined ? KvStorage::combined : KvStorage::separate;
+  const KvStorage storage = cs.latent ? KvStorage::latent : cs.combined ? KvStorage::combined : KvStorage::separate;
   if (!contains(d.kv_storage, storage))
     return fmt::format("kv storage {} not in kv_storage {}", to_string(storage), list_text(d.kv_storage));
+  if (cs.latent && !contains(d.mla_dims, MlaDims{cs.v_head_dim, hd - cs.v_head_dim}))
+    return fmt::format("MLA dims [{}, {}] (D_v {}, D {}) not in mla_dims {}", cs.v_head_dim, hd - cs.v_head_dim,
+                       cs.v_head_dim, hd, mla_list(d.mla_dims));
   const int64_t nb = cs.pages, hkv = cs.hkv, bs = cs.page_size;
   if (!contains(d.block_sizes, bs))
     return fmt::format("block_size {} not in block_sizes {}", bs, list_text(d.block_sizes));
@@ -520,6 +566,8 @@ std::string contract_violation(const DecodeRequest& r, const KernelDescription& 
   for (const auto& [name, s] : {std::pair{"k_scale", &c.k_scale}, std::pair{"v_scale", &c.v_scale}}) {
     Scales& kind = kinds[which++];
     if (auto why = kernels::scale_view_problem(*s, cs, kind, name); !why.empty()) return why;
+    // With one KV head a [1] scale is per tensor and per head at once.
+    if (kind == Scales::per_tensor && hkv == 1 && !contains(d.scale_kinds, Scales::per_tensor)) kind = Scales::per_head;
     if (kind == Scales::per_token && (s->shape[0] != nb || !c_contiguous(*s)))
       return fmt::format("{}: per-token scales {} strides [{}, {}, {}] (expected a contiguous [{}, {}, {}])", name,
                          shape_text(*s), s->stride[0], s->stride[1], s->stride[2], nb, hkv, bs);

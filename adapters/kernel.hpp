@@ -27,8 +27,14 @@ namespace pav::adapters {
 enum class Memory : uint8_t { host, device };
 enum class Split : uint8_t { self, plan };
 using Scales = kernels::ScaleKind;
-// K and V as two tensors, or as the halves of one [pages, 2, ...] tensor.
-enum class KvStorage : uint8_t { separate, combined };
+// K and V as two tensors, as the halves of one [pages, 2, ...] tensor, or
+// (MLA) one tensor whose keys' first D_v dims are the values.
+enum class KvStorage : uint8_t { separate, combined, latent };
+// An MLA head's dims: q and K have latent + rope, V and out latent.
+struct MlaDims {
+  int64_t latent = 512, rope = 64;
+  auto operator<=>(const MlaDims&) const = default;
+};
 // Attention variants a kernel may declare (kernels::AttentionVariant says what
 // each computes); pav sends a call with one only to a kernel that declares it.
 enum class Feature : uint8_t { window, soft_cap, sinks, alibi };
@@ -62,6 +68,7 @@ struct KernelDescription {
   std::vector<kernels::CacheLayout> cache_layouts = {kernels::CacheLayout::packed};
   std::vector<kernels::VLayout> v_layouts;  // packed layout only
   std::vector<KvStorage> kv_storage = {KvStorage::separate};
+  std::vector<MlaDims> mla_dims;  // the (latent, rope) pairs of its MLA calls (kv_storage latent)
   std::vector<kernels::PageTable> page_tables = {kernels::PageTable::block_table};
   bool strided_cache = false;  // nhd, hnd: page and head strides other than the contiguous ones
   std::vector<Scales> scale_kinds;
@@ -92,7 +99,7 @@ struct KernelDescription {
 std::string_view to_string(Memory m);
 std::string_view to_string(Split s);
 using kernels::to_string;  // ScaleKind, CacheLayout, PageTable
-std::string_view to_string(KvStorage s);  // "separate", "combined"
+std::string_view to_string(KvStorage s);  // "separate", "combined", "latent"
 std::string_view to_string(kernels::VLayout l);
 std::string_view to_string(Feature f);  // "window", "soft_cap", "sinks", "alibi"
 std::string_view to_string(LseBase b);  // "e", "2"

@@ -17,11 +17,13 @@ using nlohmann::json;
 
 std::vector<NamedTensor> inputs_of(const DecodeRequest& r) {
   const kernels::DecodeCall& c = r.call;
-  // A combined K/V tensor goes as kv_cache alone (its halves are its views).
+  // A combined K/V tensor goes as kv_cache alone (its halves are its views);
+  // an MLA cache as k_cache alone, with its one scale as k_scale (V is its
+  // keys' first v_head_dim dims).
   const bool combined = c.kv_cache.present();
   std::vector<NamedTensor> v = {{"q", c.q},
                                 {"k_cache", combined ? TensorView{} : c.k_cache},
-                                {"v_cache", combined ? TensorView{} : c.v_cache},
+                                {"v_cache", combined || c.v_latent ? TensorView{} : c.v_cache},
                                 {"kv_cache", c.kv_cache},
                                 {"block_tables", c.block_tables},
                                 {"kv_indptr", c.kv_indptr},
@@ -29,7 +31,7 @@ std::vector<NamedTensor> inputs_of(const DecodeRequest& r) {
                                 {"kv_last_page_len", c.kv_last_page_len},
                                 {"context_lens", c.context_lens},
                                 {"k_scale", c.k_scale},
-                                {"v_scale", c.v_scale},
+                                {"v_scale", c.v_latent ? TensorView{} : c.v_scale},
                                 {"sinks", c.variant.sinks},
                                 {"alibi_slopes", c.variant.alibi_slopes}};
   if (r.plan) {
@@ -77,7 +79,8 @@ json args_of(const DecodeRequest& r, bool for_decode) {
   // The cache format's names (the tensors' shapes say the rest).
   a["cache_layout"] = kernels::to_string(c.layout);
   a["page_table"] = kernels::to_string(c.page_table);
-  a["kv_storage"] = c.kv_cache.present() ? "combined" : "separate";
+  a["kv_storage"] = c.v_latent ? "latent" : c.kv_cache.present() ? "combined" : "separate";
+  if (c.v_latent) a["v_head_dim"] = kernels::dims_of(c).v_head_dim;
   if (!for_decode) return a;
   const kernels::CallDims d = kernels::dims_of(c);
   a["num_seqs"] = d.num_seqs;

@@ -98,6 +98,11 @@ void build(Materialized& m, const json& req, bool with_files) {
   c.context_lens = take(m, tensors, "context_lens", with_files, dir);
   c.k_scale = take(m, tensors, "k_scale", with_files, dir);
   c.v_scale = take(m, tensors, "v_scale", with_files, dir);
+  if (args.value("kv_storage", std::string()) == "latent") {  // MLA: V is K's first v_head_dim dims, one scale
+    c.v_latent = true;
+    if (c.k_cache.rank == 4) c.v_cache = kernels::latent_v(c.k_cache, args.value("v_head_dim", int64_t(0)));
+    c.v_scale = c.k_scale;
+  }
   const TensorView work = take(m, tensors, "work_info", with_files, dir);
   const TensorView reduce = take(m, tensors, "reduce_info", with_files, dir);
   c.q_len = args.at("q_len").get<int>();

@@ -61,7 +61,9 @@ struct CacheShape {
   DType dtype = DType::none;
   VLayout v_layout = VLayout::unknown;  // packed only
   int64_t pages = 0, page_size = 0, hkv = 0, head_dim = 0;
+  int64_t v_head_dim = 0;  // D_v: head_dim but for an MLA cache
   bool combined = false;
+  bool latent = false;     // MLA: V is K's first v_head_dim dims
 };
 
 // The logical dims of a K view (and of V but packed): [pages, a, b, D] with
@@ -85,6 +87,14 @@ inline TensorView kv_half(const TensorView& kv, int which) {
   }
   if (kv.data) h.data = static_cast<uint8_t*>(kv.data) + which * kv.stride[1] * dtype_size(kv.dtype);
   return h;
+}
+
+// The values of an MLA cache: K's [..., :dv] view (nhd, hnd), the same
+// memory at K's strides.
+inline TensorView latent_v(const TensorView& k, int64_t dv) {
+  TensorView v = k;
+  v.shape[3] = dv;
+  return v;
 }
 
 // Element offset of (page, head h, slot, d) in a K (is_v false) or V view.
@@ -160,6 +170,7 @@ inline std::string cache_views_problem(const DecodeCall& c, int64_t head_dim, St
     return fmt::format("v_cache: dtype {} differs from k_cache's {}", to_string(v.dtype), to_string(k.dtype));
   if (c.layout == CacheLayout::packed) {
     if (c.kv_cache.present()) return "kv_cache: a combined K/V tensor is for the nhd and hnd layouts";
+    if (c.v_latent) return "v_latent: an MLA cache is for the nhd and hnd layouts";
     if (k.rank != 5 || k.shape[4] != 16)
       return fmt::format("k_cache: shape {} (expected packed [pages, Hkv, D/16, page_size, 16])", shape_text(k));
     if (k.shape[2] * 16 != head_dim)
@@ -167,7 +178,7 @@ inline std::string cache_views_problem(const DecodeCall& c, int64_t head_dim, St
     s.pages = k.shape[0];
     s.hkv = k.shape[1];
     s.page_size = k.shape[3];
-    s.head_dim = head_dim;
+    s.head_dim = s.v_head_dim = head_dim;
     s.v_layout = v_layout_of(k, v);
     if (s.v_layout == VLayout::unknown || v.shape[0] != s.pages)
       return fmt::format("v_cache: shape {} is neither plain [{}, {}, {}, {}] nor trans [{}, {}, {}, {}, 16]",
@@ -186,6 +197,25 @@ inline std::string cache_views_problem(const DecodeCall& c, int64_t head_dim, St
   s.hkv = k.shape[nhd ? 2 : 1];
   s.head_dim = k.shape[3];
   if (s.head_dim != head_dim) return fmt::format("k_cache: D = {}, but q has D = {}", s.head_dim, head_dim);
+  s.v_head_dim = s.head_dim;
+  if (c.v_latent) {
+    // MLA: V is K's first D_v dims, 16 <= D_v < D a multiple of 16, and one
+    // scale serves both.
+    if (c.kv_cache.present()) return "kv_cache: given with an MLA cache (V is part of K)";
+    const int64_t dv = v.rank == 4 ? v.shape[3] : 0;
+    if (dv < 16 || dv >= head_dim || dv % 16 != 0)
+      return fmt::format("v_cache: shape {}: an MLA cache's D_v must be a multiple of 16 in 16..{}", shape_text(v),
+                         head_dim - 16);
+    if (!cache_detail::same_view(v, latent_v(k, dv)))
+      return fmt::format("v_cache: not k_cache's [..., :{}] view (an MLA cache's values are its keys' first D_v dims)", dv);
+    if (!cache_detail::same_view(c.k_scale, c.v_scale))
+      return "v_scale: differs from k_scale (an MLA cache has one scale for its keys and values)";
+    if (auto why = strides_problem(k, "k_cache"); !why.empty()) return why;
+    s.v_head_dim = dv;
+    s.latent = true;
+    out = s;
+    return {};
+  }
   if (v.rank != 4 || v.shape != k.shape) return fmt::format("v_cache: shape {} differs from k_cache's {}", shape_text(v), shape_text(k));
   if (c.kv_cache.present()) {
     const TensorView& kv = c.kv_cache;

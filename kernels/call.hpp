@@ -78,6 +78,10 @@ struct DecodeCall {
   // K and V as the halves of one [pages, 2, ...] tensor (nhd, hnd): present,
   // with k_cache and v_cache its [:, 0] and [:, 1] views.
   TensorView kv_cache;
+  // MLA (nhd, hnd): the values are the first D_v dims of each key row, so
+  // v_cache is k_cache's [..., :D_v] view (the same memory, kernels::latent_v)
+  // and out has D_v dims; q and K keep D_qk = latent + rope.
+  bool v_latent = false;
   PageTable page_table = PageTable::block_table;
   TensorView kv_indptr, kv_indices, kv_last_page_len;  // page_table = csr, i32
   int q_len = 1;            // MTP query positions per sequence
@@ -88,6 +92,7 @@ struct DecodeCall {
 // Geometry read off a call. Only meaningful for a call that passed validation.
 struct CallDims {
   int64_t num_seqs = 0, q_len = 1, hq = 0, hkv = 0, head_dim = 0, group = 0;
+  int64_t v_head_dim = 0;  // D_v: head_dim but for an MLA call
   int64_t block_size = 0, num_blocks = 0, max_blocks = 0;
   int64_t rows = 0;  // q_len * group: query rows per (sequence, KV head)
   VLayout v_layout = VLayout::unknown;
@@ -111,6 +116,7 @@ inline CallDims dims_of(const DecodeCall& c) {
   d.q_len = c.q_len;
   d.hq = c.q.shape[1];
   d.head_dim = c.q.shape[2];
+  d.v_head_dim = c.v_latent ? c.v_cache.shape[3] : d.head_dim;
   d.hkv = c.k_cache.shape[c.layout == CacheLayout::nhd ? 2 : 1];
   d.group = d.hkv > 0 ? d.hq / d.hkv : 0;
   d.block_size = c.k_cache.shape[c.layout == CacheLayout::packed ? 3 : c.layout == CacheLayout::nhd ? 1 : 2];

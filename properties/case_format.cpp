@@ -100,9 +100,13 @@ void read_variant(const Object& v, CaseSpec& s) {
 // The cache format block (absent: packed, separate, unpadded, block tables,
 // V's scales of K's kind).
 void read_cache(const Object& c, CaseSpec& s) {
-  c.only({"layout", "kv", "page_pad", "row_pad", "page_table", "v_scales"});
+  c.only({"layout", "kv", "v_head_dim", "page_pad", "row_pad", "page_table", "v_scales"});
   kernels::parse_cache_layout(c.choice("layout", {"packed", "nhd", "hnd"}, "packed"), s.layout);
-  s.kv_combined = c.choice("kv", {"separate", "combined"}, "separate") == "combined";
+  const std::string kv = c.choice("kv", {"separate", "combined", "latent"}, "separate");
+  s.kv_combined = kv == "combined";
+  // MLA: V is K's first v_head_dim dims (check_case_spec checks it against head_dim).
+  if (kv == "latent") s.v_head_dim = c.integer<int>("v_head_dim", 16, kMaxHeadDim);
+  else if (c.has("v_head_dim")) throw std::invalid_argument("cache.v_head_dim: given, but cache.kv is not latent");
   s.page_pad = c.integer<int64_t>("page_pad", 0, kMaxBlockSize * 16, 0);
   s.row_pad = c.integer<int64_t>("row_pad", 0, kMaxHeadDim, 0);
   kernels::parse_page_table(c.choice("page_table", {"block_table", "csr"}, "block_table"), s.page_table);
@@ -199,6 +203,10 @@ json case_to_json(const CaseSpec& s, const json& meta) {
   json cache = json::object();
   if (s.layout != kernels::CacheLayout::packed) cache["layout"] = std::string(to_string(s.layout));
   if (s.kv_combined) cache["kv"] = "combined";
+  if (s.v_head_dim > 0) {
+    cache["kv"] = "latent";
+    cache["v_head_dim"] = s.v_head_dim;
+  }
   if (s.page_pad != 0) cache["page_pad"] = s.page_pad;
   if (s.row_pad != 0) cache["row_pad"] = s.row_pad;
   if (s.page_table != kernels::PageTable::block_table) cache["page_table"] = std::string(to_string(s.page_table));

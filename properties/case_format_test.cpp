@@ -139,7 +139,7 @@ TEST(CaseFormat, ChoiceFieldsListWhatTheyTake) {
       {"cache_dtype", {"fp8_e4m3fn", "fp8_e4m3fnuz", "fp8_e5m2", "bf16", "f16"}, "fp8_e4m3fn, fp8_e4m3fnuz, fp8_e5m2, bf16, f16"},
       {"scales", {"none", "per_tensor", "per_head", "per_token"}, "none, per_tensor, per_head, per_token"},
       {"cache.layout", {"packed"}, "packed, nhd, hnd"},
-      {"cache.kv", {"separate"}, "separate, combined"},
+      {"cache.kv", {"separate"}, "separate, combined, latent"},
       {"cache.page_table", {"block_table", "csr"}, "block_table, csr"},
       {"cache.v_scales", {"none", "per_tensor", "per_head", "per_token"}, "none, per_tensor, per_head, per_token"},
       {"path", {"planned", "uniform"}, "planned, uniform"},

@@ -154,8 +154,15 @@ std::vector<std::pair<CaseSpec, int64_t>> simpler_specs(const CaseSpec& s, int64
   if (s.group > 1) field([](CaseSpec& c) { c.group = 1; });
   if (s.group > 2) field([](CaseSpec& c) { c.group /= 2; });
   if (s.group > 2) field([](CaseSpec& c) { c.group -= 1; });
-  if (s.head_dim > 64) field([](CaseSpec& c) { c.head_dim = 64; });
-  if (s.head_dim > 128) field([](CaseSpec& c) { c.head_dim = 128; });
+  if (s.v_head_dim == 0) {
+    if (s.head_dim > 64) field([](CaseSpec& c) { c.head_dim = 64; });
+    if (s.head_dim > 128) field([](CaseSpec& c) { c.head_dim = 128; });
+  } else if (s.head_dim > 192) {  // MLA: the narrow head 128 + 64
+    field([](CaseSpec& c) {
+      c.head_dim = 192;
+      c.v_head_dim = 128;
+    });
+  }
   if (s.block_size > 16) field([](CaseSpec& c) { c.block_size = 16; });
   // The cache format, one part at a time (each kept only inside the kernel's description).
   if (s.block_size > 1 && s.layout != kernels::CacheLayout::packed) field([](CaseSpec& c) { c.block_size = 1; });

@@ -32,16 +32,24 @@ std::string describe_kernel_spec(const CaseSpec& s) {
   std::string lens;
   for (size_t i = 0; i < s.lens.size() && i < 12; ++i) lens += (i ? "," : "") + std::to_string(s.lens[i]);
   if (s.lens.size() > 12) lens += fmt::format(",... ({} total)", s.lens.size());
-  const char* scales = s.scales == ScaleKind::none ? "none" : s.scales == ScaleKind::per_tensor ? "per tensor" : "per token";
+  std::string scales(kernels::to_string(s.scales));
+  if (s.v_scales && *s.v_scales != s.scales) scales += fmt::format(" (V {})", kernels::to_string(*s.v_scales));
+  // The cache format: its layout (packed with its V layout), how K and V are stored, the page table.
+  std::string format = s.layout == kernels::CacheLayout::packed
+                           ? fmt::format("packed {} V", s.v_layout == kernels::VLayout::trans ? "trans" : "plain")
+                           : std::string(kernels::to_string(s.layout));
+  if (s.kv_combined) format += " combined";
+  if (s.v_head_dim > 0) format += fmt::format(" MLA (D_v {})", s.v_head_dim);
+  if (s.page_pad != 0 || s.row_pad != 0) format += " strided";
+  if (s.page_table == kernels::PageTable::csr) format += " csr";
   std::string variant;
   if (s.opt.softmax_scale != 0.0f) variant += fmt::format(", scale {:g}", s.opt.softmax_scale);
   if (s.window_left >= 0) variant += fmt::format(", window {}", s.window_left);
   if (s.soft_cap != 0.0f) variant += fmt::format(", soft cap {:g}", s.soft_cap);
   if (s.sinks) variant += fmt::format(", sinks (head 0: {:g})", s.sinks->front());
   if (s.alibi_slopes) variant += fmt::format(", ALiBi (head 0 slope {:g})", s.alibi_slopes->front());
-  return fmt::format("lens [{}] q_len {} hkv {} G {} D {} block {} {} V, q {}, cache {}, scales {}, ceiling {}{}", lens,
-                     s.q_len, s.hkv, s.group, s.head_dim, s.block_size,
-                     s.v_layout == kernels::VLayout::trans ? "trans" : "plain", kernels::to_string(s.q_dtype),
+  return fmt::format("lens [{}] q_len {} hkv {} G {} D {} block {} {}, q {}, cache {}, scales {}, ceiling {}{}", lens,
+                     s.q_len, s.hkv, s.group, s.head_dim, s.block_size, format, kernels::to_string(s.q_dtype),
                      kernels::to_string(s.cache_dtype), scales, s.max_partitions, variant);
 }
 

@@ -23,7 +23,7 @@ constexpr uint32_t kF32Nan = 0x7fc00000u;
 
 // The cache buffers of a spec: elements from one page to the next in the K
 // buffer (the combined tensor when kv_combined) and in the V buffer (0 when
-// combined), and the stride of a D-long row (nhd, hnd).
+// combined or MLA), and the stride of a D-long row (nhd, hnd).
 struct Storage {
   int64_t k_page = 0, v_page = 0, row = 0, half = 0;  // half: [:, 0] to [:, 1] of a combined tensor
 };
@@ -39,6 +39,8 @@ Storage storage_of(const CaseSpec& s) {
   if (s.kv_combined) {
     st.half = page;
     st.k_page = 2 * page + s.page_pad;
+  } else if (s.v_head_dim > 0) {
+    st.k_page = page + s.page_pad;
   } else {
     st.k_page = st.v_page = page + s.page_pad;
   }
@@ -183,6 +185,7 @@ CaseBlocks check_case_spec(const CaseSpec& spec, bool check_memory) {
       bad("block_size", "must be a positive multiple of 16 in the packed layout, got " + std::to_string(spec.block_size));
     if (spec.kv_combined) bad("cache.kv", "a combined K/V tensor is for the nhd and hnd layouts");
     if (spec.page_pad != 0 || spec.row_pad != 0) bad("cache.page_pad", "padding is for the nhd and hnd layouts");
+    if (spec.v_head_dim != 0) bad("cache.kv", "an MLA (latent) cache is for the nhd and hnd layouts");
   } else if (spec.block_size < 1 || spec.block_size > kMaxBlockSize) {
     bad("block_size", "must be in 1.." + std::to_string(kMaxBlockSize) + ", got " + std::to_string(spec.block_size));
   }
@@ -249,6 +252,17 @@ CaseBlocks check_case_spec(const CaseSpec& spec, bool check_memory) {
   if (spec.k_codes && int64_t(spec.k_codes->size()) != k_bytes)
     bad("tensors.k_codes", "needs " + std::to_string(k_bytes) + " bytes, got " + std::to_string(spec.k_codes->size()));
   if (spec.v_codes && spec.kv_combined) bad("tensors.v_codes", "given with a combined K/V tensor (k_codes holds both)");
+  const bool latent = spec.v_head_dim != 0;
+  if (latent) {
+    // MLA: V is K's first v_head_dim dims, under K's one scale.
+    if (spec.v_head_dim < 16 || spec.v_head_dim % 16 || spec.v_head_dim >= D)
+      bad("cache.v_head_dim", "must be a multiple of 16 in 16.." + std::to_string(D - 16) + " (below head_dim), got " +
+                                  std::to_string(spec.v_head_dim));
+    if (spec.kv_combined) bad("cache.kv", "an MLA cache is not a combined K/V tensor");
+    if (spec.v_codes) bad("tensors.v_codes", "given with an MLA cache (k_codes holds its values)");
+    if (spec.v_scales && *spec.v_scales != spec.scales) bad("cache.v_scales", "an MLA cache has one scale (K's)");
+    if (spec.v_scale_values) bad("tensors.v_scale", "given with an MLA cache (its one scale is tensors.k_scale)");
+  }
   if (spec.v_codes && int64_t(spec.v_codes->size()) != v_bytes)
     bad("tensors.v_codes", "needs " + std::to_string(v_bytes) + " bytes, got " + std::to_string(spec.v_codes->size()));
   // Inline scales: once any is given, each scale whose kind is not 'none' is
@@ -256,7 +270,7 @@ CaseBlocks check_case_spec(const CaseSpec& spec, bool check_memory) {
   // never stand in for missing ones.
   if (spec.k_scale_values || spec.v_scale_values) {
     for (const auto& [v, kind, name] : {std::tuple{&spec.k_scale_values, spec.scales, "tensors.k_scale"},
-                                        std::tuple{&spec.v_scale_values, v_kind, "tensors.v_scale"}}) {
+                                        std::tuple{&spec.v_scale_values, latent ? ScaleKind::none : v_kind, "tensors.v_scale"}}) {
       const int64_t want = kind == ScaleKind::per_tensor ? 1
                            : kind == ScaleKind::per_head ? H
                            : kind == ScaleKind::per_token ? c.num_blocks * H * bs
@@ -331,7 +345,7 @@ HostCase build_case(const CaseSpec& spec, bool fill_values) {
     for (int64_t r = 0; r < qrows; ++r)
       std::copy_n(spec.q_bits->begin() + r * Hq * D, Hq * D, c.q.begin() + r * qstride);
   }
-  c.out.assign(qrows * Hq * D, qnan);
+  c.out.assign(qrows * Hq * (spec.v_head_dim > 0 ? spec.v_head_dim : D), qnan);
 
   // CSR page lists: each sequence's pages of the block table, listed.
   if (spec.page_table == PageTable::csr) {
@@ -366,8 +380,9 @@ HostCase build_case(const CaseSpec& spec, bool fill_values) {
       dst.assign(c.num_blocks * H * bs, nanf_());
     }
   };
+  const bool latent = spec.v_head_dim > 0;  // MLA: V is K's prefix, under K's scale
   init_scale(spec.scales, c.k_scale, 0);
-  init_scale(v_kind, c.v_scale, 1);
+  if (!latent) init_scale(v_kind, c.v_scale, 1);
   const DecodeCall views = c.call();
   const CacheShape cs = c.cache_shape();
   // Codes ~ N(0, 1) * 32 so per-tensor scales near 1/32 give values near N(0, 1).
@@ -383,17 +398,17 @@ HostCase build_case(const CaseSpec& spec, bool fill_values) {
             tk = 0.5f + draw.uniform(row, 0);
             c.k_scale[(blk * H + h) * bs + off] = 0.03125f * tk;
           }
-          if (v_kind == ScaleKind::per_token) {
+          if (v_kind == ScaleKind::per_token && !latent) {
             tv = 0.5f + draw.uniform(row, 1);
             c.v_scale[(blk * H + h) * bs + off] = 0.03125f * tv;
           }
         }
         if (spec.scales == ScaleKind::per_head) tk = c.k_scale[size_t(h)] / 0.03125f;
-        if (v_kind == ScaleKind::per_head) tv = c.v_scale[size_t(h)] / 0.03125f;
+        if (v_kind == ScaleKind::per_head && !latent) tv = c.v_scale[size_t(h)] / 0.03125f;
         draw.kv_normals(draw.row(Draws::k, b, t, h), draw.row(Draws::v, b, t, h), D, kval.data(), vval.data());
         for (int64_t d = 0; d < D; ++d) {
           put_element(views.k_cache, cs, false, blk, h, off, d, kval[d] * 32.0f / tk);
-          put_element(views.v_cache, cs, true, blk, h, off, d, vval[d] * 32.0f / tv);
+          if (!latent) put_element(views.v_cache, cs, true, blk, h, off, d, vval[d] * 32.0f / tv);
         }
       }
     }
@@ -411,8 +426,8 @@ HostCase build_case(const CaseSpec& spec, bool fill_values) {
     const int64_t blk = c.block_tables[s.seq * c.max_blocks + s.token / bs], off = s.token % bs;
     for (int64_t h = 0; h < H; ++h) {
       if (spec.scales == ScaleKind::per_token) c.k_scale[(blk * H + h) * bs + off] = 0.03125f;
-      if (v_kind == ScaleKind::per_token) c.v_scale[(blk * H + h) * bs + off] = 0.03125f;
-      for (int64_t d = 0; d < D; ++d) {
+      if (v_kind == ScaleKind::per_token && !latent) c.v_scale[(blk * H + h) * bs + off] = 0.03125f;
+      for (int64_t d = 0; d < D && !latent; ++d) {  // MLA: the aligned key below is its value too
         const float pattern = ((d + int64_t(si)) % 2 ? 1.0f : -1.0f) * (96.0f + 16.0f * float(si % 4));
         put_element(views.v_cache, cs, true, blk, h, off, d, pattern);
       }
@@ -456,10 +471,10 @@ CaseSpec single_sequence_spec(const HostCase& c, int64_t seq) {
   }
   s.q_bits = std::move(q);
   s.k_codes = c.k;
-  if (!s.kv_combined) s.v_codes = c.v;  // a combined tensor is all in k
+  if (!s.kv_combined && s.v_head_dim == 0) s.v_codes = c.v;  // a combined tensor and an MLA cache are all in k
   if (!c.k_scale.empty()) {
     s.k_scale_values = c.k_scale;
-    s.v_scale_values = c.v_scale;
+    if (s.v_head_dim == 0) s.v_scale_values = c.v_scale;
   }
   return s;
 }
@@ -470,7 +485,7 @@ DecodeCall HostCase::call() {
   DecodeCall c;
   c.q = TensorView::contiguous_of(q.data(), s.q_dtype, {B * s.q_len, Hq, D});
   c.q.stride[0] = Hq * D + s.q_row_pad;
-  c.out = TensorView::contiguous_of(out.data(), s.q_dtype, {B * s.q_len, Hq, D});
+  c.out = TensorView::contiguous_of(out.data(), s.q_dtype, {B * s.q_len, Hq, s.v_head_dim > 0 ? s.v_head_dim : D});
   c.layout = s.layout;
   if (s.layout == CacheLayout::packed) {
     c.k_cache = TensorView::contiguous_of(k.data(), s.cache_dtype, {num_blocks, H, D / 16, bs, 16});
@@ -499,6 +514,9 @@ DecodeCall HostCase::call() {
       c.kv_cache.stride = {st.k_page, st.half, kv.stride[1], kv.stride[2], 1, 0};
       c.k_cache = kv_half(c.kv_cache, 0);
       c.v_cache = kv_half(c.kv_cache, 1);
+    } else if (s.v_head_dim > 0) {
+      c.v_latent = true;
+      c.v_cache = latent_v(kv, s.v_head_dim);
     } else {
       c.v_cache.data = v.data();
     }
@@ -522,7 +540,7 @@ DecodeCall HostCase::call() {
     return TensorView{};
   };
   c.k_scale = scale_view(s.scales, k_scale);
-  c.v_scale = scale_view(v_scale_kind(), v_scale);
+  c.v_scale = c.v_latent ? c.k_scale : scale_view(v_scale_kind(), v_scale);
   c.q_len = s.q_len;
   c.opt = s.opt;
   c.variant.window_left = s.window_left;
@@ -543,6 +561,8 @@ CacheShape HostCase::cache_shape() const {
   cs.hkv = spec.hkv;
   cs.head_dim = spec.head_dim;
   cs.combined = spec.kv_combined;
+  cs.v_head_dim = spec.v_head_dim > 0 ? spec.v_head_dim : spec.head_dim;
+  cs.latent = spec.v_head_dim > 0;
   return cs;
 }
 

@@ -45,6 +45,9 @@ struct CaseSpec {
   // same pages, listed.
   kernels::CacheLayout layout = kernels::CacheLayout::packed;
   bool kv_combined = false;
+  // MLA (nhd, hnd): V is K's first v_head_dim dims, out has v_head_dim dims;
+  // 0: not MLA. The K buffer holds the cache; there are no V codes.
+  int v_head_dim = 0;
   int64_t page_pad = 0;  // elements after each page
   int64_t row_pad = 0;   // elements after each D-long row of a head
   kernels::PageTable page_table = kernels::PageTable::block_table;

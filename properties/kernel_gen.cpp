@@ -93,6 +93,12 @@ std::vector<int64_t> plan_cus(const KernelDescription& d) {
   return v;
 }
 
+adapters::KvStorage storage_of(const CaseSpec& s) {
+  return s.v_head_dim > 0 ? adapters::KvStorage::latent
+         : s.kv_combined  ? adapters::KvStorage::combined
+                          : adapters::KvStorage::separate;
+}
+
 // The nearest multiple of 16 in [lo, hi] from x not listed, stepping out both ways.
 std::optional<int64_t> unlisted_near(int64_t x, const std::vector<int64_t>& listed, int64_t step, int64_t lo,
                                      int64_t hi) {
@@ -123,14 +129,26 @@ void draw_cache_format(CaseSpec& s, const KernelDescription& d) {
   s.cache_dtype = *rc::gen::elementOf(d.cache_dtypes);
   s.opt.arch = arch_for(s.cache_dtype);
   s.opt.compute = kernels::is_fp8(s.cache_dtype) ? s.cache_dtype : DType::bf16;
-  s.kv_combined = !packed && *rc::gen::elementOf(d.kv_storage) == adapters::KvStorage::combined;
+  const adapters::KvStorage storage = packed ? adapters::KvStorage::separate : *rc::gen::elementOf(d.kv_storage);
+  s.kv_combined = storage == adapters::KvStorage::combined;
+  if (storage == adapters::KvStorage::latent) {
+    // MLA: one latent KV head; a declared (latent, rope) pair, the one of the
+    // drawn head dim where there is one.
+    std::vector<adapters::MlaDims> fit;
+    for (const adapters::MlaDims& m : d.mla_dims)
+      if (m.latent + m.rope == s.head_dim) fit.push_back(m);
+    const adapters::MlaDims m = *rc::gen::elementOf(fit.empty() ? d.mla_dims : fit);
+    s.head_dim = int(m.latent + m.rope);
+    s.v_head_dim = int(m.latent);
+    s.hkv = 1;
+  }
   if (!packed && d.strided_cache) {
     s.page_pad = *rc::gen::element<int64_t>(0, 0, 16, 1000);
     s.row_pad = *rc::gen::element<int64_t>(0, 0, 8, 64);
   }
   s.page_table = *rc::gen::elementOf(d.page_tables);
   s.scales = *rc::gen::elementOf(d.scale_kinds);
-  if (d.mixed_scales) {
+  if (d.mixed_scales && s.v_head_dim == 0) {  // an MLA cache has one scale
     const Scales v = *rc::gen::elementOf(d.scale_kinds);
     if (v != s.scales) s.v_scales = v;
   }
@@ -174,6 +192,10 @@ rc::Gen<CaseSpec> gen_kernel_case(const KernelDescription& d, DecodeGenLimits li
     const int max_h = d.max_kv_heads > 0 ? int(std::min<int64_t>(3, d.max_kv_heads)) : 3;
     s.hkv = *rc::gen::weightedOneOf<int>({{3, rc::gen::just(1)}, {1, rc::gen::inRange(1, max_h + 1)}});
     draw_cache_format(s, d);
+    if (s.v_head_dim > 0) {  // an MLA call's head dim came with its format: keep its cost modest
+      for (int32_t& len : s.lens) len = std::min(len, kWideHeadMaxLen);
+      if (int64_t(s.q_len) * s.group * s.head_dim > kWideCall) s.q_len = int(qmin);
+    }
     s.q_dtype = *rc::gen::elementOf(d.q_dtypes);
     s.opt.partial = DType::f32;
     if (d.split == Split::plan) {
@@ -245,7 +267,8 @@ bool spec_within(const CaseSpec& s, const KernelDescription& d) {
   if (!has(d.gqa_ratios, int64_t(s.group)) || !has(d.head_dims, int64_t(s.head_dim))) return false;
   if (!has(buildable_layouts(d), s.layout) || !has(buildable_block_sizes(d, s.layout), int64_t(s.block_size))) return false;
   if (s.layout == CacheLayout::packed && !has(d.v_layouts, s.v_layout)) return false;
-  if (!has(d.kv_storage, s.kv_combined ? adapters::KvStorage::combined : adapters::KvStorage::separate)) return false;
+  if (!has(d.kv_storage, storage_of(s))) return false;
+  if (s.v_head_dim > 0 && !has(d.mla_dims, adapters::MlaDims{s.v_head_dim, s.head_dim - s.v_head_dim})) return false;
   if ((s.page_pad != 0 || s.row_pad != 0) && !d.strided_cache) return false;
   if (!has(d.page_tables, s.page_table)) return false;
   if (!has(d.q_dtypes, s.q_dtype) || !has(d.cache_dtypes, s.cache_dtype)) return false;
@@ -276,8 +299,9 @@ std::string to_string(const RejectCase& r) {
                                               : std::string("inside the description");
   std::string lens;
   for (int32_t l : r.spec.lens) lens += (lens.empty() ? "" : ",") + std::to_string(l);
-  return fmt::format("{}; lens [{}] q_len {} hkv {} G {} D {} block {} {} q {} cache {}{}", what, lens, r.spec.q_len,
-                     r.spec.hkv, r.spec.group, r.spec.head_dim, r.spec.block_size,
+  return fmt::format("{}; lens [{}] q_len {} hkv {} G {} D {}{} block {} {} q {} cache {}{}", what, lens, r.spec.q_len,
+                     r.spec.hkv, r.spec.group, r.spec.head_dim,
+                     r.spec.v_head_dim > 0 ? fmt::format(" (MLA D_v {})", r.spec.v_head_dim) : "", r.spec.block_size,
                      r.spec.layout != CacheLayout::packed ? kernels::to_string(r.spec.layout)
                      : r.spec.v_layout == VLayout::trans  ? "trans"
                                                           : "plain",
@@ -318,7 +342,8 @@ std::vector<std::string> outside_moves(const KernelDescription& d) {
   if (formats) {
     if (d.cache_layouts.size() < 3) v.push_back("cache_layout");
     if (d.page_tables.size() < 2) v.push_back("page_table");
-    if (d.kv_storage.size() < 2 && !(d.cache_layouts == std::vector{CacheLayout::packed})) v.push_back("kv_storage");
+    if (d.kv_storage.size() < 3 && !(d.cache_layouts == std::vector{CacheLayout::packed})) v.push_back("kv_storage");
+    if (!d.mla_dims.empty()) v.push_back("mla_dims");
     if (!d.strided_cache && !(d.cache_layouts == std::vector{CacheLayout::packed})) v.push_back("strided_cache");
     if (!d.mixed_scales) v.push_back("mixed_scales");
   }
@@ -336,9 +361,10 @@ std::vector<std::string> outside_moves(const KernelDescription& d) {
 
 bool move_outside(CaseSpec& s, const std::string& f, const KernelDescription& d) {
   if (f == "head_dim") {
-    const auto h = unlisted_near(s.head_dim, d.head_dims, 16, 16, 1024);
+    const auto h = unlisted_near(s.head_dim, d.head_dims, 16, s.v_head_dim > 0 ? 32 : 16, 1024);
     if (!h) return false;
     s.head_dim = int(*h);
+    s.v_head_dim = std::min(s.v_head_dim, s.head_dim - 16);  // MLA: V stays a part of K
     return true;
   }
   if (f == "block_size") {
@@ -402,6 +428,7 @@ bool move_outside(CaseSpec& s, const std::string& f, const KernelDescription& d)
       if (l == CacheLayout::packed) {
         s.block_size = std::max(16, (s.block_size + 15) / 16 * 16);
         s.kv_combined = false;
+        s.v_head_dim = 0;
         s.page_pad = s.row_pad = 0;
       }
       return true;
@@ -416,10 +443,27 @@ bool move_outside(CaseSpec& s, const std::string& f, const KernelDescription& d)
   }
   if (f == "kv_storage") {
     if (s.layout == CacheLayout::packed) return false;
-    const adapters::KvStorage other = s.kv_combined ? adapters::KvStorage::separate : adapters::KvStorage::combined;
-    if (has(d.kv_storage, other)) return false;
-    s.kv_combined = !s.kv_combined;
-    return true;
+    for (adapters::KvStorage other : {adapters::KvStorage::combined, adapters::KvStorage::separate, adapters::KvStorage::latent}) {
+      if (other == storage_of(s) || has(d.kv_storage, other)) continue;
+      if (other == adapters::KvStorage::latent && s.head_dim < 32) continue;
+      s.kv_combined = other == adapters::KvStorage::combined;
+      // MLA: V the first dims of K, a multiple of 16 below D, under K's one scale.
+      s.v_head_dim = other == adapters::KvStorage::latent ? std::max(16, s.head_dim / 32 * 16) : 0;
+      if (other == adapters::KvStorage::latent) s.v_scales.reset();
+      return true;
+    }
+    return false;
+  }
+  if (f == "mla_dims") {
+    // Another split of a declared MLA head dim (so head_dims admits it), else
+    // a rope 16 wider.
+    if (s.v_head_dim == 0) return false;
+    for (int latent = s.head_dim - 16; latent >= 16; latent -= 16)
+      if (!has(d.mla_dims, adapters::MlaDims{latent, s.head_dim - latent})) {
+        s.v_head_dim = latent;
+        return true;
+      }
+    return false;
   }
   if (f == "strided_cache") {
     if (s.layout == CacheLayout::packed || d.strided_cache) return false;
@@ -427,7 +471,7 @@ bool move_outside(CaseSpec& s, const std::string& f, const KernelDescription& d)
     return true;
   }
   if (f == "mixed_scales") {
-    if (d.mixed_scales) return false;
+    if (d.mixed_scales || s.v_head_dim > 0) return false;  // an MLA cache has one scale
     for (Scales k : {Scales::none, Scales::per_tensor, Scales::per_head, Scales::per_token})
       if (k != s.scales && has(d.scale_kinds, k)) {
         s.v_scales = k;

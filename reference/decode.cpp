@@ -49,6 +49,7 @@ struct ScaleRef {
 
 struct Geometry {
   int64_t num_seqs = 0, q_len = 1, hq = 0, hkv = 0, D = 0, G = 0, rows = 0;
+  int64_t Dv = 0;  // V's and out's head dim: D but for an MLA cache (D_v < D)
   int64_t bs = 0, num_blocks = 0;
   VLayout layout = VLayout::unknown;
   DType cache = DType::none;
@@ -145,6 +146,7 @@ Geometry geometry_of(const DecodeCall& c) {
   // The cache format's rules (kernels/cache_format.hpp), strides allowed.
   if (const std::string why = kernels::cache_views_problem(c, g.D, kernels::StrideRule::any, g.shape); !why.empty()) reject(why);
   g.hkv = g.shape.hkv;
+  g.Dv = g.shape.v_head_dim;
   g.bs = g.shape.page_size;
   g.num_blocks = g.shape.pages;
   g.cache = g.shape.dtype;
@@ -281,12 +283,13 @@ struct Buffers {
   Mat<Score> q;  // [rows, D] the (transformed, pre-scaled) query rows
   int64_t cap = 0;
 
-  void ensure(int64_t rows, int64_t D, int64_t chunk, bool terms) {
-    if (cap == chunk && q.rows() == rows && q.cols() == D) return;
+  // D: Q's and K's head dim; Dv: V's.
+  void ensure(int64_t rows, int64_t D, int64_t Dv, int64_t chunk, bool terms) {
+    if (cap == chunk && q.rows() == rows && q.cols() == D && v.cols() == Dv) return;
     cap = chunk;
     k.resize(D, chunk);
     scores.resize(rows, chunk);
-    v.resize(chunk, D);
+    v.resize(chunk, Dv);
     s.resize(rows, chunk);
     ktok.resize(chunk);
     vtok.resize(chunk);
@@ -294,11 +297,11 @@ struct Buffers {
     m_new.resize(rows);
     q.resize(rows, D);
     if (terms) {
-      vabs.resize(chunk, D);
-      v2.resize(chunk, D);
+      vabs.resize(chunk, Dv);
+      v2.resize(chunk, Dv);
       pp.resize(2 * rows, chunk);
       p2.resize(rows, chunk);
-      tmp.resize(2 * rows, D);
+      tmp.resize(2 * rows, Dv);
     }
   }
   int64_t bytes() const {
@@ -468,9 +471,11 @@ struct Core {
       for (int64_t d = 0; d < g.D; ++d) {
         const float kv = kernels::cache_element_value(
             g.cache, kc + kernels::cache_offset(c.k_cache, g.shape, false, page, h, slot, d) * es);
+        b.k(d, i) = Score(kv) * Score(ksc);  // K's product in Score, as the packed path takes it
+      }
+      for (int64_t d = 0; d < g.Dv; ++d) {
         const float vv = kernels::cache_element_value(
             g.cache, vc + kernels::cache_offset(c.v_cache, g.shape, true, page, h, slot, d) * es);
-        b.k(d, i) = Score(kv) * Score(ksc);  // K's product in Score, as the packed path takes it
         b.v(i, d) = T(vv) * T(vsc);
       }
     }
@@ -598,7 +603,7 @@ struct Core {
       res.lse[qrow * g.hq + head] = lse;
       if (!seen) continue;
       const int64_t base = res.index(qrow, head, 0);
-      for (int64_t d = 0; d < g.D; ++d) {
+      for (int64_t d = 0; d < g.Dv; ++d) {
         res.out[base + d] = float(st.acc(r, d) * inv);
         if (terms) {
           res.pq_l1[base + d] = float(st.l1(r, d) * inv);
@@ -641,12 +646,12 @@ void run(const DecodeCall& call, const Geometry& g, const NumericsProfile& profi
   tbb::enumerable_thread_specific<Buffers<T>> buffers;
   tbb::parallel_for(tbb::blocked_range<size_t>(0, tasks.size(), 1), [&](const tbb::blocked_range<size_t>& range) {
     Buffers<T>& b = buffers.local();
-    b.ensure(g.rows, g.D, buf_tokens, core.terms);
+    b.ensure(g.rows, g.D, g.Dv, buf_tokens, core.terms);
     for (size_t i = range.begin(); i != range.end(); ++i) {
       const Task& t = tasks[i];
       core.load_q(t.seq, t.h, b.q);
       State<T> st;
-      st.reset(g.rows, g.D, core.terms);
+      st.reset(g.rows, g.Dv, core.terms);
       for (int64_t c0 = t.t0; c0 < t.t1; c0 += chunk)
         core.attend_chunk(t.seq, t.h, c0, std::min(t.t1, c0 + chunk), st, b);
       if (t.slot < 0)
@@ -733,11 +738,11 @@ ReferenceResult decode(const DecodeCall& call, const NumericsProfile& profile, c
   res.num_seqs = g.num_seqs;
   res.q_len = g.q_len;
   res.hq = g.hq;
-  res.head_dim = g.D;
+  res.head_dim = g.Dv;  // out's head dim
   res.profile = profile;
   res.fp8_flavour = quantization_flavour(call);
   res.out_dtype = call.out.present() ? call.out.dtype : call.q.dtype;
-  const int64_t elems = g.num_seqs * g.q_len * g.hq * g.D;
+  const int64_t elems = g.num_seqs * g.q_len * g.hq * g.Dv;
   res.out.assign(elems, 0.0f);
   res.lse.assign(g.num_seqs * g.q_len * g.hq, -std::numeric_limits<double>::infinity());
   res.seen.assign(res.lse.size(), 0);

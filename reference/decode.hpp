@@ -48,7 +48,8 @@ struct ReferenceOptions {
   bool error_terms = true;       // compute pq_l1 / pq_l2 / pq_sub (compare() needs them where P or partials are rounded)
 };
 
-// All per-element arrays are [num_seqs*q_len, Hq, D] row-major (the shape of q);
+// All per-element arrays are [num_seqs*q_len, Hq, D] row-major (the shape of
+// out: q's, with D_v in place of D for an MLA call);
 // lse is [num_seqs*q_len, Hq]. w_t = exp(s_t - M)/L are the normalized softmax
 // weights of a row, v_td the dequantized V value (times its scale).
 struct ReferenceResult {

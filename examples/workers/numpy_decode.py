@@ -5,8 +5,9 @@
     pav verify --kernel exec:'python3 examples/workers/numpy_decode.py'
 
 It reads the K/V cache in the format pav sends it, without converting it:
-every layout (packed with plain or trans V, nhd, hnd), K and V apart or in one
-combined tensor, pages through block tables or CSR lists (kv_indptr,
+every layout (packed with plain or trans V, nhd, hnd), K and V apart, in one
+combined tensor or (MLA) as one latent cache whose keys' first dims are the
+values (512 + 64 and 128 + 64), pages through block tables or CSR lists (kv_indptr,
 kv_indices, kv_last_page_len), any page size it lists down to 1 (token-level
 pages), every cache dtype (bf16, f16 and the fp8 flavours e4m3fn, e4m3fnuz and
 e5m2, decoded through pav_worker's tables), and K and V scales of any kind
@@ -50,30 +51,17 @@ DEFECTS = {
     "combined-v-from-k": "combined K/V tensor: V read from the K half ([:, 0]) instead of [:, 1]",
     "per-head-scale-head-0": "per-head K/V scales read for KV head 0 whatever the head",
     "p-fp8-undeclared": "softmax weights rounded to fp8 e4m3 without the FP8_MAX scale while the profile says p_round none",
+    "mla-rope-dropped": "MLA: logits from the latent dims only, the rope dims of q and K left out",
 }
 
-DESCRIPTION = {
-    "name": "numpy_decode",
-    "version": "1.0",
-    "memory": "host",
-    "q_dtypes": ["bf16", "f16"],
-    "out_dtype": "same",
+DESCRIPTION = pav_worker.description(
+    "numpy_decode",
     **pav_worker.EVERY_CACHE_FORMAT,
-    "head_dims": [64, 80, 96, 128, 256, 512],
-    "gqa_ratios": list(range(1, 33)),
-    "q_len": [1, 8],
-    "max_num_seqs": 0,
-    "max_kv_heads": 0,
-    "max_context_len": 0,
-    "strided_q": True,  # files always arrive compacted
-    "split": "self",
-    "split_ceiling": False,
-    "max_split_ceiling": 0,
-    "writes_lse": True,
-    "check": True,
-    "profile": {"q_quant": "none", "p_round": "none", "partial": "none"},
-    "variants": ["window", "soft_cap", "sinks", "alibi"],
-}
+    head_dims=[64, 80, 96, 128, 192, 256, 512, 576],
+    gqa_ratios=list(range(1, 33)),
+    q_len=[1, 8],
+    variants=["window", "soft_cap", "sinks", "alibi"],
+)
 
 CHUNK_TOKENS = 16384  # tokens decoded at once per (sequence, chunk): bounds memory
 
@@ -130,6 +118,7 @@ class NumpyDecode:
     def decode(self, call):
         q = call.q
         rows_total, hq, d = q.shape
+        dv = call.v_head_dim  # d but for MLA: V and out take the keys' first dv dims
         q_len = call.q_len
         num_seqs = call.num_seqs
         hkv = call.num_kv_heads
@@ -137,7 +126,7 @@ class NumpyDecode:
         g = hq // hkv
         scale = np.float32(call.softmax_scale)
         cap = np.float32(call.soft_cap) if call.soft_cap > 0 else None
-        out = np.zeros((rows_total, hq, d), dtype=np.float32)
+        out = np.zeros((rows_total, hq, dv), dtype=np.float32)
         lse = np.full((rows_total, hq), -np.inf, dtype=np.float32)
         # Query head h = kv*G + j; rows of one KV head ordered r = p*G + j.
         if self.defect == "gqa-interleaved":
@@ -169,7 +158,7 @@ class NumpyDecode:
                     first_key = first_key - 1
             m = np.full((hkv, q_len * g), -np.inf, dtype=np.float32)
             l = np.zeros((hkv, q_len * g), dtype=np.float32)
-            acc = np.zeros((hkv, q_len * g, d), dtype=np.float32)
+            acc = np.zeros((hkv, q_len * g, dv), dtype=np.float32)
             pages_total = self.pages_of(length, bs)
             # Pages wholly before every row's window are never read.
             start_page = max(0, int(first_key.min())) // bs
@@ -182,7 +171,10 @@ class NumpyDecode:
                 seen_by = (t[None, :] < visible[:, None]) & (t[None, :] >= first_key[:, None])  # [rows, tokens]
                 k = np.where(inside[None, :, None], k, 0)   # poisoned tail never enters
                 v = np.where(inside[None, :, None], v, 0)
-                x = np.matmul(qg, k.transpose(0, 2, 1)) * scale
+                if self.defect == "mla-rope-dropped" and call.kv_storage == "latent":
+                    x = np.matmul(qg[..., :dv], k[..., :dv].transpose(0, 2, 1)) * scale
+                else:
+                    x = np.matmul(qg, k.transpose(0, 2, 1)) * scale
                 if cap is not None and self.defect == "soft-cap-after-mask":
                     # Masked with a large negative, then capped: masked keys come out at -cap.
                     x = np.where(seen_by[None], x, np.float32(-1e30))
@@ -219,9 +211,9 @@ class NumpyDecode:
             if self.lse_base == "2":
                 row_lse = row_lse * np.float32(1 / np.log(2))
             # [Hkv, q_len*G, D] -> rows of this sequence, heads in place
-            o = o.reshape(hkv, q_len, g, d).transpose(1, 0, 2, 3)
+            o = o.reshape(hkv, q_len, g, dv).transpose(1, 0, 2, 3)
             row_lse = row_lse.reshape(hkv, q_len, g).transpose(1, 0, 2)
-            out[s * q_len:(s + 1) * q_len][:, heads.reshape(-1), :] = o.reshape(q_len, hq, d)
+            out[s * q_len:(s + 1) * q_len][:, heads.reshape(-1), :] = o.reshape(q_len, hq, dv)
             lse[s * q_len:(s + 1) * q_len][:, heads.reshape(-1)] = row_lse.reshape(q_len, hq)
         return out, lse
 

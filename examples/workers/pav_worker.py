@@ -14,7 +14,8 @@ The cache formats (kernels/cache_format.hpp is the C++ home of the same rules):
 layouts packed (K [pages, Hkv, D/16, page_size, 16], V plain [pages, Hkv, D,
 page_size] or trans [pages, Hkv, page_size/16, D, 16]), nhd ([pages, page_size,
 Hkv, D]) and hnd ([pages, Hkv, page_size, D]); K and V apart or, for nhd and
-hnd, one combined kv_cache [pages, 2, ...] ([:, 0] K, [:, 1] V); pages found
+hnd, one combined kv_cache [pages, 2, ...] ([:, 0] K, [:, 1] V), or (MLA) one
+k_cache whose rows' first v_head_dim dims are the values; pages found
 through block tables or CSR lists (kv_indptr, kv_indices, kv_last_page_len);
 cache dtypes bf16, f16 and the fp8 flavours e4m3fn, e4m3fnuz and e5m2; K and V
 scales each none, per tensor [1], per KV head [Hkv] or per token [pages, Hkv,
@@ -58,7 +59,8 @@ EVERY_CACHE_FORMAT = {
     "cache_dtypes": ["bf16", "f16", "fp8_e4m3fn", "fp8_e4m3fnuz", "fp8_e5m2"],
     "cache_layouts": ["packed", "nhd", "hnd"],
     "v_layouts": ["plain", "trans"],
-    "kv_storage": ["separate", "combined"],
+    "kv_storage": ["separate", "combined", "latent"],
+    "mla_dims": [[512, 64], [128, 64]],  # MLA heads (latent, rope): head dims 576 and 192
     "page_tables": ["block_table", "csr"],
     "strided_cache": True,
     "scale_kinds": ["none", "per_tensor", "per_head", "per_token"],
@@ -230,6 +232,35 @@ def gather_scale(scale, kind, pages, heads):
     raise ValueError("unknown scale kind %r" % kind)
 
 
+# The description fields the example workers share: host memory, bf16 and f16
+# queries, out in q's dtype, no limits, any q strides (the files always arrive
+# compacted), a split of their own, an lse written, a check entry, and the
+# plain numerics profile.
+WORKER_DEFAULTS = {
+    "version": "1.0",
+    "memory": "host",
+    "q_dtypes": ["bf16", "f16"],
+    "out_dtype": "same",
+    "max_num_seqs": 0,
+    "max_kv_heads": 0,
+    "max_context_len": 0,
+    "strided_q": True,
+    "split": "self",
+    "split_ceiling": False,
+    "max_split_ceiling": 0,
+    "writes_lse": True,
+    "check": True,
+    "profile": {"q_quant": "none", "p_round": "none", "partial": "none"},
+}
+
+
+def description(name, **fields):
+    """A worker's description: WORKER_DEFAULTS with its name and its own fields."""
+    d = dict(WORKER_DEFAULTS, name=name)
+    d.update(fields)
+    return d
+
+
 class Call:
     """One decode call's inputs.
 
@@ -237,9 +268,13 @@ class Call:
     out_dtype, want_lse: what pav asked for.
 
     The cache, as stored: cache_layout "packed", "nhd" or "hnd"; kv_storage
-    "separate" or "combined" (then kv_cache is the one [pages, 2, ...] tensor
+    "separate", "combined" (then kv_cache is the one [pages, 2, ...] tensor
     and k_cache, v_cache its [:, 0] and [:, 1] halves, views of it; else
-    kv_cache is None); cache_dtype one of CACHE_DTYPES, the elements raw
+    kv_cache is None) or "latent" (MLA: k_cache alone, [pages, page_size, 1,
+    D] or [pages, 1, page_size, D], whose first v_head_dim dims are the
+    values; v_cache is that view of it and v_scale is k_scale; out has
+    v_head_dim dims). v_head_dim is head_dim but for MLA. cache_dtype one of
+    CACHE_DTYPES, the elements raw
     (bf16 bits as uint16, f16, fp8 codes as uint8: cache_to_f32() decodes
     them); v_layout "plain" or "trans" for packed (None otherwise); k_form,
     v_form their CACHE_FORMS names; num_pages, page_size, num_kv_heads,
@@ -283,9 +318,18 @@ class Call:
             raise ValueError("unknown cache layout %r" % self.cache_layout)
         self.kv_cache, kv_dtype = load("kv_cache")
         self.kv_storage = "separate" if self.kv_cache is None else "combined"
+        latent = args.get("kv_storage") == "latent"
+        if latent and self.kv_cache is None and "v_cache" not in tensors:
+            self.kv_storage = "latent"
         if args.get("kv_storage", self.kv_storage) != self.kv_storage:
             raise ValueError("args say kv_storage %s, the tensors are %s" % (args["kv_storage"], self.kv_storage))
-        if self.kv_cache is not None:
+        self.v_head_dim = int(args["v_head_dim"]) if latent else self.head_dim
+        if latent:
+            if self.cache_layout == "packed":
+                raise ValueError("an MLA (latent) cache is for the nhd and hnd layouts")
+            self.k_cache, self.cache_dtype = load("k_cache")
+            self.v_cache = self.k_cache[..., :self.v_head_dim]  # a view: the values are the keys' first dims
+        elif self.kv_cache is not None:
             if self.cache_layout == "packed" or self.kv_cache.ndim != 5 or self.kv_cache.shape[1] != 2:
                 raise ValueError("kv_cache %s is no combined %s cache" % (list(self.kv_cache.shape), self.cache_layout))
             # The halves are views: nothing is copied.
@@ -319,6 +363,8 @@ class Call:
         self.context_lens, _ = load("context_lens")
         self.k_scale, _ = load("k_scale")
         self.v_scale, _ = load("v_scale")
+        if latent:
+            self.v_scale = self.k_scale  # an MLA cache has one scale
         self.k_scale_kind = scale_kind(self.k_scale, self.num_kv_heads)
         self.v_scale_kind = scale_kind(self.v_scale, self.num_kv_heads)
         self.q_len = int(args["q_len"])
@@ -539,12 +585,20 @@ def _packed_problem(desc, tensors, d, hq):
     return None, (nb, hkv, bs)
 
 
-def _paged_problem(desc, tensors, layout, d, hq):
-    """An nhd or hnd K and V, apart or combined in kv_cache: (reason or None,
-    (pages, Hkv, page_size)). Contiguous, or with strided_cache any strides
-    that keep the dims in order (the descriptor's: the files are compact)."""
+def _paged_problem(desc, tensors, layout, d, hq, dv=None):
+    """An nhd or hnd K and V, apart, combined in kv_cache or (dv given: MLA)
+    V the first dv dims of K: (reason or None, (pages, Hkv, page_size)).
+    Contiguous, or with strided_cache any strides that keep the dims in order
+    (the descriptor's: the files are compact)."""
     kv = tensors.get("kv_cache")
-    if kv is not None:
+    if dv is not None:
+        if kv is not None or "v_cache" in tensors:
+            return "an MLA cache is k_cache alone (its values are its keys' first v_head_dim dims)", None
+        if "k_cache" not in tensors:
+            return "k_cache is missing", None
+        k = v = tensors["k_cache"]
+        views = [("k_cache", k)]
+    elif kv is not None:
         if "k_cache" in tensors or "v_cache" in tensors:
             return "kv_cache given with k_cache or v_cache", None
         if kv.rank != 5 or kv.shape[1] != 2 or len(kv.strides) != 5:
@@ -571,6 +625,8 @@ def _paged_problem(desc, tensors, layout, d, hq):
     nb, bs, hkv = (k.shape[0], k.shape[1], k.shape[2]) if nhd else (k.shape[0], k.shape[2], k.shape[1])
     if k.shape[3] != d:
         return "k_cache holds head_dim %d, q has %d" % (k.shape[3], d), None
+    if dv is not None and (dv < 16 or dv % 16 or dv >= d):
+        return "v_head_dim %d: an MLA cache's D_v must be a multiple of 16 in 16..%d" % (dv, d - 16), None
     if v.shape != k.shape:
         return "v_cache shape %s differs from k_cache %s" % (v.shape, k.shape), None
     strided = desc.get("strided_cache", False)
@@ -676,8 +732,8 @@ def _scales_problem(desc, tensors, nb, hkv, bs):
             return "%s must be f32" % name
         if any(st < 0 for st in t.strides):
             return "%s has a negative stride" % name
-        if t.shape == [1]:
-            kinds.append("per_tensor")
+        if t.shape == [1]:  # with one KV head, per tensor and per head at once
+            kinds.append("per_head" if hkv == 1 and "per_tensor" not in desc["scale_kinds"] else "per_tensor")
         elif t.shape == [hkv]:
             kinds.append("per_head")
         elif t.shape == [nb, hkv, bs] and t.contiguous():
@@ -716,8 +772,12 @@ def check_call(desc, request):
     why = _rows_problem("q", q, strided_q)
     if why:
         return why
-    if out.shape != q.shape:
-        return "out shape %s differs from q %s" % (out.shape, q.shape)
+    latent = args.get("kv_storage") == "latent"
+    dv = args.get("v_head_dim") if latent else None
+    if latent and (not isinstance(dv, int) or isinstance(dv, bool)):
+        return "v_head_dim must be an integer with kv_storage latent, got %r" % (dv,)
+    if out.shape != (q.shape[:2] + [dv] if latent else q.shape):
+        return "out shape %s, expected q's %s%s" % (out.shape, q.shape, " with v_head_dim dims" if latent else "")
     out_dtype = q.dtype if desc["out_dtype"] == "same" else desc["out_dtype"]
     if out.dtype != out_dtype:
         return "out dtype %s, expected %s" % (out.dtype, out_dtype)
@@ -732,20 +792,24 @@ def check_call(desc, request):
         return "unknown cache layout %r" % (layout,)
     if layout not in desc.get("cache_layouts", ["packed"]):
         return "cache layout %s not supported" % layout
-    storage = "combined" if "kv_cache" in tensors else "separate"
+    storage = "latent" if latent else "combined" if "kv_cache" in tensors else "separate"
     if args.get("kv_storage", storage) != storage:
         return "args.kv_storage %r, but the tensors are %s" % (args.get("kv_storage"), storage)
     if layout == "packed":
-        if storage == "combined":
-            return "kv_cache: a combined K/V tensor is for the nhd and hnd layouts"
+        if storage != "separate":
+            return "kv_storage %s is for the nhd and hnd layouts" % storage
         why, dims = _packed_problem(desc, tensors, d, hq)
     else:
-        why, dims = _paged_problem(desc, tensors, layout, d, hq)
+        why, dims = _paged_problem(desc, tensors, layout, d, hq, dv)
     if why:
         return why
     nb, hkv, bs = dims
     if storage not in desc.get("kv_storage", ["separate"]):
         return "kv storage %s not supported" % storage
+    if latent and [dv, d - dv] not in [list(m) for m in desc.get("mla_dims", [])]:
+        return "MLA dims [%d, %d] not supported" % (dv, d - dv)
+    if latent and "v_scale" in tensors:
+        return "v_scale given with an MLA cache (its one scale is k_scale)"
     # tables and lengths
     if cl.rank != 1 or cl.dtype != "i32" or cl.shape[0] < 1 or cl.strides != [1]:
         return "context_lens must be a contiguous [num_seqs >= 1] i32"
@@ -767,6 +831,8 @@ def check_call(desc, request):
     if why:
         return why
     # scales
+    if latent and "k_scale" in tensors:  # one scale for K and V
+        tensors = dict(tensors, v_scale=tensors["k_scale"])
     why = _scales_problem(desc, tensors, nb, hkv, bs)
     if why:
         return why

@@ -6,9 +6,9 @@ CUDA device:
     pav verify --kernel exec:'python3 examples/workers/torch_decode.py --device cuda'
 
 The cache is moved to the device as pav sends it and read there in its own
-format: every layout (packed with plain or trans V, nhd, hnd), K and V apart or
-combined, pages through block tables or CSR lists, page sizes down to 1, every
-cache dtype (bf16 and f16 widened, the fp8 flavours e4m3fn, e4m3fnuz and e5m2
+format: every layout (packed with plain or trans V, nhd, hnd), K and V apart,
+combined or (MLA) one latent cache whose keys' first dims are the values,
+pages through block tables or CSR lists, page sizes down to 1, every cache dtype (bf16 and f16 widened, the fp8 flavours e4m3fn, e4m3fnuz and e5m2
 decoded with a 256-entry table on the device) and K and V scales of any kind,
 each its own. Each sequence's pages are gathered, and attention computed in
 float32 chunk by chunk, the chunks merged through their log-sum-exp. Q is not
@@ -23,12 +23,11 @@ and the sinks merged into the log-sum-exp after the last chunk.
 import os
 import sys
 import types
-import warnings
 
-import numpy as np
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import pav_torch  # noqa: E402
 import pav_worker  # noqa: E402
 
 DEFECTS = {
@@ -37,54 +36,22 @@ DEFECTS = {
     "trans-v-swapped": "trans V read as [bs/16, 16, D] instead of [bs/16, D, 16]",
 }
 
-DESCRIPTION = {
-    "name": "torch_decode",
-    "version": "1.0",
-    "memory": "host",
-    "q_dtypes": ["bf16", "f16"],
-    "out_dtype": "same",
+DESCRIPTION = pav_worker.description(
+    "torch_decode",
     **pav_worker.EVERY_CACHE_FORMAT,
-    "head_dims": [64, 128, 256, 512],
-    "gqa_ratios": list(range(1, 33)),
-    "q_len": [1, 8],
-    "max_num_seqs": 0,
-    "max_kv_heads": 0,
-    "max_context_len": 0,
-    "strided_q": True,  # files always arrive compacted
-    "split": "self",
-    "split_ceiling": False,
-    "max_split_ceiling": 0,
-    "writes_lse": True,
-    "check": True,
-    "profile": {"q_quant": "none", "p_round": "none", "partial": "none"},
-    "variants": ["window", "soft_cap", "sinks", "alibi"],
-}
+    head_dims=[64, 128, 192, 256, 512, 576],
+    gqa_ratios=list(range(1, 33)),
+    q_len=[1, 8],
+    variants=["window", "soft_cap", "sinks", "alibi"],
+)
 
 CHUNK_TOKENS = 32768  # tokens attended at once per sequence
 
 
-class TorchDecode:
+class TorchDecode(pav_torch.Device):
     def __init__(self, device, defect=None):
-        self.device = torch.device(device)
+        super().__init__(device)
         self.defect = defect
-        self.tables = {}
-
-    def table(self, flavour):
-        if flavour not in self.tables:
-            self.tables[flavour] = torch.from_numpy(pav_worker.fp8_table(flavour)).to(self.device)
-        return self.tables[flavour]
-
-    def tensor(self, a, dtype=None):
-        """An input array on the device (bf16 raw bits as torch.bfloat16). The
-        inputs are read-only maps of pav's files; torch warns about that, and
-        nothing here writes to them."""
-        if a is None:
-            return None
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", UserWarning)
-            if dtype == "bf16":  # torch has no uint16 to come from: the same bits as int16
-                return torch.from_numpy(a.view(np.int16)).to(self.device).view(torch.bfloat16)
-            return torch.from_numpy(a).to(self.device)
 
     def device_cache(self, call):
         """The call's cache on the device, as stored: K and V (the halves of
@@ -93,6 +60,9 @@ class TorchDecode:
         if call.kv_cache is not None:
             kv = self.tensor(call.kv_cache, call.cache_dtype)
             c.k, c.v = kv[:, 0], kv[:, 1]
+        elif call.kv_storage == "latent":  # MLA: V is a view of K's first dims
+            c.k = self.tensor(call.k_cache, call.cache_dtype)
+            c.v = c.k[..., :call.v_head_dim]
         else:
             c.k, c.v = self.tensor(call.k_cache, call.cache_dtype), self.tensor(call.v_cache, call.cache_dtype)
         c.ks, c.vs = self.tensor(call.k_scale), self.tensor(call.v_scale)
@@ -111,12 +81,6 @@ class TorchDecode:
         if self.defect == "block-table-stride":
             return c.bt.reshape(-1)[s * pages:s * pages + pages]
         return c.bt[s, :pages]
-
-    def widen(self, x, dtype):
-        """Cache elements as stored -> float32 (fp8 codes through the table)."""
-        if dtype in pav_worker.FP8_DTYPES:
-            return self.table(dtype)[x.long()]
-        return x.float()
 
     def keys_values(self, call, c, ids):
         """Dequantized K and V of the pages `ids`: float32 [Hkv, tokens, D]."""
@@ -157,6 +121,7 @@ class TorchDecode:
         cache = self.device_cache(call)
         lens = [call.seq_len(s) for s in range(call.num_seqs)]
         rows, hq, d = q.shape
+        dv = call.v_head_dim  # d but for MLA: V and out take the keys' first dv dims
         hkv, bs = call.num_kv_heads, call.page_size
         g = hq // hkv
         ql = call.q_len
@@ -168,7 +133,7 @@ class TorchDecode:
         sink_rows = None if sinks is None else sinks[row_heads]
         slopes = self.tensor(call.alibi_slopes)
         slope_rows = None if slopes is None else slopes[row_heads].unsqueeze(-1)
-        out = torch.zeros((rows, hq, d), dtype=torch.float32, device=dev)
+        out = torch.zeros((rows, hq, dv), dtype=torch.float32, device=dev)
         lse_out = torch.full((rows, hq), float("-inf"), dtype=torch.float32, device=dev)
         chunk = max(1, CHUNK_TOKENS // bs) * bs
         for s, length in enumerate(lens):
@@ -179,7 +144,7 @@ class TorchDecode:
             limit = pos + 1
             first = pos - window if window >= 0 else torch.zeros_like(pos)
             start = (max(0, int(first.min())) // bs) * bs  # pages before every row's window: not read
-            o_acc = torch.zeros((hkv, ql * g, d), dtype=torch.float32, device=dev)
+            o_acc = torch.zeros((hkv, ql * g, dv), dtype=torch.float32, device=dev)
             lse_acc = torch.full((hkv, ql * g), float("-inf"), dtype=torch.float32, device=dev)
             ids_all = self.page_ids(call, cache, s, -(-max(length, 0) // bs))
             for t0 in range(start, max(length, 0), chunk):
@@ -207,28 +172,13 @@ class TorchDecode:
                 base = torch.where(torch.isfinite(lse_new), lse_new, torch.zeros_like(lse_new))
                 o_acc = o_acc * torch.exp(lse_acc - base).unsqueeze(-1)
                 lse_acc = lse_new
-            out[s * ql:(s + 1) * ql] = o_acc.reshape(hkv, ql, g, d).permute(1, 0, 2, 3).reshape(ql, hq, d)
+            out[s * ql:(s + 1) * ql] = o_acc.reshape(hkv, ql, g, dv).permute(1, 0, 2, 3).reshape(ql, hq, dv)
             lse_out[s * ql:(s + 1) * ql] = lse_acc.reshape(hkv, ql, g).permute(1, 0, 2).reshape(ql, hq)
         return out.cpu().numpy(), lse_out.cpu().numpy()
 
 
 def main():
-    parser = pav_worker.defect_parser("torch_decode.py", DEFECTS)
-    parser.add_argument("--device", default="cpu", help="torch device: cpu, cuda, cuda:1, ... (default cpu)")
-    opts = parser.parse_args()
-    if opts.list_defects:
-        pav_worker.list_defects(DEFECTS)
-        return
-    try:  # a device that cannot run stops the worker before it describes itself
-        torch.zeros(1, device=opts.device)
-    except (AssertionError, RuntimeError) as e:
-        sys.exit("torch_decode.py: --device %s cannot be used: %s" % (opts.device, e))
-    kernel = TorchDecode(opts.device, opts.defect)
-    desc = dict(DESCRIPTION)
-    desc["version"] = "1.0 torch %s %s" % (torch.__version__, opts.device)
-    if opts.defect:
-        desc["version"] += " +defect." + opts.defect
-    pav_worker.serve(pav_worker.Kernel(desc, kernel.decode))
+    pav_torch.serve("torch_decode.py", DEFECTS, DESCRIPTION, TorchDecode)
 
 
 if __name__ == "__main__":
