@@ -3,12 +3,16 @@
 # Kernels under test on an NVIDIA GPU machine, in one call: what pav's "verify any
 # kernel" work claims on a GPU, checked and written down.
 #   1. build the nvidia preset's pav and plugins (skipped with --no-build);
-#   2. the PyTorch worker on the GPU passes pav verify:
+#   2. each example worker on the GPU (--workers, default torch,triton,mla: the
+#      PyTorch decode, the Triton split-KV decode and the PyTorch MLA decode) passes
+#      pav verify, e.g.
 #        pav verify --kernel exec:'python3 examples/workers/torch_decode.py --device cuda'
-#   3. a timed pav fuzz run of the same worker (--minutes, default 2);
-#   4. the same worker with an injected defect (--defect no-max-subtract) is caught on
-#      the GPU: pav fuzz exits 1 with a shrunk case saved, pav replay of it fails with
-#      the defect and passes without;
+#   3. a timed pav fuzz run of each (--minutes, default 2);
+#   4. each with each of its injected defects (torch: no-max-subtract; triton:
+#      window-off-by-one, cap-after-mask, sink-not-in-denominator; mla: rope-dropped,
+#      v-includes-rope-offset, scale-from-latent-dim) is caught on the GPU: pav fuzz
+#      exits 1 with a shrunk case saved, pav replay of it fails with the defect and
+#      passes without;
 #   5. pav's own GPU kernels pass through the plugin ABI:
 #        pav verify --kernel lib:BUILD/adapters/libpav_gpu_kernel.so
 #   6. the adapter overhead benchmark (bench/adapter_bench: CPU only, but the
@@ -18,7 +22,8 @@
 # that folder (logs, saved cases) into one file. Exits 1 if any step fails.
 #
 #   ci/gpu-kernels.sh [--build-dir B] [--no-build] [--python PY] [--minutes M] [--out DIR] [--tar FILE]
-#                     [--step-limit SECONDS (each step's, default 240)]
+#                     [--step-limit SECONDS (each step's, default 240)] [--workers LIST]
+#                     [--no-plugin] (skips steps 5 and 6)
 #   ci/gpu-kernels.sh --pack DIR
 #
 # A GPU runner without pav's build dependencies (fmt, TBB, CLI11, rapidcheck, ...)
@@ -38,6 +43,8 @@ out=""
 tarball=""
 pack=""
 step_limit=240
+workers=torch,triton,mla
+plugin=1
 
 while [[ $# -gt 0 ]]; do
   case $1 in
@@ -49,7 +56,9 @@ while [[ $# -gt 0 ]]; do
     --tar) tarball=$2; shift 2 ;;
     --step-limit) step_limit=$2; shift 2 ;;
     --pack) pack=$2; shift 2 ;;
-    -h|--help) sed -n '2,29p' "$0"; exit 0 ;;
+    --workers) workers=$2; shift 2 ;;
+    --no-plugin) plugin=0; shift ;;
+    -h|--help) sed -n '2,35p' "$0"; exit 0 ;;
     *) echo "ci/gpu-kernels.sh: unknown argument $1" >&2; exit 2 ;;
   esac
 done
@@ -87,15 +96,24 @@ export PYTHONDONTWRITEBYTECODE=1
 [[ -d $build/devlib ]] && export LD_LIBRARY_PATH=$build/devlib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 pav=$build/pav
 gpu_plugin=$build/adapters/libpav_gpu_kernel.so
-torch_worker="exec:$python $root/examples/workers/torch_decode.py --device cuda"
+# Each example worker: its kernel spec on the GPU and its defects.
+declare -A worker_kernel=(
+  [torch]="exec:$python $root/examples/workers/torch_decode.py --device cuda"
+  [triton]="exec:$python $root/examples/workers/triton_decode.py --device cuda"
+  [mla]="exec:$python $root/examples/workers/torch_mla.py --device cuda"
+)
+declare -A worker_defects=(
+  [torch]="no-max-subtract"
+  [triton]="window-off-by-one cap-after-mask sink-not-in-denominator"
+  [mla]="rope-dropped v-includes-rope-offset scale-from-latent-dim"
+)
 declare -a rows=()
 status=0
 
 # summary.md, summary.json (and --tar) as they stand: written after every step,
 # so a run stopped from outside still leaves what it had done.
 report() {
-  local fuzz_line
-  fuzz_line=$(grep -E 'cases' "$out/torch-fuzz.log" 2>/dev/null | tail -n 1)
+  local w
   {
     echo "# Kernels under test on the GPU ($(date -u +%Y-%m-%d))"
     echo
@@ -105,7 +123,10 @@ report() {
     echo "|---|---|---|---|---|"
     for r in "${rows[@]}"; do echo "| ${r//|/ | } |"; done
     echo
-    echo "Timed fuzz run ($minutes min): ${fuzz_line:-(not run)}"
+    for w in ${workers//,/ }; do
+      echo "Timed fuzz run of $w ($minutes min): $(grep -E 'cases' "$out/$w-fuzz.log" 2>/dev/null | tail -n 1)"
+      echo
+    done
     echo
     echo "Adapter overhead per call (bench/adapter_bench):"
     echo
@@ -155,24 +176,36 @@ if ((do_build)); then
   step build 0 bash -c "cd '$root' && cmake --preset nvidia -B '$build' && cmake --build '$build' -j \$(nproc) --target pav pav_gpu_kernel split_decode adapter_bench"
 fi
 
-step torch-verify 0 "$pav" verify --kernel "$torch_worker" --save "$out/verify-cases"
-step torch-fuzz 0 "$pav" fuzz --kernel "$torch_worker" --property decode --minutes "$minutes" --save "$out/fuzz-cases"
-rm -rf "$out/defect-cases"
-step torch-defect-fuzz 1 "$pav" fuzz --kernel "$torch_worker --defect no-max-subtract" --property decode \
-  --cases 200 --seed 1 --shrink-tries 400 --save "$out/defect-cases"
-defect_case=$(ls "$out"/defect-cases/*.json 2>/dev/null | head -1)
-if [[ -n "$defect_case" ]]; then
-  step torch-defect-replay 1 "$pav" replay --kernel "$torch_worker --defect no-max-subtract" "$defect_case"
-  step torch-defect-replay-fixed 0 "$pav" replay --kernel "$torch_worker" "$defect_case"
-else
-  rows+=("torch-defect-replay|-|1|0|FAILED (no case saved)")
-  status=1
-  report
+for w in ${workers//,/ }; do
+  kernel=${worker_kernel[$w]:-}
+  if [[ -z $kernel ]]; then
+    echo "ci/gpu-kernels.sh: unknown worker $w (expected torch, triton, mla)" >&2
+    exit 2
+  fi
+  step "$w-verify" 0 "$pav" verify --kernel "$kernel" --save "$out/verify-cases"
+  step "$w-fuzz" 0 "$pav" fuzz --kernel "$kernel" --property decode --minutes "$minutes" --save "$out/fuzz-cases"
+  for defect in ${worker_defects[$w]}; do
+    cases="$out/defect-cases/$w-$defect"
+    rm -rf "$cases"
+    step "$w-$defect-fuzz" 1 "$pav" fuzz --kernel "$kernel --defect $defect" --property decode \
+      --cases 200 --seed 1 --shrink-tries 400 --save "$cases"
+    defect_case=$(ls "$cases"/*.json 2>/dev/null | head -1)
+    if [[ -n "$defect_case" ]]; then
+      step "$w-$defect-replay" 1 "$pav" replay --kernel "$kernel --defect $defect" "$defect_case"
+      step "$w-$defect-replay-fixed" 0 "$pav" replay --kernel "$kernel" "$defect_case"
+    else
+      rows+=("$w-$defect-replay|-|1|0|FAILED (no case saved)")
+      status=1
+      report
+    fi
+  done
+done
+if ((plugin)); then
+  step gpu-plugin-verify 0 "$pav" verify --kernel "lib:$gpu_plugin" --save "$out/verify-cases"
+  step adapter-bench 0 "$build/bench/adapter_bench" --calls 200 --json-out "$out/adapter-bench.json" \
+    --pav "$pav" --python "$python" --null-kernel "$build/bench/libpav_null_kernel.so" \
+    --null-worker "$root/bench/adapter/null_worker.py"
 fi
-step gpu-plugin-verify 0 "$pav" verify --kernel "lib:$gpu_plugin" --save "$out/verify-cases"
-step adapter-bench 0 "$build/bench/adapter_bench" --calls 200 --json-out "$out/adapter-bench.json" \
-  --pav "$pav" --python "$python" --null-kernel "$build/bench/libpav_null_kernel.so" \
-  --null-worker "$root/bench/adapter/null_worker.py"
 
 report
 cat "$out/summary.md"
