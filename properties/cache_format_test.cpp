@@ -92,7 +92,8 @@ long double cache_value(const props::HostCase& c, bool is_v, int64_t page, int64
   const CaseSpec& s = c.spec;
   const int64_t H = s.hkv, D = s.head_dim, ps = s.block_size, es = kernels::dtype_size(s.cache_dtype);
   int64_t off = 0;
-  const std::vector<uint8_t>* buf = is_v && !s.kv_combined ? &c.v : &c.k;
+  // MLA: V is K's first v_head_dim dims, read from the K buffer at K's place.
+  const std::vector<uint8_t>* buf = is_v && !s.kv_combined && s.v_head_dim == 0 ? &c.v : &c.k;
   if (s.layout == CacheLayout::packed) {
     if (!is_v) off = (((page * H + h) * (D / 16) + d / 16) * ps + slot) * 16 + d % 16;
     else if (s.v_layout == kernels::VLayout::plain) off = ((page * H + h) * D + d) * ps + slot;
@@ -107,6 +108,7 @@ long double cache_value(const props::HostCase& c, bool is_v, int64_t page, int64
 }
 
 long double scale_value(const props::HostCase& c, bool is_v, int64_t page, int64_t h, int64_t slot) {
+  is_v = is_v && c.spec.v_head_dim == 0;  // an MLA cache has K's one scale
   const ScaleKind k = is_v ? c.v_scale_kind() : c.spec.scales;
   const std::vector<float>& v = is_v ? c.v_scale : c.k_scale;
   if (k == ScaleKind::per_tensor) return v[0];
@@ -126,7 +128,8 @@ std::vector<long double> model(const props::HostCase& c) {
   const CaseSpec& s = c.spec;
   const int64_t B = int64_t(s.lens.size()), D = s.head_dim, G = s.group, H = s.hkv, Hq = H * G, ps = s.block_size;
   const long double scale = 1.0L / std::sqrt((long double)D);
-  std::vector<long double> out(size_t(B * s.q_len * Hq * D), 0.0L);
+  const int64_t Dv = s.v_head_dim > 0 ? s.v_head_dim : D;  // MLA: the values' dims
+  std::vector<long double> out(size_t(B * s.q_len * Hq * Dv), 0.0L);
   for (int64_t b = 0; b < B; ++b)
     for (int64_t p = 0; p < s.q_len; ++p)
       for (int64_t head = 0; head < Hq; ++head) {
@@ -151,8 +154,8 @@ std::vector<long double> model(const props::HostCase& c) {
         for (int64_t t = 0; t <= pos; ++t) {
           const int64_t page = page_at(c, b, t / ps), slot = t % ps;
           const long double w = std::exp(logits[size_t(t)] - mx) / sum;
-          for (int64_t d = 0; d < D; ++d)
-            out[size_t((qrow * Hq + head) * D + d)] +=
+          for (int64_t d = 0; d < Dv; ++d)
+            out[size_t((qrow * Hq + head) * Dv + d)] +=
                 w * cache_value(c, true, page, h, slot, d) * scale_value(c, true, page, h, slot);
         }
       }
@@ -176,6 +179,11 @@ std::vector<Format> formats() {
       {"nhd padded csr", [](CaseSpec& s) { s.layout = CacheLayout::nhd; s.page_pad = 3; s.row_pad = 1; s.page_table = PageTable::csr; }},
       {"nhd page 1 (token indices)", [](CaseSpec& s) { s.layout = CacheLayout::nhd; s.block_size = 1; }},
       {"hnd page 7 csr", [](CaseSpec& s) { s.layout = CacheLayout::hnd; s.block_size = 7; s.page_table = PageTable::csr; }},
+      // MLA: one latent head of 32 + 16 dims, the values its first 32; and two heads, padded, through CSR.
+      {"nhd MLA", [](CaseSpec& s) { s.layout = CacheLayout::nhd; s.hkv = 1; s.group = 4; s.head_dim = 48; s.v_head_dim = 32; }},
+      {"hnd MLA padded csr page 5", [](CaseSpec& s) {
+         s.layout = CacheLayout::hnd; s.head_dim = 64; s.v_head_dim = 16; s.page_pad = 2; s.row_pad = 3;
+         s.page_table = PageTable::csr; s.block_size = 5; }},
   };
 }
 
@@ -191,6 +199,7 @@ TEST(CacheFormat, EachFormatAndDtypeAgreesWithAPlainModel) {
                                  std::pair{ScaleKind::none, ScaleKind::per_head}}) {
         CaseSpec s = base_spec();
         f.set(s);
+        if (s.v_head_dim > 0 && v != k) continue;  // an MLA cache has one scale
         s.cache_dtype = t;
         s.scales = k;
         if (v != k) s.v_scales = v;
@@ -260,7 +269,9 @@ TEST(CacheFormat, TheSameValuesInEveryFormatGiveTheSameReference) {
   props::HostCase base = props::build_case(base_spec());
   const reference::ReferenceResult want = reference::decode(base.call(), exact());
   for (const Format& f : formats()) {
-    if (f.name.find("trans") != std::string::npos || f.name.find("page") != std::string::npos) continue;
+    if (f.name.find("trans") != std::string::npos || f.name.find("page") != std::string::npos ||
+        f.name.find("MLA") != std::string::npos)
+      continue;
     CaseSpec s = base_spec();
     f.set(s);
     props::HostCase c = props::build_case(s);
@@ -308,13 +319,14 @@ adapters::KernelDescription every_format() {
   d.cache_dtypes = {DType::fp8_e4m3fn, DType::fp8_e4m3fnuz, DType::fp8_e5m2, DType::bf16, DType::f16};
   d.cache_layouts = {CacheLayout::packed, CacheLayout::nhd, CacheLayout::hnd};
   d.v_layouts = {kernels::VLayout::plain, kernels::VLayout::trans};
-  d.kv_storage = {adapters::KvStorage::separate, adapters::KvStorage::combined};
+  d.kv_storage = {adapters::KvStorage::separate, adapters::KvStorage::combined, adapters::KvStorage::latent};
+  d.mla_dims = {{32, 16}};
   d.page_tables = {PageTable::block_table, PageTable::csr};
   d.strided_cache = true;
   d.mixed_scales = true;
   d.scale_kinds = {ScaleKind::none, ScaleKind::per_tensor, ScaleKind::per_token, ScaleKind::per_head};
   d.block_sizes = {1, 7, 16, 32};
-  d.head_dims = {32, 64};
+  d.head_dims = {32, 48, 64};
   d.gqa_ratios = {1, 2, 4};
   d.min_q_len = 1;
   d.max_q_len = 4;
@@ -349,9 +361,10 @@ TEST(CacheFormat, TheContractAdmitsEachFormatOnlyWhereDeclared) {
       {"packed", [](CaseSpec&) {}, [](auto& d) { d.cache_layouts = {CacheLayout::nhd, CacheLayout::hnd}; d.v_layouts.clear(); d.block_sizes = {16}; },
        "cache layout packed not in cache_layouts"},
       {"combined", [](CaseSpec& s) { s.layout = CacheLayout::nhd; s.kv_combined = true; },
-       [](auto& d) { d.kv_storage = {adapters::KvStorage::separate}; }, "kv storage combined not in kv_storage"},
+       [](auto& d) { d.kv_storage = {adapters::KvStorage::separate, adapters::KvStorage::latent}; },
+       "kv storage combined not in kv_storage"},
       {"separate", [](CaseSpec& s) { s.layout = CacheLayout::nhd; },
-       [](auto& d) { d.kv_storage = {adapters::KvStorage::combined}; d.cache_layouts = {CacheLayout::nhd}; d.v_layouts.clear(); },
+       [](auto& d) { d.kv_storage = {adapters::KvStorage::combined, adapters::KvStorage::latent}; d.cache_layouts = {CacheLayout::nhd}; d.v_layouts.clear(); },
        "kv storage separate not in kv_storage"},
       {"csr", [](CaseSpec& s) { s.page_table = PageTable::csr; },
        [](auto& d) { d.page_tables = {PageTable::block_table}; }, "page table csr not in page_tables"},
@@ -374,6 +387,11 @@ TEST(CacheFormat, TheContractAdmitsEachFormatOnlyWhereDeclared) {
        [](auto& d) { d.cache_dtypes = {DType::fp8_e4m3fn, DType::f16}; }, "k_cache: dtype bf16 not in cache_dtypes"},
       {"page size 1", [](CaseSpec& s) { s.layout = CacheLayout::nhd; s.block_size = 1; },
        [](auto& d) { d.block_sizes = {7, 16, 32}; }, "block_size 1 not in block_sizes"},
+      {"MLA", [](CaseSpec& s) { s.layout = CacheLayout::nhd; s.head_dim = 48; s.v_head_dim = 32; },
+       [](auto& d) { d.kv_storage = {adapters::KvStorage::separate, adapters::KvStorage::combined}; d.mla_dims.clear(); },
+       "kv storage latent not in kv_storage"},
+      {"MLA dims", [](CaseSpec& s) { s.layout = CacheLayout::hnd; s.head_dim = 48; s.v_head_dim = 32; },
+       [](auto& d) { d.mla_dims = {{16, 32}}; }, "MLA dims [32, 16] (D_v 32, D 48) not in mla_dims 16+32"},
   };
   for (const Rule& rule : rules) {
     SCOPED_TRACE(rule.name);
@@ -508,8 +526,11 @@ TEST(Abi, TheCacheFormatCrossesTheBoundary) {
     EXPECT_EQ(old.call.layout, CacheLayout::packed);
     EXPECT_FALSE(old.call.kv_indptr.present());
   }
-  // The description's format fields through the desc and back.
+  // The description's format fields through the desc and back (an MLA cache
+  // is not part of the C ABI: a library declares none).
   adapters::KernelDescription d = every_format();
+  d.kv_storage = {adapters::KvStorage::separate, adapters::KvStorage::combined};
+  d.mla_dims.clear();
   pav_kernel_desc desc{};
   desc.struct_size = sizeof desc;
   desc.abi_version = PAV_KERNEL_ABI_VERSION;
@@ -605,6 +626,7 @@ class Recorder final : public adapters::KernelUnderTest {
     layout = r.call.layout;
     page_table = r.call.page_table;
     combined = r.call.kv_cache.present();
+    latent = r.call.v_latent;
     std::memset(r.call.out.data, 0, size_t(r.call.out.numel() * kernels::dtype_size(r.call.out.dtype)));
     return {};
   }
@@ -614,6 +636,7 @@ class Recorder final : public adapters::KernelUnderTest {
   CacheLayout layout = CacheLayout::packed;
   PageTable page_table = PageTable::block_table;
   bool combined = false;
+  bool latent = false;
 
  private:
   adapters::KernelDescription d_;
@@ -621,16 +644,22 @@ class Recorder final : public adapters::KernelUnderTest {
 };
 
 TEST(WorkerServer, ServesEveryCacheFormatAsTheSameCall) {
-  for (const bool combined : {true, false}) {
+  for (const int storage : {0, 1, 2}) {  // combined, separate, MLA
+    const bool combined = storage == 0;
     CaseSpec s = every_field();
     s.kv_combined = combined;
+    if (storage == 2) {
+      s.head_dim = 48;
+      s.v_head_dim = 32;
+      s.v_scales.reset();
+    }
     s.page_pad = s.row_pad = 0;  // files arrive compacted: the served call is contiguous
     s.block_size = 7;            // one of every_format()'s sizes
     props::HostCase c = props::build_case(s);
     adapters::DecodeRequest r;
     r.call = c.call();
     const std::filesystem::path dir =
-        std::filesystem::temp_directory_path() / ("pav-format-server-" + std::to_string(::getpid()) + (combined ? "c" : "s"));
+        std::filesystem::temp_directory_path() / ("pav-format-server-" + std::to_string(::getpid()) + "-" + std::to_string(storage));
     std::filesystem::remove_all(dir);
     std::filesystem::create_directories(dir);
     for (const auto& t : adapters::protocol::inputs_of(r)) adapters::npy::write((dir / (std::string(t.name) + ".npy")).string(), t.view);
@@ -652,6 +681,7 @@ TEST(WorkerServer, ServesEveryCacheFormatAsTheSameCall) {
     EXPECT_EQ(k.layout, CacheLayout::hnd);
     EXPECT_EQ(k.page_table, PageTable::csr);
     EXPECT_EQ(k.combined, combined);
+    EXPECT_EQ(k.latent, storage == 2);
     EXPECT_EQ(k.out, reference::decode(r.call, exact()).out);
     std::filesystem::remove_all(dir);
   }
@@ -672,6 +702,7 @@ TEST(KernelGeneration, ReachesEveryCacheFormat) {
     seen.insert(std::string(kernels::to_string(s.page_table)));
     seen.insert("K " + std::string(kernels::to_string(s.scales)));
     if (s.kv_combined) seen.insert("combined");
+    if (s.v_head_dim > 0) seen.insert("MLA");
     if (s.page_pad || s.row_pad) seen.insert("padded");
     if (s.block_size == 1) seen.insert("page size 1");
     if (s.v_scales) seen.insert("mixed scales");
@@ -679,13 +710,14 @@ TEST(KernelGeneration, ReachesEveryCacheFormat) {
   }
   for (const char* want : {"packed", "nhd", "hnd", "bf16", "f16", "fp8_e4m3fn", "fp8_e4m3fnuz", "fp8_e5m2", "csr",
                            "block_table", "K per_head", "K per_token", "combined", "padded", "page size 1",
-                           "mixed scales", "csr beside nhd/hnd"})
+                           "mixed scales", "csr beside nhd/hnd", "MLA"})
     EXPECT_TRUE(seen.count(want)) << "never drawn: " << want;
   // A kernel of the older formats is never sent another, nor a move into one.
   adapters::KernelDescription old = every_format();
   old.cache_dtypes = {DType::fp8_e4m3fn};
   old.cache_layouts = {CacheLayout::packed};
   old.kv_storage = {adapters::KvStorage::separate};
+  old.mla_dims.clear();
   old.page_tables = {PageTable::block_table};
   old.strided_cache = old.mixed_scales = false;
   old.scale_kinds = {ScaleKind::none, ScaleKind::per_tensor};
@@ -711,6 +743,175 @@ TEST(KernelGeneration, ReachesEveryCacheFormat) {
     ASSERT_TRUE(props::move_outside(s, f, nhd_only)) << f;
     EXPECT_NE(violation(s, nhd_only), "") << f;
   }
+}
+
+
+// ---- MLA: one cache whose keys' first D_v dims are the values ----------------------
+
+CaseSpec mla_spec() {
+  CaseSpec s = base_spec();
+  s.layout = CacheLayout::nhd;
+  s.hkv = 1;
+  s.group = 4;
+  s.head_dim = 48;
+  s.v_head_dim = 32;
+  return s;
+}
+
+TEST(CacheFormat, TheContractChecksAnMlaCache) {
+  const adapters::KernelDescription all = every_format();
+  const CaseSpec s = mla_spec();
+  ASSERT_EQ(violation(s, all), "");
+  {
+    props::HostCase c = props::build_case(s);
+    const kernels::DecodeCall call = c.call();
+    EXPECT_TRUE(call.v_latent);
+    EXPECT_EQ(call.v_cache.data, call.k_cache.data);
+    EXPECT_EQ(call.out.shape[2], 32);
+    EXPECT_EQ(kernels::dims_of(call).v_head_dim, 32);
+    EXPECT_EQ(c.v.size(), 0u);  // no V buffer: the values are the keys' first dims
+  }
+  struct Edit {
+    const char* name;
+    std::function<void(kernels::DecodeCall&)> edit;
+    const char* why;
+  };
+  auto set_dv = [](kernels::DecodeCall& c, int64_t dv) {
+    c.v_cache.shape[3] = dv;
+    c.out = TensorView::contiguous_of(c.out.data, c.out.dtype, {c.out.shape[0], c.out.shape[1], dv});
+  };
+  const std::vector<Edit> edits = {
+      {"out with D dims", [](auto& c) { c.out.shape[2] = 48; }, "out: shape [6, 4, 48] (expected [6, 4, 32]"},
+      {"V one element on", [](auto& c) { c.v_cache.data = static_cast<uint8_t*>(c.v_cache.data) + 1; },
+       "not k_cache's [..., :32] view"},
+      {"V at other strides", [](auto& c) { c.v_cache.stride[1] += 1; }, "not k_cache's [..., :32] view"},
+      // (out follows D_v, so it is edited with it: the cache's rule is what refuses.)
+      {"D_v = D", [&](auto& c) { set_dv(c, 48); }, "D_v must be a multiple of 16 in 16..32"},
+      {"D_v not a multiple of 16", [&](auto& c) { set_dv(c, 24); }, "D_v must be a multiple of 16"},
+      {"D_v 0", [&](auto& c) { set_dv(c, 0); }, "v_cache: shape"},
+      {"a V scale of its own", [](auto& c) {
+         static float other = 0.5f;
+         c.v_scale = TensorView::contiguous_of(&other, DType::f32, {1});
+       }, "v_scale: differs from k_scale"},
+      {"a combined tensor too", [](auto& c) { c.kv_cache = c.k_cache; }, "kv_cache: given with an MLA cache"},
+      {"packed", [](auto& c) { c.layout = CacheLayout::packed; }, "an MLA cache is for the nhd and hnd layouts"},
+  };
+  for (const Edit& e : edits) {
+    SCOPED_TRACE(e.name);
+    const std::string v = violation(s, all, e.edit);
+    EXPECT_NE(v.find(e.why), std::string::npos) << "'" << v << "' (wanted " << e.why << ")";
+  }
+  // The smallest and largest D_v of a 64-dim head are admitted where declared.
+  for (const int dv : {16, 48}) {
+    CaseSpec e = s;
+    e.head_dim = 64;
+    e.v_head_dim = dv;
+    adapters::KernelDescription d = all;
+    d.mla_dims = {{dv, 64 - dv}};
+    EXPECT_EQ(violation(e, d), "") << dv;
+  }
+  // Hkv 1: a [1] scale is per tensor and per head at once.
+  adapters::KernelDescription per_head = all;
+  per_head.scale_kinds = {ScaleKind::none, ScaleKind::per_head};
+  per_head.mixed_scales = false;
+  CaseSpec one = s;
+  one.scales = ScaleKind::per_tensor;
+  EXPECT_EQ(violation(one, per_head), "");
+  one.hkv = 2;
+  one.v_head_dim = 0;
+  EXPECT_NE(violation(one, per_head).find("per_tensor (k_scale) not in scale_kinds"), std::string::npos);
+  // The reference refuses what the contract refuses: a V that is not K's view.
+  props::HostCase c = props::build_case(s);
+  kernels::DecodeCall call = c.call();
+  call.v_cache.stride[1] += 1;
+  EXPECT_THROW(reference::decode(call, exact()), std::invalid_argument);
+}
+
+TEST(CacheFormat, TheDescriptionDeclaresMlaDims) {
+  adapters::KernelDescription d = every_format();
+  ASSERT_EQ(adapters::description_problem(d), "");
+  struct Bad {
+    std::function<void(adapters::KernelDescription&)> edit;
+    const char* why;
+  };
+  const std::vector<Bad> bad = {
+      {[](auto& d) { d.mla_dims.clear(); }, "mla_dims: empty, but kv_storage names latent"},
+      {[](auto& d) { d.kv_storage = {adapters::KvStorage::separate}; }, "mla_dims: given, but kv_storage does not name latent"},
+      {[](auto& d) { d.mla_dims = {{64, 16}}; }, "head_dims must list its q and K head dim 80"},
+      {[](auto& d) { d.mla_dims = {{40, 8}}; }, "multiples of 16, each at least 16"},
+      {[](auto& d) { d.mla_dims = {{48, 0}}; d.head_dims = {32, 48, 64}; }, "multiples of 16, each at least 16"},
+      {[](auto& d) { d.mla_dims = {{32, 16}, {32, 16}}; }, "mla_dims: a pair is listed twice"},
+      {[](auto& d) {
+         d.cache_layouts = {CacheLayout::packed};
+         d.kv_storage = {adapters::KvStorage::separate, adapters::KvStorage::latent};
+       }, "latent (MLA) is for the nhd and hnd layouts"},
+  };
+  for (const Bad& b : bad) {
+    adapters::KernelDescription e = d;
+    b.edit(e);
+    const std::string why = adapters::description_problem(e);
+    EXPECT_NE(why.find(b.why), std::string::npos) << "'" << why << "' (wanted " << b.why << ")";
+  }
+  // JSON: [latent, rope] pairs, and nothing else.
+  EXPECT_EQ(adapters::description_from_json(adapters::to_json(d)), d);
+  EXPECT_EQ(adapters::to_json(d).at("mla_dims"), nlohmann::json::parse("[[32, 16]]"));
+  for (const char* v : {"[[32]]", "[32, 16]", "[[32, 16, 0]]", "[[\"32\", 16]]", "\"32+16\""}) {
+    nlohmann::json j = adapters::to_json(d);
+    j["mla_dims"] = nlohmann::json::parse(v);
+    EXPECT_THROW(adapters::description_from_json(j), adapters::KernelSpecError) << v;
+  }
+  EXPECT_NE(adapters::summary(d).find("MLA 32+16"), std::string::npos);
+}
+
+TEST(CacheFormat, TheCaseFileCarriesAnMlaCache) {
+  CaseSpec s = mla_spec();
+  s.layout = CacheLayout::hnd;
+  s.page_table = PageTable::csr;
+  s.scales = ScaleKind::per_token;
+  const nlohmann::json j = props::case_to_json(s, {});
+  EXPECT_EQ(j.at("cache").at("kv"), "latent");
+  EXPECT_EQ(j.at("cache").at("v_head_dim"), 32);
+  const CaseSpec back = props::case_from_json(j, "x.json");
+  EXPECT_EQ(back.v_head_dim, 32);
+  const props::HostCase a = props::build_case(s), b = props::build_case(back);
+  EXPECT_EQ(a.k, b.k);
+  EXPECT_EQ(reference::decode(props::HostCase(a).call(), exact()).out, reference::decode(props::HostCase(b).call(), exact()).out);
+  // A single-sequence spec: inline K codes and K's scales only.
+  const CaseSpec one = props::single_sequence_spec(a, 2);
+  EXPECT_FALSE(one.v_codes);
+  EXPECT_FALSE(one.v_scale_values);
+  EXPECT_NO_THROW(props::build_case(one));
+  // Refused: D_v at or past D, not a multiple of 16, packed, combined, V's own scale or codes.
+  for (const auto& edit : std::vector<std::function<void(CaseSpec&)>>{
+           [](CaseSpec& c) { c.v_head_dim = 48; }, [](CaseSpec& c) { c.v_head_dim = 20; },
+           [](CaseSpec& c) { c.layout = CacheLayout::packed; }, [](CaseSpec& c) { c.kv_combined = true; },
+           [](CaseSpec& c) { c.v_scales = ScaleKind::none; }, [](CaseSpec& c) { c.v_codes = std::vector<uint8_t>(4); }}) {
+    CaseSpec e = mla_spec();
+    edit(e);
+    EXPECT_THROW(props::check_case_spec(e), std::invalid_argument);
+  }
+  nlohmann::json k = props::case_to_json(mla_spec(), {});
+  k["cache"]["kv"] = "separate";
+  EXPECT_THROW(props::case_from_json(k, "x.json"), props::CaseError);  // v_head_dim without latent
+}
+
+TEST(WorkerProtocol, AnMlaCacheTravelsAsItsKeysAlone) {
+  CaseSpec s = mla_spec();
+  s.scales = ScaleKind::per_tensor;
+  props::HostCase c = props::build_case(s);
+  adapters::DecodeRequest r;
+  r.call = c.call();
+  const nlohmann::json req = adapters::protocol::decode_request(1, "/x", r);
+  const nlohmann::json& t = req.at("tensors");
+  EXPECT_TRUE(t.contains("k_cache"));
+  EXPECT_TRUE(t.contains("k_scale"));
+  EXPECT_FALSE(t.contains("v_cache"));
+  EXPECT_FALSE(t.contains("v_scale"));
+  EXPECT_EQ(req.at("args").at("kv_storage"), "latent");
+  EXPECT_EQ(req.at("args").at("v_head_dim"), 32);
+  EXPECT_EQ(req.at("outputs").at("out").at("shape"), nlohmann::json::parse("[6, 4, 32]"));
+  const nlohmann::json chk = adapters::protocol::check_request(1, r);
+  EXPECT_EQ(chk.at("args").at("v_head_dim"), 32);
 }
 
 }  // namespace

@@ -106,7 +106,7 @@ void read_cache(const Object& c, CaseSpec& s) {
   s.kv_combined = kv == "combined";
   // MLA: V is K's first v_head_dim dims (check_case_spec checks it against head_dim).
   if (kv == "latent") s.v_head_dim = c.integer<int>("v_head_dim", 16, kMaxHeadDim);
-  else if (c.has("v_head_dim")) throw std::invalid_argument("cache.v_head_dim: given, but cache.kv is not latent");
+  else if (c.has("v_head_dim")) c.fail("v_head_dim", "given, but cache.kv is not latent");
   s.page_pad = c.integer<int64_t>("page_pad", 0, kMaxBlockSize * 16, 0);
   s.row_pad = c.integer<int64_t>("row_pad", 0, kMaxHeadDim, 0);
   kernels::parse_page_table(c.choice("page_table", {"block_table", "csr"}, "block_table"), s.page_table);
