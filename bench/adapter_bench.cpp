@@ -8,14 +8,17 @@
 // quotes the figures.
 //
 //   adapter_bench [--calls N] [--tokens T] [--batch B] [--hkv H] [--group G]
-//                 [--head-dim D] [--kernel SPEC]... [--json-out FILE]
+//                 [--head-dim D] [--format NAME] [--kernel SPEC]... [--json-out FILE]
 //                 [--pav PATH] [--python PY] [--null-kernel PATH] [--null-worker PATH]
 //
 // Without --kernel it times the built-in set: lib (in process), lib with
 // --isolate (pav's own worker in a child process), exec with a NumPy worker
 // that only answers, and exec with one that also maps every input file. The
 // last four options point it at those pieces when it runs outside the build
-// tree (a build carried to another machine).
+// tree (a build carried to another machine). --format picks the cache format
+// of the case: packed (fp8 e4m3, the default), nhd, hnd, nhd-combined,
+// nhd-csr-page1 (bf16 caches), or mla (one bf16 latent head of 512 + 64 dims,
+// G 16, whatever --hkv, --group and --head-dim say).
 #include <fmt/core.h>
 
 #include <CLI/CLI.hpp>
@@ -143,6 +146,10 @@ int main(int argc, char** argv) {
   app.add_option("--head-dim", head_dim, "head dim")->check(CLI::IsMember({64, 128, 256}));
   app.add_option("--kernel", kernels_given, "time this --kernel text instead of the built-in set (repeatable)");
   app.add_option("--json-out", json_out, "also write the figures as JSON to this file");
+  std::string format = "packed";
+  app.add_option("--format", format, "the case's cache format")
+      ->check(CLI::IsMember({"packed", "nhd", "hnd", "nhd-combined", "nhd-csr-page1", "mla"}))
+      ->capture_default_str();
   std::string pav_binary = PAV_BINARY, python = PAV_PYTHON, null_kernel = PAV_NULL_KERNEL,
               null_worker = PAV_NULL_WORKER;
   app.add_option("--pav", pav_binary, "the pav binary --isolate runs as the library's worker")->capture_default_str();
@@ -170,19 +177,37 @@ int main(int argc, char** argv) {
   spec.block_size = 16;
   spec.scales = props::ScaleKind::per_tensor;
   spec.path = props::Path::uniform;
+  if (format != "packed") {  // the formats of bf16 engines: read as stored, nothing converted
+    spec.cache_dtype = kernels::DType::bf16;
+    spec.opt.compute = kernels::DType::bf16;
+    spec.scales = props::ScaleKind::none;
+    spec.layout = format == "hnd" ? kernels::CacheLayout::hnd : kernels::CacheLayout::nhd;
+    spec.kv_combined = format == "nhd-combined";
+    if (format == "nhd-csr-page1") {
+      spec.page_table = kernels::PageTable::csr;
+      spec.block_size = 1;
+    }
+    if (format == "mla") {
+      spec.hkv = 1;
+      spec.group = 16;
+      spec.head_dim = 576;
+      spec.v_head_dim = 512;
+    }
+  }
   props::HostCase a = props::build_case(spec);
   spec.seed += 1;  // same shapes, other values
   props::HostCase b = props::build_case(spec);
   const double cache_mb = double(a.k.size() + a.v.size()) / 1e6;
   const double q_mb = double(a.q.size() * 2) / 1e6;
-  fmt::print("case: {} x {} tokens, Hkv {}, G {}, D {}, block 16: K+V {:.1f} MB, q {:.2f} MB; {} calls per series\n",
-             batch, tokens, hkv, group, head_dim, cache_mb, q_mb, calls);
+  fmt::print("case: {} x {} tokens, {} cache, Hkv {}, G {}, D {}, block {}: K+V {:.1f} MB, q {:.2f} MB; {} calls per series\n",
+             batch, tokens, format, spec.hkv, spec.group, spec.head_dim, spec.block_size, cache_mb, q_mb, calls);
   fmt::print("repeat: the inputs of the call before; fresh: every call's inputs differ from the call before's\n\n");
   fmt::print("{:<20} {:>13} {:>9} {:>9} {:>12} {:>9} {:>9} {:>10} {:>8}\n", "adapter", "repeat mean ms", "median",
              "p90", "fresh mean ms", "median", "p90", "fresh/s", "open ms");
   nlohmann::json j;
-  j["case"] = {{"batch", batch}, {"tokens", tokens}, {"hkv", hkv}, {"group", group}, {"head_dim", head_dim},
-               {"block_size", 16}, {"cache_mb", cache_mb}, {"q_mb", q_mb}, {"calls", calls}};
+  j["case"] = {{"batch", batch}, {"tokens", tokens}, {"format", format}, {"hkv", spec.hkv}, {"group", spec.group},
+               {"head_dim", spec.head_dim}, {"block_size", spec.block_size}, {"cache_mb", cache_mb}, {"q_mb", q_mb},
+               {"calls", calls}};
   int status = 0;
   for (const Entry& e : entries) {
     Timing t;
