@@ -6,6 +6,7 @@
 // format give the same reference; the contract admits each format only where
 // it is declared, on both sides of each rule; the case file, the C ABI and the
 // worker protocol carry each field; the generator reaches each format.
+#include <fmt/core.h>
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -32,6 +33,7 @@
 #include "properties/host_case.hpp"
 #include "properties/kernel_gen.hpp"
 #include "properties/runner_kernel.hpp"
+#include "reference/compare.hpp"
 #include "reference/decode.hpp"
 
 namespace {
@@ -127,7 +129,7 @@ int64_t page_at(const props::HostCase& c, int64_t b, int64_t i) {
 std::vector<long double> model(const props::HostCase& c) {
   const CaseSpec& s = c.spec;
   const int64_t B = int64_t(s.lens.size()), D = s.head_dim, G = s.group, H = s.hkv, Hq = H * G, ps = s.block_size;
-  const long double scale = 1.0L / std::sqrt((long double)D);
+  const long double scale = s.opt.softmax_scale != 0.0f ? (long double)s.opt.softmax_scale : 1.0L / std::sqrt((long double)D);
   const int64_t Dv = s.v_head_dim > 0 ? s.v_head_dim : D;  // MLA: the values' dims
   std::vector<long double> out(size_t(B * s.q_len * Hq * Dv), 0.0L);
   for (int64_t b = 0; b < B; ++b)
@@ -703,6 +705,8 @@ TEST(KernelGeneration, ReachesEveryCacheFormat) {
     seen.insert("K " + std::string(kernels::to_string(s.scales)));
     if (s.kv_combined) seen.insert("combined");
     if (s.v_head_dim > 0) seen.insert("MLA");
+    if (s.extreme_logits < 0) seen.insert("logits below -5e4");
+    if (s.extreme_logits > 0) seen.insert("logits above 5e4");
     if (s.page_pad || s.row_pad) seen.insert("padded");
     if (s.block_size == 1) seen.insert("page size 1");
     if (s.v_scales) seen.insert("mixed scales");
@@ -710,7 +714,7 @@ TEST(KernelGeneration, ReachesEveryCacheFormat) {
   }
   for (const char* want : {"packed", "nhd", "hnd", "bf16", "f16", "fp8_e4m3fn", "fp8_e4m3fnuz", "fp8_e5m2", "csr",
                            "block_table", "K per_head", "K per_token", "combined", "padded", "page size 1",
-                           "mixed scales", "csr beside nhd/hnd", "MLA"})
+                           "mixed scales", "csr beside nhd/hnd", "MLA", "logits below -5e4", "logits above 5e4"})
     EXPECT_TRUE(seen.count(want)) << "never drawn: " << want;
   // A kernel of the older formats is never sent another, nor a move into one.
   adapters::KernelDescription old = every_format();
@@ -912,6 +916,62 @@ TEST(WorkerProtocol, AnMlaCacheTravelsAsItsKeysAlone) {
   EXPECT_EQ(req.at("outputs").at("out").at("shape"), nlohmann::json::parse("[6, 4, 32]"));
   const nlohmann::json chk = adapters::protocol::check_request(1, r);
   EXPECT_EQ(chk.at("args").at("v_head_dim"), 32);
+}
+
+
+// ---- extreme logits ---------------------------------------------------------------
+
+// Every scaled logit of an extreme case sits past 5e4 on its side (for -1 the
+// lse, at least the largest logit, is below -5e4), in every cache dtype and
+// scale kind, and the comparison standard adds its score term there.
+TEST(ExtremeLogits, EveryScoreSitsPastFiveE4AndTheStandardFollows) {
+  for (const int sign : {-1, 1})
+    for (DType t : {DType::fp8_e4m3fn, DType::fp8_e5m2, DType::bf16})
+      for (ScaleKind k : {ScaleKind::per_tensor, ScaleKind::none, ScaleKind::per_token})
+        for (const int D : {64, 128}) {
+          SCOPED_TRACE(fmt::format("sign {} {} {} D {}", sign, kernels::to_string(t), kernels::to_string(k), D));
+          CaseSpec s = base_spec();
+          s.layout = CacheLayout::nhd;
+          s.cache_dtype = t;
+          s.scales = k;
+          s.head_dim = D;
+          s.extreme_logits = sign;
+          s.opt.softmax_scale = props::extreme_logit_scale(D, k);
+          props::HostCase c = props::build_case(s);
+          const reference::ReferenceResult r = reference::decode(c.call(), exact());
+          ASSERT_EQ(r.score_max.size(), r.lse.size());
+          int64_t seen = 0;
+          for (size_t row = 0; row < r.lse.size(); ++row) {
+            if (!r.seen[row]) continue;
+            ++seen;
+            if (sign < 0) EXPECT_LT(r.lse[row], -5e4) << row;
+            else EXPECT_GT(r.lse[row], 5e4) << row;
+            EXPECT_GT(r.score_max[row], 5e4) << row;
+            EXPECT_LT(r.score_max[row], 1e5) << row;  // extreme, not unbounded
+          }
+          EXPECT_GT(seen, 0);
+          // The reference agrees with the long-double model there too.
+          const std::vector<long double> want = model(c);
+          for (size_t i = 0; i < want.size(); ++i)
+            ASSERT_LE(std::fabs((long double)r.out[i] - want[i]), 1e-4L * (1.0L + std::fabs(want[i]))) << i;
+          reference::ReferenceResult no_term = r;
+          no_term.score_max.clear();
+          const int64_t i = 5;
+          EXPECT_NEAR(reference::allowed_error(r, i, {}) - reference::allowed_error(no_term, i, {}),
+                      reference::kScoreTerm * double(r.score_max[0]) * r.pq_l1[size_t(i)], 1e-12);
+        }
+  // Off by default, and on ordinary logits the term is far below the floor.
+  props::HostCase c = props::build_case(base_spec());
+  const reference::ReferenceResult r = reference::decode(c.call(), exact());
+  for (size_t row = 0; row < r.score_max.size(); ++row) EXPECT_LT(r.score_max[row], 100.0f);
+  EXPECT_LT(reference::kScoreTerm * 100.0, 1e-4);
+  // A case file carries the field and refuses other values.
+  CaseSpec s = base_spec();
+  s.extreme_logits = -1;
+  EXPECT_EQ(props::case_from_json(props::case_to_json(s, {}), "x.json").extreme_logits, -1);
+  nlohmann::json j = props::case_to_json(s, {});
+  j["extreme_logits"] = 2;
+  EXPECT_THROW(props::case_from_json(j, "x.json"), props::CaseError);
 }
 
 }  // namespace

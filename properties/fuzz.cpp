@@ -146,7 +146,12 @@ std::vector<std::pair<CaseSpec, int64_t>> simpler_specs(const CaseSpec& s, int64
   if (s.soft_cap != 0.0f) field([](CaseSpec& c) { c.soft_cap = 0.0f; });
   if (s.sinks) field([](CaseSpec& c) { c.sinks.reset(); });
   if (s.alibi_slopes) field([](CaseSpec& c) { c.alibi_slopes.reset(); });
-  if (s.opt.softmax_scale != 0.0f) field([](CaseSpec& c) { c.opt.softmax_scale = 0.0f; });
+  if (s.opt.softmax_scale != 0.0f && s.extreme_logits == 0) field([](CaseSpec& c) { c.opt.softmax_scale = 0.0f; });
+  if (s.extreme_logits != 0)
+    field([](CaseSpec& c) {
+      c.extreme_logits = 0;
+      c.opt.softmax_scale = 0.0f;
+    });
   if (s.q_len > 1) field([](CaseSpec& c) { c.q_len = 1; });
   if (s.q_len > 2) field([](CaseSpec& c) { c.q_len -= 1; });
   if (s.hkv > 1) field([](CaseSpec& c) { c.hkv = 1; });

@@ -132,6 +132,10 @@ void fit_per_head_values(CaseSpec& s) {
     if (*v && !(*v)->empty()) (*v)->resize(hq, (*v)->back());
 }
 
+float extreme_logit_scale(int head_dim, ScaleKind scales) {
+  return 6e4f / (16.0f * float(head_dim)) / (scales == ScaleKind::none ? 32.0f : 1.0f);
+}
+
 bool row_has_visible_token(const CaseSpec& s, int64_t seq, int64_t pos) {
   return int64_t(s.lens[seq]) - s.q_len + 1 + pos > 0;
 }
@@ -196,6 +200,8 @@ CaseBlocks check_case_spec(const CaseSpec& spec, bool check_memory) {
   if (!is_cache_dtype(spec.cache_dtype)) bad("cache_dtype", "must be bf16, f16, fp8_e4m3fn, fp8_e4m3fnuz or fp8_e5m2");
   if (spec.q_dtype != DType::bf16 && spec.q_dtype != DType::f16) bad("q_dtype", "must be bf16 or f16");
   if (spec.spare_blocks < 1) bad("spare_blocks", "must be >= 1 (unused table entries point at a poisoned block)");
+  if (spec.extreme_logits < -1 || spec.extreme_logits > 1)
+    bad("extreme_logits", "must be -1, 0 or 1, got " + std::to_string(spec.extreme_logits));
   if (spec.q_row_pad < 0) bad("q_row_pad", "must be >= 0, got " + std::to_string(spec.q_row_pad));
   if (spec.generator != rng::kGeneratorVersion && spec.generator != rng::kLegacyGenerator)
     bad("generator", "must be " + std::to_string(rng::kLegacyGenerator) + " or " +
@@ -338,7 +344,7 @@ HostCase build_case(const CaseSpec& spec, bool fill_values) {
   c.q.assign(qrows * qstride, qnan);
   for (int64_t r = 0; r < qrows && fill_values; ++r)
     for (int64_t i = 0, row = draw.row(Draws::q, r); i < Hq * D; ++i) {
-      const float v = draw.normal(row, i);
+      const float v = draw.normal(row, i) + (spec.extreme_logits != 0 ? 4.0f : 0.0f);
       c.q[r * qstride + i] = spec.q_dtype == DType::bf16 ? f32_to_bf16(v) : f32_to_f16(v);
     }
   if (spec.q_bits) {
@@ -406,8 +412,9 @@ HostCase build_case(const CaseSpec& spec, bool fill_values) {
         if (spec.scales == ScaleKind::per_head) tk = c.k_scale[size_t(h)] / 0.03125f;
         if (v_kind == ScaleKind::per_head && !latent) tv = c.v_scale[size_t(h)] / 0.03125f;
         draw.kv_normals(draw.row(Draws::k, b, t, h), draw.row(Draws::v, b, t, h), D, kval.data(), vval.data());
+        const float key_shift = 4.0f * float(spec.extreme_logits);
         for (int64_t d = 0; d < D; ++d) {
-          put_element(views.k_cache, cs, false, blk, h, off, d, kval[d] * 32.0f / tk);
+          put_element(views.k_cache, cs, false, blk, h, off, d, (kval[d] + key_shift) * 32.0f / tk);
           if (!latent) put_element(views.v_cache, cs, true, blk, h, off, d, vval[d] * 32.0f / tv);
         }
       }

@@ -63,6 +63,12 @@ struct CaseSpec {
   // case files saved before generator 2 existed).
   int generator = rng::kGeneratorVersion;
   std::vector<Sentinel> sentinels;
+  // Extreme logits (-1, +1; 0 off): every element of q gets +4 and every key
+  // element -4 (or +4), so q.k is about -16 D (+16 D) for every token; with a
+  // softmax scale of 6e4 / (16 D) every scaled logit then sits near -6e4
+  // (+6e4), far below (above) any finite sentinel a kernel might start its
+  // running max from, or past what f16 logits hold.
+  int extreme_logits = 0;
   // The attention variant (kernels::AttentionVariant): window and soft cap, and
   // the sink logits and ALiBi slopes inline, one per query head (Hq values).
   int window_left = -1;
@@ -99,6 +105,11 @@ struct HostCase {
 // the spec's Hq, keeping the first ones and repeating the last: for edits that
 // change the head count (shrinking, a reject move).
 void fit_per_head_values(CaseSpec& s);
+
+// The softmax scale that puts an extreme_logits case's scaled logits near
+// -+6e4: q.k is about 16 D in the scaled values (32 times that when the cache
+// has no scale).
+float extreme_logit_scale(int head_dim, ScaleKind scales);
 
 // Checks a spec without allocating anything: shapes in range, every inline
 // tensor's length against the shapes, scales matching their kind (both or

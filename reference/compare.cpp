@@ -142,7 +142,8 @@ void check_reference(const ReferenceResult& ref, const CompareOptions& o) {
   if (ref.num_seqs < 0 || ref.q_len < 1 || ref.hq < 1 || ref.head_dim < 1 ||
       int64_t(ref.out.size()) != rows * ref.head_dim || int64_t(ref.lse.size()) != rows ||
       (!ref.seen.empty() && int64_t(ref.seen.size()) != rows) ||
-      (!ref.bias_max.empty() && int64_t(ref.bias_max.size()) != rows))
+      (!ref.bias_max.empty() && int64_t(ref.bias_max.size()) != rows) ||
+      (!ref.score_max.empty() && (int64_t(ref.score_max.size()) != rows || ref.pq_l1.size() != ref.out.size())))
     refuse("reference arrays do not match its [num_seqs*q_len, Hq, D] dims");
   if (needs_terms(ref, o) &&
       (ref.pq_l1.size() != ref.out.size() || ref.pq_l2.size() != ref.out.size() || ref.pq_sub.size() != ref.out.size()))
@@ -169,6 +170,7 @@ double allowed_error(const ReferenceResult& ref, int64_t i, const CompareOptions
     a += std::min(u * ref.pq_l1[i], kHoeffding * u * ref.pq_l2[i]) + ref.pq_sub[i];
   }
   if (!ref.bias_max.empty()) a += kAlibiTerm * double(ref.bias_max[size_t(i / ref.head_dim)]) * ref.pq_l1[i];
+  if (!ref.score_max.empty()) a += kScoreTerm * double(ref.score_max[size_t(i / ref.head_dim)]) * ref.pq_l1[i];
   return a;
 }
 

@@ -15,6 +15,7 @@
 //   p_term  = min(u_p*l1, kHoeffding*u_p*l2) + sub          P rounded (u_p per rounding)
 //           = 0                                             P not rounded
 //   + kAlibiTerm*B*l1                                       the call has ALiBi slopes
+//   + kScoreTerm*S*l1                                       the reference has error terms
 //
 // with l1, l2, sub the reference's pq_l1, pq_l2, pq_sub. u_p is the unit
 // roundoff of the declared P rounding: 2^-4 (fp8 e4m3, against the running max),
@@ -60,6 +61,12 @@ inline constexpr double kF32L1 = 1e-4;
 // per token moves the output by at most 2E*l1 (first order: the weights move by
 // w_t(d_t - mean d)), hence 4u*B*l1.
 inline constexpr double kAlibiTerm = 4.0 / 16777216.0;
+// Large logits: a kernel's f32 logit x carries a rounding error of a few ulps
+// of |x| (the dot's last sums, the scale, the max subtracted), inside the f32
+// slack while |x| is small but not at |x| = 5e4, where an ulp is 2^-8. Taking
+// up to 8u|x| per logit (u = 2^-24) and S the row's largest |x| (score_max),
+// the output moves by at most 2*8u*S*l1, hence 16u*S*l1.
+inline constexpr double kScoreTerm = 16.0 / 16777216.0;
 
 // Unit roundoff of storing a value in the dtype (2^-8 bf16, 2^-11 f16), 0 for
 // f32 and none (no rounding beyond the arithmetic slack).

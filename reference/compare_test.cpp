@@ -114,13 +114,19 @@ TEST(ReferenceCompare, NonzeroInEmptyRowFails) {
   EXPECT_TRUE(compare(f.view(), f.ref).passed());
 }
 
-// Under bf16 compute the bound is atol + rtol*|ref|, exactly.
+// The score term of a row: 16u times its largest |logit| times pq_l1.
+double score_term(const ReferenceResult& r, int64_t i) {
+  return kScoreTerm * double(r.score_max[size_t(i / r.head_dim)]) * r.pq_l1[size_t(i)];
+}
+
+// Under bf16 compute the bound is atol + rtol*|ref| and the (here tiny) score term, exactly.
 TEST(ReferenceCompare, PlainStandardEdge) {
   Fixture f = fixture(DType::bf16);
   ASSERT_EQ(f.ref.profile.p_round, PRound::none);
   const int64_t i = f.ref.index(1, 2, 3);
   const double ref = f.ref.out[i];
-  const double allowed = 5e-3 + 5e-3 * std::fabs(ref);
+  EXPECT_LT(score_term(f.ref, i), 1e-4);
+  const double allowed = 5e-3 + 5e-3 * std::fabs(ref) + score_term(f.ref, i);
   EXPECT_DOUBLE_EQ(allowed_error(f.ref, i, {}), allowed);
   f.out[i] = float(ref + 0.98 * allowed);
   EXPECT_TRUE(compare(f.view(), f.ref).passed());
@@ -147,7 +153,7 @@ TEST(ReferenceCompare, Fp8StandardAddsPqTerm) {
   const double l1 = f.ref.pq_l1[i], l2 = f.ref.pq_l2[i], sub = f.ref.pq_sub[i];
   ASSERT_GT(l1, 0.0);
   const double pq = std::min(0.0625 * l1, 6.55 * 0.0625 * l2) + sub;
-  const double allowed = 5e-3 + 5e-3 * std::fabs(ref) + pq;
+  const double allowed = 5e-3 + 5e-3 * std::fabs(ref) + pq + score_term(f.ref, i);
   EXPECT_NEAR(allowed_error(f.ref, i, {}), allowed, 1e-12);
   EXPECT_GT(pq, 1e-3);  // large enough here to matter
   f.out[i] = float(ref + 0.98 * allowed);

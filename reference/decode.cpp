@@ -244,12 +244,14 @@ using Vec = Eigen::Matrix<T, Eigen::Dynamic, 1>;
 template <class T>
 struct State {
   Vec<T> m, l;
+  Vec<double> smax;  // the largest |scaled logit| seen per row (error terms)
   Mat<T> acc, l1, l2, sub;
   void reset(int64_t rows, int64_t D, bool terms) {
     m.setConstant(rows, -std::numeric_limits<T>::infinity());
     l.setZero(rows);
     acc.setZero(rows, D);
     if (terms) {
+      smax.setZero(rows);
       l1.setZero(rows, D);
       l2.setZero(rows, D);
       sub.setZero(rows, D);
@@ -511,6 +513,7 @@ struct Core {
       }
       if (!g.slopes.empty())
         for (int64_t j = lo; j < hi; ++j) Sc(r, j) -= g.slopes[size_t(head)] * Score(pos - (t0 + j));
+      if (terms && hi > lo) st.smax[r] = std::max(st.smax[r], Sc.row(r).segment(lo, hi - lo).cwiseAbs().maxCoeff());
       const T cmax = hi > lo ? T(Sc.row(r).segment(lo, hi - lo).maxCoeff()) : -std::numeric_limits<T>::infinity();
       const T m_new = std::max(st.m[r], cmax);
       b.m_new[r] = std::isinf(m_new) ? T(0) : m_new;  // a row with nothing yet: P is zeroed below
@@ -567,6 +570,7 @@ struct Core {
       dst.l[r] = a * dst.l[r] + bsc * src.l[r];
       dst.acc.row(r) = a * dst.acc.row(r) + bsc * src.acc.row(r);
       if (terms) {
+        dst.smax[r] = std::max(dst.smax[r], src.smax[r]);
         dst.sub.row(r) = dst.sub.row(r).cwiseMin(a * dst.l1.row(r)) + src.sub.row(r).cwiseMin(bsc * src.l1.row(r));
         dst.l1.row(r) = a * dst.l1.row(r) + bsc * src.l1.row(r);
         dst.l2.row(r) = (a * a) * dst.l2.row(r) + (bsc * bsc) * src.l2.row(r);
@@ -588,6 +592,7 @@ struct Core {
       }
       if (!seen && g.sinks.empty()) continue;  // result arrays start at 0 / -inf
       res.seen[size_t(qrow * g.hq + head)] = seen;
+      if (terms && seen) res.score_max[size_t(qrow * g.hq + head)] = float(st.smax[r]);
       T inv = seen ? T(1) / st.l[r] : T(0);
       double lse = seen ? double(st.m[r]) + std::log(double(st.l[r])) : -std::numeric_limits<double>::infinity();
       if (!g.sinks.empty()) {
@@ -748,6 +753,7 @@ ReferenceResult decode(const DecodeCall& call, const NumericsProfile& profile, c
   res.seen.assign(res.lse.size(), 0);
   if (!g.slopes.empty()) res.bias_max.assign(res.lse.size(), 0.0f);
   if (options.error_terms) {
+    res.score_max.assign(res.lse.size(), 0.0f);
     res.pq_l1.assign(elems, 0.0f);
     res.pq_l2.assign(elems, 0.0f);
     res.pq_sub.assign(elems, 0.0f);

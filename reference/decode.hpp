@@ -62,6 +62,10 @@ struct ReferenceResult {
   // ALiBi: |slope| times the distance to the row's farthest visible key
   // ([rows, Hq]; empty without ALiBi): the comparison standard's bias term.
   std::vector<float> bias_max;
+  // The row's largest |scaled logit| over its visible keys, after the soft cap
+  // and the bias ([rows, Hq]; with error_terms): the comparison standard's
+  // score term.
+  std::vector<float> score_max;
   // P-quantization error scales (empty when error_terms is off):
   std::vector<float> pq_l1;   // sum_t w_t |v_td|
   std::vector<float> pq_l2;   // sqrt(sum_t (w_t v_td)^2)

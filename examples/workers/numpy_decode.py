@@ -52,6 +52,7 @@ DEFECTS = {
     "per-head-scale-head-0": "per-head K/V scales read for KV head 0 whatever the head",
     "p-fp8-undeclared": "softmax weights rounded to fp8 e4m3 without the FP8_MAX scale while the profile says p_round none",
     "mla-rope-dropped": "MLA: logits from the latent dims only, the rope dims of q and K left out",
+    "max-starts-at-minus-1e4": "the running max starts at -1e4 instead of -inf: rows whose every logit is below -1e4 sum to 0",
 }
 
 DESCRIPTION = pav_worker.description(
@@ -156,7 +157,8 @@ class NumpyDecode:
                 first_key = pos - call.window_left
                 if self.defect == "window-edge-off-by-one":
                     first_key = first_key - 1
-            m = np.full((hkv, q_len * g), -np.inf, dtype=np.float32)
+            m = np.full((hkv, q_len * g), -1e4 if self.defect == "max-starts-at-minus-1e4" else -np.inf,
+                        dtype=np.float32)
             l = np.zeros((hkv, q_len * g), dtype=np.float32)
             acc = np.zeros((hkv, q_len * g, dv), dtype=np.float32)
             pages_total = self.pages_of(length, bs)
