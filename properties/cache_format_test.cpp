@@ -9,6 +9,7 @@
 #include <fmt/core.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <fcntl.h>
@@ -972,6 +973,26 @@ TEST(ExtremeLogits, EveryScoreSitsPastFiveE4AndTheStandardFollows) {
   nlohmann::json j = props::case_to_json(s, {});
   j["extreme_logits"] = 2;
   EXPECT_THROW(props::case_from_json(j, "x.json"), props::CaseError);
+}
+
+
+// The largest |logit| of a row split into segments and chunks is the whole
+// row's: a sentinel key late in a long context sets it.
+TEST(ReferenceScoreMax, SegmentsMergeToTheWholeRowsLargestLogit) {
+  CaseSpec s = base_spec();
+  s.lens = {300, 0, 100};
+  s.sentinels = {{0, 290}, {2, 10}};
+  props::HostCase c = props::build_case(s);
+  const reference::ReferenceResult whole = reference::decode(c.call(), exact());
+  reference::ReferenceOptions split;
+  split.chunk_tokens = 16;
+  split.segment_tokens = 64;
+  const reference::ReferenceResult parts = reference::decode(c.call(), exact(), split);
+  ASSERT_EQ(whole.score_max.size(), parts.score_max.size());
+  for (size_t row = 0; row < whole.score_max.size(); ++row)
+    EXPECT_NEAR(parts.score_max[row], whole.score_max[row], 1e-3 * whole.score_max[row]) << row;
+  // The sentinel's logit, 290 tokens in (sequence 0's rows: 2 positions x 4 heads).
+  EXPECT_GT(*std::max_element(whole.score_max.begin(), whole.score_max.begin() + 8), 20.0f);
 }
 
 }  // namespace
