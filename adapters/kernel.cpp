@@ -279,6 +279,7 @@ json to_json(const KernelDescription& d) {
   j["page_tables"] = json::array();
   for (kernels::PageTable p : d.page_tables) j["page_tables"].push_back(to_string(p));
   j["strided_cache"] = d.strided_cache;
+  if (d.large_cache) j["large_cache"] = true;
   for (Scales s : d.scale_kinds) j["scale_kinds"].push_back(to_string(s));
   j["mixed_scales"] = d.mixed_scales;
   j["block_sizes"] = d.block_sizes;
@@ -313,7 +314,7 @@ KernelDescription description_from_json(const json& j) {
       "max_num_seqs", "max_kv_heads",   "max_context_len", "strided_q",  "split",             "split_ceiling",
       "max_split_ceiling", "writes_lse", "thread_safe",    "check",      "profile",           "lse_base",
       "variants",     "cache_layouts",  "kv_storage",      "page_tables", "strided_cache",    "mixed_scales",
-      "mla_dims"};
+      "mla_dims",     "large_cache"};
   // v_layouts is required while the kernel reads packed caches (cache_layouts absent means packed).
   static const std::set<std::string> required = {"name",        "q_dtypes",    "cache_dtypes", "scale_kinds",
                                                  "block_sizes", "head_dims",   "gqa_ratios",   "q_len",
@@ -361,6 +362,7 @@ KernelDescription description_from_json(const json& j) {
           v, "page_tables", {kernels::PageTable::block_table, kernels::PageTable::csr}));
   }
   if (j.contains("strided_cache")) d.strided_cache = bool_field(j.at("strided_cache"), "strided_cache");
+  if (j.contains("large_cache")) d.large_cache = bool_field(j.at("large_cache"), "large_cache");
   for (const json& v : array_field(j, "scale_kinds"))
     d.scale_kinds.push_back(parse_name<Scales>(
         v, "scale_kinds", {Scales::none, Scales::per_tensor, Scales::per_head, Scales::per_token}));
@@ -431,7 +433,7 @@ std::string summary(const KernelDescription& d) {
       list_text(d.cache_dtypes), list_text(d.cache_layouts),
       d.kv_storage == std::vector{KvStorage::separate} ? "" : " (" + list_text(d.kv_storage) + ")",
       d.page_tables == std::vector{kernels::PageTable::block_table} ? "" : ", pages " + list_text(d.page_tables),
-      d.strided_cache ? ", strided" : "", list_text(d.v_layouts), list_text(d.scale_kinds),
+      std::string(d.strided_cache ? ", strided" : "") + (d.large_cache ? ", 2^31+ elements" : ""), list_text(d.v_layouts), list_text(d.scale_kinds),
       d.mixed_scales ? " (K and V apart)" : "", list_text(d.block_sizes),
       list_text(d.head_dims), list_text(d.gqa_ratios), d.min_q_len, d.max_q_len, to_string(d.split),
       d.split_ceiling ? " (takes a ceiling)" : "", reference::to_string(d.profile.q_quant),
@@ -525,6 +527,9 @@ std::string contract_violation(const DecodeRequest& r, const KernelDescription& 
           c, hd, d.strided_cache ? kernels::StrideRule::ordered : kernels::StrideRule::contiguous, cs); !why.empty()) return why;
   if (!contains(d.cache_dtypes, cs.dtype))
     return fmt::format("k_cache: dtype {} not in cache_dtypes {}", kernels::to_string(cs.dtype), list_text(d.cache_dtypes));
+  if (const int64_t span = kernels::cache_span(c); span >= kernels::kLargeCacheElements && !d.large_cache)
+    return fmt::format("k_cache: spans {} elements, 2^31 or more (offsets past int32), and the kernel does not "
+                       "declare large_cache", span);
   if (cs.layout == kernels::CacheLayout::packed && !contains(d.v_layouts, cs.v_layout))
     return fmt::format("v_cache: layout {} not in v_layouts {}", to_string(cs.v_layout), list_text(d.v_layouts));
   const KvStorage storage = cs.latent ? KvStorage::latent : cs.combined ? KvStorage::combined : KvStorage::separate;

@@ -71,6 +71,7 @@ struct KernelDescription {
   std::vector<MlaDims> mla_dims;  // the (latent, rope) pairs of its MLA calls (kv_storage latent)
   std::vector<kernels::PageTable> page_tables = {kernels::PageTable::block_table};
   bool strided_cache = false;  // nhd, hnd: page and head strides other than the contiguous ones
+  bool large_cache = false;    // caches spanning 2^31 elements or more (offsets past int32)
   std::vector<Scales> scale_kinds;
   bool mixed_scales = false;   // K's and V's scales may be of different kinds
   std::vector<int64_t> block_sizes, head_dims, gqa_ratios;

@@ -74,6 +74,22 @@ inline int64_t cache_offset_nhd_hnd(const TensorView& t, int64_t page, int64_t h
          d * t.stride[3];
 }
 
+// Elements a view spans: one past its farthest element's offset (0 when absent).
+inline int64_t view_span(const TensorView& t) {
+  if (!t.present()) return 0;
+  int64_t last = 0;
+  for (int i = 0; i < t.rank; ++i) last += (t.shape[i] - 1) * t.stride[i];
+  return last + 1;
+}
+// A cache whose views span this many elements or more has offsets past int32:
+// only a kernel that declares large_cache is handed one.
+inline constexpr int64_t kLargeCacheElements = int64_t(1) << 31;
+// The elements the call's cache spans (the combined tensor, else K's or V's,
+// the larger).
+inline int64_t cache_span(const DecodeCall& c) {
+  return c.kv_cache.present() ? view_span(c.kv_cache) : std::max(view_span(c.k_cache), view_span(c.v_cache));
+}
+
 // The [:, which] half of a combined [pages, 2, ...] tensor: K (0) or V (1).
 inline TensorView kv_half(const TensorView& kv, int which) {
   TensorView h;

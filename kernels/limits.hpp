@@ -40,6 +40,9 @@ inline constexpr int kMaxBlockSize = 4096;
 // the scratch of its path), checked before any of it is allocated. The largest
 // generated or saved case is a few tens of MiB.
 inline constexpr int64_t kMaxCaseHostBytes = int64_t(1) << 30;
+// A case whose cache spans 2^31 elements or more (low_spare_blocks, for kernels
+// that declare large_cache) may take this much host memory instead.
+inline constexpr int64_t kMaxLargeCaseHostBytes = int64_t(16) << 30;
 // K and V caches of the largest cell of a drift sweep (the full sweep's largest
 // is under 5 GB; a GPU holds 141 GB). Checked when the sweep is read.
 inline constexpr int64_t kMaxDriftCellBytes = int64_t(64) << 30;

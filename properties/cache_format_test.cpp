@@ -995,4 +995,95 @@ TEST(ReferenceScoreMax, SegmentsMergeToTheWholeRowsLargestLogit) {
   EXPECT_GT(*std::max_element(whole.score_max.begin(), whole.score_max.begin() + 8), 20.0f);
 }
 
+
+// ---- caches of 2^31 elements and more ------------------------------------------------
+
+TEST(LargeCache, TheContractAdmitsOneOnlyWhereDeclared) {
+  // view_span counts to one past the farthest element.
+  TensorView v;
+  v.rank = 1;
+  v.dtype = DType::bf16;
+  v.shape[0] = kernels::kLargeCacheElements - 1;
+  v.stride[0] = 1;
+  v.data = &v;
+  EXPECT_EQ(kernels::view_span(v), kernels::kLargeCacheElements - 1);
+  v.shape[0] += 1;
+  EXPECT_EQ(kernels::view_span(v), kernels::kLargeCacheElements);
+  // An nhd cache of 2^21 pages of 16 x 2 x 32 elements spans 2^31: refused
+  // unless declared; one page fewer is admitted either way. (Only the views
+  // grow: the contract reads no cache element.)
+  const adapters::KernelDescription all = every_format();
+  adapters::KernelDescription large = all;
+  large.large_cache = true;
+  CaseSpec s = base_spec();
+  s.layout = CacheLayout::nhd;
+  auto pages = [](int64_t n) {
+    return [n](kernels::DecodeCall& c) {
+      c.k_cache.shape[0] = c.v_cache.shape[0] = n;
+    };
+  };
+  const int64_t edge = kernels::kLargeCacheElements / (16 * 2 * 32);
+  EXPECT_EQ(violation(s, all, pages(edge - 1)), "");
+  EXPECT_NE(violation(s, all, pages(edge)).find("spans 2147483648 elements, 2^31 or more"), std::string::npos);
+  EXPECT_EQ(violation(s, large, pages(edge)), "");
+  // A combined tensor counts whole.
+  CaseSpec comb = s;
+  comb.kv_combined = true;
+  auto comb_pages = [](int64_t n) {
+    return [n](kernels::DecodeCall& c) {
+      c.kv_cache.shape[0] = c.k_cache.shape[0] = c.v_cache.shape[0] = n;
+    };
+  };
+  EXPECT_EQ(violation(comb, all, comb_pages(edge / 2 - 1)), "");
+  EXPECT_NE(violation(comb, all, comb_pages(edge / 2)).find("2^31 or more"), std::string::npos);
+  // The description's field through JSON.
+  EXPECT_EQ(adapters::description_from_json(adapters::to_json(large)), large);
+  EXPECT_FALSE(adapters::to_json(all).contains("large_cache"));
+}
+
+// A case with low spare blocks puts every used page past element 2^31 and
+// gives the reference the same answer as the same values at the cache's start.
+TEST(LargeCache, UsedPagesSitPastTwoToTheThirtyOneAndTheReferenceIsUnmoved) {
+  CaseSpec s = base_spec();
+  s.layout = CacheLayout::nhd;
+  s.kv_combined = true;  // one buffer
+  s.hkv = 1;
+  s.group = 2;
+  s.head_dim = 32;
+  s.block_size = 16;
+  s.cache_dtype = DType::fp8_e4m3fn;
+  s.lens = {40, 0, 17};
+  const props::HostCase small = props::build_case(s);
+  s.low_spare_blocks = props::large_cache_low_blocks(s);
+  props::HostCase big = props::build_case(s);
+  const kernels::DecodeCall call = big.call();
+  ASSERT_GE(kernels::cache_span(call), kernels::kLargeCacheElements);
+  const int64_t page_elems = 2 * 16 * 32;  // K and V halves of one page
+  for (int32_t id : big.block_tables) EXPECT_GE(int64_t(id) * page_elems, kernels::kLargeCacheElements) << id;
+  const reference::ReferenceResult a = reference::decode(props::HostCase(small).call(), exact());
+  const reference::ReferenceResult b = reference::decode(call, exact());
+  EXPECT_EQ(a.out, b.out);
+  EXPECT_EQ(a.lse, b.lse);
+  // The low blocks are poisoned like the spare ones.
+  EXPECT_TRUE(std::isnan(double(kernels::fp8_to_f32(big.k[0], DType::fp8_e4m3fn))));
+  // Case files carry the field; a kernel that does not declare it is never drawn one.
+  EXPECT_EQ(props::case_from_json(props::case_to_json(s, {}), "x.json").low_spare_blocks, s.low_spare_blocks);
+  adapters::KernelDescription d = every_format();
+  EXPECT_FALSE(props::spec_within(s, d));
+  d.large_cache = true;
+  EXPECT_TRUE(props::spec_within(s, d));
+  int drawn = 0;
+  for (uint64_t seed = 1; seed <= 300; ++seed) {
+    const CaseSpec g = props::sample(props::gen_kernel_case(d), seed, props::fuzz::case_size(seed));
+    if (g.low_spare_blocks == 0) continue;
+    ++drawn;
+    EXPECT_EQ(g.low_spare_blocks, props::large_cache_low_blocks(g));
+    EXPECT_LE(g.lens.size(), 2u);
+  }
+  EXPECT_GT(drawn, 0);
+  d.large_cache = false;
+  for (uint64_t seed = 1; seed <= 100; ++seed)
+    EXPECT_EQ(props::sample(props::gen_kernel_case(d), seed, props::fuzz::case_size(seed)).low_spare_blocks, 0);
+}
+
 }  // namespace

@@ -136,7 +136,8 @@ CaseSpec case_from_json(const json& j, const std::string& source) {
   const Object o(j, source);
   o.only({"format", "name", "lens", "q_len", "hkv", "group", "head_dim", "block_size", "v_layout", "q_dtype",
           "cache_dtype", "scales", "options", "path", "max_partitions", "workgroup_budget", "q_row_pad",
-          "spare_blocks", "seed", "generator", "sentinels", "variant", "cache", "tensors", "meta", "extreme_logits"});
+          "spare_blocks", "seed", "generator", "sentinels", "variant", "cache", "tensors", "meta", "extreme_logits",
+          "low_spare_blocks"});
   o.choice("format", {kCaseFormat}, kCaseFormat);
   if (o.has("name")) o.string("name");
   CaseSpec s;
@@ -163,6 +164,7 @@ CaseSpec case_from_json(const json& j, const std::string& source) {
   s.workgroup_budget = o.integer<int64_t>("workgroup_budget", 0, kMaxWorkgroupBudget, 0);
   s.q_row_pad = o.integer<int64_t>("q_row_pad", 0, kMaxPadOrSpare, 0);
   s.spare_blocks = o.integer<int64_t>("spare_blocks", 1, kMaxPadOrSpare, 1);
+  s.low_spare_blocks = o.integer<int64_t>("low_spare_blocks", 0, kernels::kLargeCacheElements, 0);
   s.seed = o.integer<uint64_t>("seed", 0, std::numeric_limits<uint64_t>::max(), 1);
   // A file without the field predates generator 2 and meant the legacy stream.
   s.generator = o.integer<int>("generator", rng::kLegacyGenerator, rng::kGeneratorVersion, rng::kLegacyGenerator);
@@ -232,6 +234,7 @@ json case_to_json(const CaseSpec& s, const json& meta) {
   j["workgroup_budget"] = s.workgroup_budget;
   j["q_row_pad"] = s.q_row_pad;
   j["spare_blocks"] = s.spare_blocks;
+  if (s.low_spare_blocks != 0) j["low_spare_blocks"] = s.low_spare_blocks;
   j["seed"] = s.seed;
   j["generator"] = s.generator;
   json sent = json::array();

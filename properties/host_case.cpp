@@ -48,8 +48,16 @@ Storage storage_of(const CaseSpec& s) {
 }
 
 void poison(std::vector<uint8_t>& buf, DType t) {
+  // One element's NaN bytes, repeated (a cache of 2^31 elements is poisoned in
+  // one pass of stores).
   const int es = dtype_size(t);
-  for (size_t i = 0; i + size_t(es) <= buf.size(); i += size_t(es)) put_cache_nan(t, &buf[i]);
+  uint8_t nan[2] = {0, 0};
+  put_cache_nan(t, nan);
+  if (es == 1) {
+    std::fill(buf.begin(), buf.end(), nan[0]);
+    return;
+  }
+  for (size_t i = 0; i + size_t(es) <= buf.size(); i += size_t(es)) std::memcpy(&buf[i], nan, size_t(es));
 }
 
 // Writes one cache element: value x at (page, h, slot, d) of K or V.
@@ -132,6 +140,11 @@ void fit_per_head_values(CaseSpec& s) {
     if (*v && !(*v)->empty()) (*v)->resize(hq, (*v)->back());
 }
 
+int64_t large_cache_low_blocks(const CaseSpec& s) {
+  const int64_t page = storage_of(s).k_page;
+  return (kLargeCacheElements + page - 1) / page;
+}
+
 float extreme_logit_scale(int head_dim, ScaleKind scales) {
   return 6e4f / (16.0f * float(head_dim)) / (scales == ScaleKind::none ? 32.0f : 1.0f);
 }
@@ -200,6 +213,10 @@ CaseBlocks check_case_spec(const CaseSpec& spec, bool check_memory) {
   if (!is_cache_dtype(spec.cache_dtype)) bad("cache_dtype", "must be bf16, f16, fp8_e4m3fn, fp8_e4m3fnuz or fp8_e5m2");
   if (spec.q_dtype != DType::bf16 && spec.q_dtype != DType::f16) bad("q_dtype", "must be bf16 or f16");
   if (spec.spare_blocks < 1) bad("spare_blocks", "must be >= 1 (unused table entries point at a poisoned block)");
+  if (spec.low_spare_blocks < 0 || spec.low_spare_blocks > kLargeCacheElements)
+    bad("low_spare_blocks", "must be in 0..2^31, got " + std::to_string(spec.low_spare_blocks));
+  if (spec.low_spare_blocks > 0 && spec.block_tables)
+    bad("low_spare_blocks", "given with inline block tables (their ids place the blocks)");
   if (spec.extreme_logits < -1 || spec.extreme_logits > 1)
     bad("extreme_logits", "must be -1, 0 or 1, got " + std::to_string(spec.extreme_logits));
   if (spec.q_row_pad < 0) bad("q_row_pad", "must be >= 0, got " + std::to_string(spec.q_row_pad));
@@ -235,7 +252,7 @@ CaseBlocks check_case_spec(const CaseSpec& spec, bool check_memory) {
     for (int64_t b = 0; b < B; ++b)
       if (nblk[b] > c.max_blocks) bad("tensors.block_tables", "sequence " + std::to_string(b) + " needs " + std::to_string(nblk[b]) + " blocks, its row has " + std::to_string(c.max_blocks));
   } else {
-    c.num_blocks = needed + spec.spare_blocks;
+    c.num_blocks = spec.low_spare_blocks + needed + spec.spare_blocks;
   }
   const int64_t qrows = B * spec.q_len, qstride = Hq * D + spec.q_row_pad;
   HostBytes bytes;
@@ -248,10 +265,11 @@ CaseBlocks check_case_spec(const CaseSpec& spec, bool check_memory) {
     if (kind == ScaleKind::per_token) bytes.add(__int128(c.num_blocks) * H * bs * int64_t(sizeof(float)), blocks_field);
   bytes.add(__int128(B) * c.max_blocks * int64_t(sizeof(int32_t)), blocks_field);
   bytes.add(scratch_bytes(spec, int64_t(spec.q_len) * G), spec.path == Path::planned ? "workgroup_budget" : "options.uniform_partitions");
-  if (check_memory && bytes.total > kMaxCaseHostBytes)
-    bad(bytes.field, "the case needs " + std::to_string(int64_t(std::min<__int128>(bytes.total, INT64_MAX))) +
-                         " bytes of host memory (q, caches, tables, scratch), more than the limit of " +
-                         std::to_string(kMaxCaseHostBytes));
+  const int64_t limit = spec.low_spare_blocks > 0 ? kMaxLargeCaseHostBytes : kMaxCaseHostBytes;
+  if (check_memory && bytes.total > limit)
+    bad(spec.low_spare_blocks > 0 ? "low_spare_blocks" : bytes.field,
+        "the case needs " + std::to_string(int64_t(std::min<__int128>(bytes.total, INT64_MAX))) +
+            " bytes of host memory (q, caches, tables, scratch), more than the limit of " + std::to_string(limit));
   const int64_t k_bytes = c.num_blocks * per_block, v_bytes = c.num_blocks * store.v_page * dtype_size(spec.cache_dtype);
   if (spec.q_bits && int64_t(spec.q_bits->size()) != qrows * Hq * D)
     bad("tensors.q_bits", "needs " + std::to_string(qrows * Hq * D) + " values, got " + std::to_string(spec.q_bits->size()));
@@ -317,7 +335,6 @@ HostCase build_case(const CaseSpec& spec, bool fill_values) {
   const std::vector<int64_t> nblk = blocks_per_sequence(spec);
   const int64_t needed = blocks.used;
   const int64_t qrows = B * spec.q_len, qstride = Hq * D + spec.q_row_pad;
-  const int64_t cache_elems = c.num_blocks * H * D * bs;
 
   Draws draw(spec);
 
@@ -327,9 +344,9 @@ HostCase build_case(const CaseSpec& spec, bool fill_values) {
     c.block_tables = *spec.block_tables;
   } else {
     std::vector<int32_t> ids(needed);
-    std::iota(ids.begin(), ids.end(), 0);
+    std::iota(ids.begin(), ids.end(), int32_t(spec.low_spare_blocks));
     draw.permute(ids);
-    const int32_t spare = int32_t(needed);
+    const int32_t spare = int32_t(spec.low_spare_blocks + needed);
     c.block_tables.assign(B * c.max_blocks, spare);
     int64_t k = 0;
     for (int64_t b = 0; b < B; ++b)

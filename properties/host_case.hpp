@@ -57,6 +57,10 @@ struct CaseSpec {
   int64_t workgroup_budget = 0;       // planned: 0 = 2*cu
   int64_t q_row_pad = 0;              // extra elements between q rows (a strided q)
   int64_t spare_blocks = 1;           // blocks no table points to (poisoned)
+  // Blocks before the ones the tables use (poisoned, never in a table): with
+  // enough of them every page a context reads sits past element 2^31 of its
+  // cache, for kernels that declare large_cache. 0: the used blocks come first.
+  int64_t low_spare_blocks = 0;
   uint64_t seed = 1;                  // data seed: q, caches, scales, block order
   // How the seed becomes data: 2 (counter-based, properties/counter_rng.hpp,
   // the same bytes everywhere) or 1 (the legacy standard-library stream, for
@@ -110,6 +114,10 @@ void fit_per_head_values(CaseSpec& s);
 // -+6e4: q.k is about 16 D in the scaled values (32 times that when the cache
 // has no scale).
 float extreme_logit_scale(int head_dim, ScaleKind scales);
+
+// The low spare blocks that put a spec's used pages at element 2^31 or past
+// of its K (or combined) buffer.
+int64_t large_cache_low_blocks(const CaseSpec& s);
 
 // Checks a spec without allocating anything: shapes in range, every inline
 // tensor's length against the shapes, scales matching their kind (both or

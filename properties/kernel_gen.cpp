@@ -231,6 +231,17 @@ rc::Gen<CaseSpec> gen_kernel_case(const KernelDescription& d, DecodeGenLimits li
       s.sentinels.clear();
     }
     draw_variant(s, d);
+    // A kernel that declares large caches sometimes gets one: blocks before
+    // the used ones put every page its contexts read past element 2^31 of the
+    // cache (int32 offsets overflow there). The contexts stay short, so only
+    // the host buffers are large.
+    if (d.large_cache && s.layout != CacheLayout::packed &&
+        *rc::gen::weightedOneOf<bool>({{15, rc::gen::just(false)}, {1, rc::gen::just(true)}})) {
+      s.lens.resize(std::min<size_t>(s.lens.size(), 2));
+      for (int32_t& len : s.lens) len = std::min(len, 600);
+      if (!s.sentinels.empty()) s.sentinels = boundary_sentinels(s.lens);
+      s.low_spare_blocks = large_cache_low_blocks(s);
+    }
     return s;
   });
 }
@@ -278,6 +289,7 @@ bool spec_within(const CaseSpec& s, const KernelDescription& d) {
   if (!has(d.kv_storage, storage_of(s))) return false;
   if (s.v_head_dim > 0 && !has(d.mla_dims, adapters::MlaDims{s.v_head_dim, s.head_dim - s.v_head_dim})) return false;
   if ((s.page_pad != 0 || s.row_pad != 0) && !d.strided_cache) return false;
+  if (s.low_spare_blocks != 0 && !d.large_cache) return false;
   if (!has(d.page_tables, s.page_table)) return false;
   if (!has(d.q_dtypes, s.q_dtype) || !has(d.cache_dtypes, s.cache_dtype)) return false;
   if (!has(d.scale_kinds, s.scales) || !has(d.scale_kinds, s.v_scales.value_or(s.scales))) return false;

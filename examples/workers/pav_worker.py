@@ -51,6 +51,7 @@ CACHE_DTYPES = ("bf16", "f16") + FP8_DTYPES
 CACHE_LAYOUTS = ("packed", "nhd", "hnd")
 PAGE_TABLES = ("block_table", "csr")
 CSR_LISTS = ("kv_indptr", "kv_indices", "kv_last_page_len")
+LARGE_CACHE_ELEMENTS = 2 ** 31  # a cache spanning this many elements has offsets past int32
 
 
 # Every cache format the example workers read as it is stored (they index the
@@ -486,6 +487,10 @@ class _View:
     def positive(self):
         return all(n >= 1 for n in self.shape)
 
+    def span(self):
+        """Elements the view spans: one past its farthest element's offset."""
+        return 1 + sum((n - 1) * st for n, st in zip(self.shape, self.strides))
+
     def half(self):
         """The shape and strides of either [:, i] view of a [n, 2, ...]
         descriptor (a combined cache's K or V)."""
@@ -806,6 +811,9 @@ def check_call(desc, request):
     nb, hkv, bs = dims
     if storage not in desc.get("kv_storage", ["separate"]):
         return "kv storage %s not supported" % storage
+    views = [tensors[n] for n in ("kv_cache", "k_cache", "v_cache") if n in tensors]
+    if max(t.span() for t in views) >= LARGE_CACHE_ELEMENTS and not desc.get("large_cache", False):
+        return "the cache spans 2^31 elements or more and the kernel does not declare large_cache"
     if latent and [dv, d - dv] not in [list(m) for m in desc.get("mla_dims", [])]:
         return "MLA dims [%d, %d] not supported" % (dv, d - dv)
     if latent and "v_scale" in tensors:

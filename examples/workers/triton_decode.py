@@ -63,6 +63,7 @@ DEFECTS = {
     "window-off-by-one": "the window's left edge taken as pos - window_left - 1: every windowed row sees one key too many",
     "cap-after-mask": "soft cap applied after the -inf mask: masked keys come out at -soft_cap and get weight",
     "sink-not-in-denominator": "the split merge ignores the sinks: exp(sink) left out of the softmax denominator and the lse",
+    "int32-page-offset": "page offsets computed in int32: a page past element 2^31 of the cache is read at a wrapped address",
 }
 
 DESCRIPTION = pav_worker.description(
@@ -72,6 +73,7 @@ DESCRIPTION = pav_worker.description(
     kv_storage=["separate"],
     page_tables=["block_table", "csr"],
     strided_cache=True,  # the kernel takes the cache's page, slot and head strides
+    large_cache=True,  # offsets in int64: caches of 2^31 elements and more
     scale_kinds=["none", "per_tensor"],
     mixed_scales=True,
     block_sizes=[1, 2, 4, 8, 16, 32, 64, 128, 256],
@@ -115,7 +117,7 @@ def _attend_split(
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
     CACHE_FP8: tl.constexpr, QK_MODE: tl.constexpr, PV_MODE: tl.constexpr,
     HAS_WINDOW: tl.constexpr, HAS_CAP: tl.constexpr, HAS_ALIBI: tl.constexpr,
-    DEFECT_WINDOW: tl.constexpr, DEFECT_CAP: tl.constexpr,
+    DEFECT_WINDOW: tl.constexpr, DEFECT_CAP: tl.constexpr, DEFECT_I32: tl.constexpr,
 ):
     """One (sequence, row block, KV head, split): the normalized partial output
     [rows, D] and log-sum-exp [rows] of the split's keys, into
@@ -162,7 +164,9 @@ def _attend_split(
     for start in range(lo, hi, BLOCK_N):
         t = start + offs_n
         t_ok = t < hi
-        page = tl.load(bt_row + t // PAGE_SIZE, mask=t_ok, other=0).to(tl.int64)
+        page = tl.load(bt_row + t // PAGE_SIZE, mask=t_ok, other=0)
+        if not DEFECT_I32:
+            page = page.to(tl.int64)  # offsets past 2^31 elements (large_cache)
         slot = t % PAGE_SIZE
         k_off = page * stride_kp + slot * stride_ks + kv_head * stride_kh
         v_off = page * stride_vp + slot * stride_vs + kv_head * stride_vh
@@ -361,6 +365,7 @@ class TritonDecode(pav_torch.Device):
             CACHE_FP8=fp8, QK_MODE=qk_mode, PV_MODE=pv_mode,
             HAS_WINDOW=has_window, HAS_CAP=cap > 0, HAS_ALIBI=call.alibi_slopes is not None,
             DEFECT_WINDOW=self.defect == "window-off-by-one", DEFECT_CAP=self.defect == "cap-after-mask",
+            DEFECT_I32=self.defect == "int32-page-offset",
             num_warps=num_warps, num_stages=2,
         )
         _merge_splits[(rows, hq)](
