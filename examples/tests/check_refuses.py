@@ -94,6 +94,18 @@ def main():
     expect("cache of 2^31 elements or more", mla_request(pages=edge), "does not declare large_cache")
     large = dict(desc, large_cache=True)
     expect("cache of 2^31 elements, declared", mla_request(pages=edge), description=large)
+    # Exactly 2^31 elements: 2^17 nhd pages of 16 x 8 x 128, K and V apart.
+    plain = mla_request()
+    plain["args"].update(kv_storage="separate")
+    del plain["args"]["v_head_dim"]
+    plain["tensors"].update(q=view("bf16", [2, 8, 128]), out=view("bf16", [2, 8, 128]))
+    for n in (2 ** 17 - 1, 2 ** 17):
+        for name in ("k_cache", "v_cache"):
+            plain["tensors"][name] = view("bf16", [n, 16, 8, 128])
+        if n < 2 ** 17:
+            expect("a cache one page short of 2^31 elements", copy.deepcopy(plain))
+        else:
+            expect("a cache of exactly 2^31 elements", copy.deepcopy(plain), "does not declare large_cache")
     return 1 if failures else 0
 
 

@@ -238,6 +238,9 @@ def main():
     parser = pav_worker.defect_parser("numpy_decode.py", DEFECTS)
     parser.add_argument("--lse-base", choices=["e", "2"], default="e",
                         help="write lse in natural log (e, the default) or in log2, and describe it so")
+    parser.add_argument("--large-cache", action="store_true",
+                        help="declare large_cache: pav then also draws caches of 2^31 elements and more "
+                             "(host buffers of several GiB per call; NumPy indexes them in int64)")
     parser.add_argument("--p-round", choices=["none", "fp8"], default="none",
                         help="round the softmax weights to the cache's e4m3 flavour before P.V, without "
                              "the FP8_MAX scale (profile p_round fp8), and describe it so; the worker then "
@@ -251,6 +254,8 @@ def main():
     if opts.p_round == "fp8":
         desc["cache_dtypes"] = ["fp8_e4m3fn", "fp8_e4m3fnuz"]
         desc["profile"] = dict(desc["profile"], p_round="fp8")
+    if opts.large_cache:
+        desc["large_cache"] = True
     if opts.lse_base == "2":
         desc["lse_base"] = "2"
     if opts.defect:
