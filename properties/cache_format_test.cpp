@@ -1086,4 +1086,20 @@ TEST(LargeCache, UsedPagesSitPastTwoToTheThirtyOneAndTheReferenceIsUnmoved) {
     EXPECT_EQ(props::sample(props::gen_kernel_case(d), seed, props::fuzz::case_size(seed)).low_spare_blocks, 0);
 }
 
+
+// The reject property reaches an MLA kernel's own move: calls of an undeclared
+// split of its head dim, which the contract refuses.
+TEST(KernelGeneration, RejectCasesReachAnUndeclaredMlaSplit) {
+  const adapters::KernelDescription d = every_format();
+  int reached = 0;
+  for (uint64_t seed = 1; seed <= 300; ++seed) {
+    const props::RejectCase r = props::sample(props::gen_reject_case(d), seed, props::fuzz::case_size(seed));
+    if (r.moved != "mla_dims") continue;
+    ++reached;
+    EXPECT_NE(violation(r.spec, d).find("not in mla_dims"), std::string::npos) << "seed " << seed;
+  }
+  // These 300 draws reach it 20 times; left to the uniform choice of a move, 5.
+  EXPECT_GE(reached, 12);
+}
+
 }  // namespace

@@ -556,7 +556,11 @@ rc::Gen<RejectCase> gen_reject_case(const KernelDescription& d) {
     // The gate's clause violations are written for the packed layout and block tables.
     if (kind == 2 && (r.spec.layout != CacheLayout::packed || r.spec.page_table != PageTable::block_table)) kind = 1;
     if (kind == 1) {
-      const std::string f = *rc::gen::elementOf(moves);
+      // An MLA call's own move (another split of its head dim) is one of many
+      // and only applies to MLA calls: drawn for a third of them.
+      const bool mla_move = r.spec.v_head_dim > 0 && has(moves, std::string("mla_dims")) &&
+                            *rc::gen::weightedOneOf<bool>({{2, rc::gen::just(false)}, {1, rc::gen::just(true)}});
+      const std::string f = mla_move ? std::string("mla_dims") : *rc::gen::elementOf(moves);
       if (move_outside(r.spec, f, d)) r.moved = f;
     } else if (kind == 2) {
       const std::vector<Clause> clauses = abi_clauses(d.split);
