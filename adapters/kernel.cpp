@@ -433,7 +433,8 @@ std::string summary(const KernelDescription& d) {
       list_text(d.cache_dtypes), list_text(d.cache_layouts),
       d.kv_storage == std::vector{KvStorage::separate} ? "" : " (" + list_text(d.kv_storage) + ")",
       d.page_tables == std::vector{kernels::PageTable::block_table} ? "" : ", pages " + list_text(d.page_tables),
-      std::string(d.strided_cache ? ", strided" : "") + (d.large_cache ? ", 2^31+ elements" : ""), list_text(d.v_layouts), list_text(d.scale_kinds),
+      std::string(d.strided_cache ? ", strided" : "") + (d.large_cache ? ", 2^31+ elements" : ""),
+      list_text(d.v_layouts), list_text(d.scale_kinds),
       d.mixed_scales ? " (K and V apart)" : "", list_text(d.block_sizes),
       list_text(d.head_dims), list_text(d.gqa_ratios), d.min_q_len, d.max_q_len, to_string(d.split),
       d.split_ceiling ? " (takes a ceiling)" : "", reference::to_string(d.profile.q_quant),
@@ -507,7 +508,7 @@ std::string contract_violation(const DecodeRequest& r, const KernelDescription& 
   const int64_t rows = c.q.shape[0], hq = c.q.shape[1], hd = c.q.shape[2];
   if (auto why = row_layout_problem("q", c.q, d.strided_q); !why.empty()) return why;
   // out is q's shape, but with D_v dims for an MLA call.
-  const int64_t out_d = c.v_latent && c.v_cache.rank == 4 ? c.v_cache.shape[3] : hd;
+  const int64_t out_d = kernels::out_head_dim(c);
   if (c.out.rank != 3 || c.out.shape[0] != rows || c.out.shape[1] != hq || c.out.shape[2] != out_d)
     return c.v_latent ? fmt::format("out: shape {} (expected [{}, {}, {}]: q's rows and heads, D_v dims)",
                                     shape_text(c.out), rows, hq, out_d)

@@ -80,7 +80,7 @@ json args_of(const DecodeRequest& r, bool for_decode) {
   a["cache_layout"] = kernels::to_string(c.layout);
   a["page_table"] = kernels::to_string(c.page_table);
   a["kv_storage"] = c.v_latent ? "latent" : c.kv_cache.present() ? "combined" : "separate";
-  if (c.v_latent) a["v_head_dim"] = kernels::dims_of(c).v_head_dim;
+  if (c.v_latent) a["v_head_dim"] = kernels::out_head_dim(c);
   if (!for_decode) return a;
   const kernels::CallDims d = kernels::dims_of(c);
   a["num_seqs"] = d.num_seqs;

@@ -99,6 +99,12 @@ struct CallDims {
   float softmax_scale = 0.0f;
 };
 
+// out's head dim: q's, but D_v (V's last extent) for an MLA call. Read off
+// the views before any check (the contract's out-shape rule uses it).
+inline int64_t out_head_dim(const DecodeCall& c) {
+  return c.v_latent && c.v_cache.rank == 4 ? c.v_cache.shape[3] : c.q.shape[2];
+}
+
 // The V layout of a packed cache (unknown for any other shape).
 inline VLayout v_layout_of(const TensorView& k, const TensorView& v) {
   if (k.rank != 5) return VLayout::unknown;
@@ -116,7 +122,7 @@ inline CallDims dims_of(const DecodeCall& c) {
   d.q_len = c.q_len;
   d.hq = c.q.shape[1];
   d.head_dim = c.q.shape[2];
-  d.v_head_dim = c.v_latent ? c.v_cache.shape[3] : d.head_dim;
+  d.v_head_dim = out_head_dim(c);
   d.hkv = c.k_cache.shape[c.layout == CacheLayout::nhd ? 2 : 1];
   d.group = d.hkv > 0 ? d.hq / d.hkv : 0;
   d.block_size = c.k_cache.shape[c.layout == CacheLayout::packed ? 3 : c.layout == CacheLayout::nhd ? 1 : 2];

@@ -131,7 +131,7 @@ std::vector<long double> model(const props::HostCase& c) {
   const CaseSpec& s = c.spec;
   const int64_t B = int64_t(s.lens.size()), D = s.head_dim, G = s.group, H = s.hkv, Hq = H * G, ps = s.block_size;
   const long double scale = s.opt.softmax_scale != 0.0f ? (long double)s.opt.softmax_scale : 1.0L / std::sqrt((long double)D);
-  const int64_t Dv = s.v_head_dim > 0 ? s.v_head_dim : D;  // MLA: the values' dims
+  const int64_t Dv = s.out_head_dim();  // MLA: the values' dims
   std::vector<long double> out(size_t(B * s.q_len * Hq * Dv), 0.0L);
   for (int64_t b = 0; b < B; ++b)
     for (int64_t p = 0; p < s.q_len; ++p)

@@ -146,7 +146,9 @@ int64_t large_cache_low_blocks(const CaseSpec& s) {
 }
 
 float extreme_logit_scale(int head_dim, ScaleKind scales) {
-  return 6e4f / (16.0f * float(head_dim)) / (scales == ScaleKind::none ? 32.0f : 1.0f);
+  // q.k ~ kExtremeShift^2 * D in the scaled values.
+  constexpr float shift2 = CaseSpec::kExtremeShift * CaseSpec::kExtremeShift;
+  return 6e4f / (shift2 * float(head_dim)) / (scales == ScaleKind::none ? 32.0f : 1.0f);
 }
 
 bool row_has_visible_token(const CaseSpec& s, int64_t seq, int64_t pos) {
@@ -359,16 +361,19 @@ HostCase build_case(const CaseSpec& spec, bool fill_values) {
   // Q: N(0, 1) rows, strided by q_row_pad.
   const uint16_t qnan = spec.q_dtype == DType::bf16 ? 0x7fc0 : 0x7e00;
   c.q.assign(qrows * qstride, qnan);
+  // Extreme logits: q and the keys share a component (keys on the side of the sign).
+  const float q_shift = spec.extreme_logits != 0 ? CaseSpec::kExtremeShift : 0.0f;
+  const float key_shift = CaseSpec::kExtremeShift * float(spec.extreme_logits);
   for (int64_t r = 0; r < qrows && fill_values; ++r)
     for (int64_t i = 0, row = draw.row(Draws::q, r); i < Hq * D; ++i) {
-      const float v = draw.normal(row, i) + (spec.extreme_logits != 0 ? 4.0f : 0.0f);
+      const float v = draw.normal(row, i) + q_shift;
       c.q[r * qstride + i] = spec.q_dtype == DType::bf16 ? f32_to_bf16(v) : f32_to_f16(v);
     }
   if (spec.q_bits) {
     for (int64_t r = 0; r < qrows; ++r)
       std::copy_n(spec.q_bits->begin() + r * Hq * D, Hq * D, c.q.begin() + r * qstride);
   }
-  c.out.assign(qrows * Hq * (spec.v_head_dim > 0 ? spec.v_head_dim : D), qnan);
+  c.out.assign(qrows * Hq * spec.out_head_dim(), qnan);
 
   // CSR page lists: each sequence's pages of the block table, listed.
   if (spec.page_table == PageTable::csr) {
@@ -429,7 +434,6 @@ HostCase build_case(const CaseSpec& spec, bool fill_values) {
         if (spec.scales == ScaleKind::per_head) tk = c.k_scale[size_t(h)] / 0.03125f;
         if (v_kind == ScaleKind::per_head && !latent) tv = c.v_scale[size_t(h)] / 0.03125f;
         draw.kv_normals(draw.row(Draws::k, b, t, h), draw.row(Draws::v, b, t, h), D, kval.data(), vval.data());
-        const float key_shift = 4.0f * float(spec.extreme_logits);
         for (int64_t d = 0; d < D; ++d) {
           put_element(views.k_cache, cs, false, blk, h, off, d, (kval[d] + key_shift) * 32.0f / tk);
           if (!latent) put_element(views.v_cache, cs, true, blk, h, off, d, vval[d] * 32.0f / tv);
@@ -509,7 +513,7 @@ DecodeCall HostCase::call() {
   DecodeCall c;
   c.q = TensorView::contiguous_of(q.data(), s.q_dtype, {B * s.q_len, Hq, D});
   c.q.stride[0] = Hq * D + s.q_row_pad;
-  c.out = TensorView::contiguous_of(out.data(), s.q_dtype, {B * s.q_len, Hq, s.v_head_dim > 0 ? s.v_head_dim : D});
+  c.out = TensorView::contiguous_of(out.data(), s.q_dtype, {B * s.q_len, Hq, s.out_head_dim()});
   c.layout = s.layout;
   if (s.layout == CacheLayout::packed) {
     c.k_cache = TensorView::contiguous_of(k.data(), s.cache_dtype, {num_blocks, H, D / 16, bs, 16});
@@ -585,7 +589,7 @@ CacheShape HostCase::cache_shape() const {
   cs.hkv = spec.hkv;
   cs.head_dim = spec.head_dim;
   cs.combined = spec.kv_combined;
-  cs.v_head_dim = spec.v_head_dim > 0 ? spec.v_head_dim : spec.head_dim;
+  cs.v_head_dim = spec.out_head_dim();
   cs.latent = spec.v_head_dim > 0;
   return cs;
 }

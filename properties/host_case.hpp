@@ -48,6 +48,7 @@ struct CaseSpec {
   // MLA (nhd, hnd): V is K's first v_head_dim dims, out has v_head_dim dims;
   // 0: not MLA. The K buffer holds the cache; there are no V codes.
   int v_head_dim = 0;
+  int out_head_dim() const { return v_head_dim > 0 ? v_head_dim : head_dim; }  // V's and out's
   int64_t page_pad = 0;  // elements after each page
   int64_t row_pad = 0;   // elements after each D-long row of a head
   kernels::PageTable page_table = kernels::PageTable::block_table;
@@ -73,6 +74,7 @@ struct CaseSpec {
   // (+6e4), far below (above) any finite sentinel a kernel might start its
   // running max from, or past what f16 logits hold.
   int extreme_logits = 0;
+  static constexpr float kExtremeShift = 4.0f;  // the shared component of q's and K's elements
   // The attention variant (kernels::AttentionVariant): window and soft cap, and
   // the sink logits and ALiBi slopes inline, one per query head (Hq values).
   int window_left = -1;

@@ -38,6 +38,22 @@ class Device:
                 return torch.from_numpy(a.view(np.int16)).to(self.device).view(torch.bfloat16)
             return torch.from_numpy(a).to(self.device)
 
+    def page_table(self, call, c):
+        """The call's page table on the device, into the namespace c: c.bt
+        (the block table), or c.indices and c.indptr (CSR lists)."""
+        if call.page_table == "block_table":
+            c.bt = self.tensor(call.block_tables).long()
+        else:
+            c.indices = self.tensor(call.kv_indices).long()
+            c.indptr = call.kv_indptr.tolist()
+
+    def page_ids(self, call, c, s, pages):
+        """The first `pages` page ids of sequence s, on the device (c from
+        page_table())."""
+        if call.page_table == "csr":
+            return c.indices[c.indptr[s]:c.indptr[s] + pages]
+        return c.bt[s, :pages]
+
     def widen(self, x, dtype):
         """Cache elements as stored -> float32 (fp8 codes through the table)."""
         if dtype in pav_worker.FP8_DTYPES:

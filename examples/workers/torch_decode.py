@@ -67,20 +67,13 @@ class TorchDecode(pav_torch.Device):
             c.k, c.v = self.tensor(call.k_cache, call.cache_dtype), self.tensor(call.v_cache, call.cache_dtype)
         c.ks, c.vs = self.tensor(call.k_scale), self.tensor(call.v_scale)
         c.heads = torch.arange(call.num_kv_heads, device=self.device)
-        if call.page_table == "block_table":
-            c.bt = self.tensor(call.block_tables).long()
-        else:
-            c.indices = self.tensor(call.kv_indices).long()
-            c.indptr = call.kv_indptr.tolist()
+        self.page_table(call, c)
         return c
 
     def page_ids(self, call, c, s, pages):
-        """The first `pages` page ids of sequence s, on the device."""
-        if call.page_table == "csr":
-            return c.indices[c.indptr[s]:c.indptr[s] + pages]
-        if self.defect == "block-table-stride":
+        if self.defect == "block-table-stride" and call.page_table == "block_table":
             return c.bt.reshape(-1)[s * pages:s * pages + pages]
-        return c.bt[s, :pages]
+        return super().page_ids(call, c, s, pages)
 
     def keys_values(self, call, c, ids):
         """Dequantized K and V of the pages `ids`: float32 [Hkv, tokens, D]."""

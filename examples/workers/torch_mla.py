@@ -86,18 +86,8 @@ class TorchMLA(pav_torch.Device):
         c.rows = self.tensor(call.k_cache, call.cache_dtype)
         c.scale = self.tensor(call.k_scale)
         c.heads = torch.arange(1, device=self.device)
-        if call.page_table == "block_table":
-            c.bt = self.tensor(call.block_tables).long()
-        else:
-            c.indices = self.tensor(call.kv_indices).long()
-            c.indptr = call.kv_indptr.tolist()
+        self.page_table(call, c)
         return c
-
-    def page_ids(self, call, c, s, pages):
-        """The first `pages` page ids of sequence s, on the device."""
-        if call.page_table == "csr":
-            return c.indices[c.indptr[s]:c.indptr[s] + pages]
-        return c.bt[s, :pages]
 
     def latent_rows(self, call, c, ids):
         """The cached rows of the pages `ids`, dequantized: float32 [tokens,

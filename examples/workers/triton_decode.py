@@ -279,11 +279,6 @@ class TritonDecode(pav_torch.Device):
         self.sm_count = torch.cuda.get_device_properties(self.device).multi_processor_count
         self.one = torch.ones(1, dtype=torch.float32, device=self.device)
 
-    def cache_tensor(self, a, dtype):
-        """K or V on the device in its own dtype (fp8 stays uint8 codes: the
-        kernel bitcasts them), strides kept."""
-        return self.tensor(a, dtype)
-
     def scale(self, s):
         return self.one if s is None else self.tensor(np.asarray(s, dtype=np.float32).reshape(1))
 
@@ -311,8 +306,9 @@ class TritonDecode(pav_torch.Device):
         fp8 = call.cache_dtype == "fp8_e4m3fn"
 
         q = self.tensor(np.ascontiguousarray(call.q, dtype=np.float32)).to(TORCH_Q[call.q_dtype])  # exact
-        k = self.cache_tensor(call.k_cache, call.cache_dtype)
-        v = self.cache_tensor(call.v_cache, call.cache_dtype)
+        # K and V in their own dtype, strides kept (fp8 stays uint8 codes: the kernel bitcasts them).
+        k = self.tensor(call.k_cache, call.cache_dtype)
+        v = self.tensor(call.v_cache, call.cache_dtype)
         table, lens_np = self.page_rows(call)
         bt = self.tensor(np.ascontiguousarray(table))
         lens = self.tensor(lens_np)
