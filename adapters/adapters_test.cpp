@@ -26,6 +26,7 @@
 #include "adapters/lib_kernel.hpp"
 #include "adapters/npy.hpp"
 #include "adapters/pav_kernel.hpp"
+#include "adapters/worker_protocol.hpp"
 #include "adapters/worker_server.hpp"
 #include "common/durable_file.hpp"
 #include "common/fault_testing.hpp"
@@ -128,6 +129,46 @@ TEST(Npy, StridedViewRoundTripsCompacted) {
       EXPECT_EQ(back[size_t(r * 10 + 8)], 7);
     }
   }
+}
+
+// A strided decode input crosses the worker protocol as its storage span: the
+// descriptor says "storage": "span", the file holds every element from the
+// first to the last (padding included), and the worker's load_tensor sees the
+// same strides and elements. A C-order view goes as its shape, as before.
+TEST(WorkerProtocol, StridedInputsGoAsTheirSpan) {
+  namespace protocol = adapters::protocol;
+  std::vector<uint16_t> buf(64);
+  for (size_t i = 0; i < buf.size(); ++i) buf[i] = uint16_t(2000 + i);
+  TensorView v = TensorView::contiguous_of(buf.data(), DType::bf16, {3, 2, 4});
+  v.stride = {20, 8, 1};  // padded pages and rows: span 2*20 + 8 + 3 + 1 = 52
+  ASSERT_TRUE(protocol::sent_as_span(v));
+  const fs::path dir = scratch_dir("span");
+  adapters::npy::write((dir / "k.npy").string(), protocol::span_view(v));
+  const nlohmann::json d = protocol::descriptor(v, "k.npy", false);
+  EXPECT_EQ(d.at("storage"), "span");
+  EXPECT_EQ(adapters::npy::read((dir / "k.npy").string()).shape, (std::vector<int64_t>{52}));
+  const protocol::OwnedTensor t = protocol::load_tensor(d, dir.string(), "k_cache");
+  EXPECT_EQ(t.view.stride, v.stride);
+  for (int64_t a = 0; a < 3; ++a)
+    for (int64_t b = 0; b < 2; ++b)
+      for (int64_t c = 0; c < 4; ++c)
+        EXPECT_EQ(t.view.as<uint16_t>()[a * 20 + b * 8 + c], 2000 + a * 20 + b * 8 + c) << a << b << c;
+  // A span file whose length is not the view's span, or an unknown storage, is refused by name.
+  nlohmann::json bad = d;
+  bad["strides"] = {21, 8, 1};
+  EXPECT_THROW(protocol::load_tensor(bad, dir.string(), "k_cache"), std::runtime_error);
+  bad = d;
+  bad["storage"] = "packed";
+  try {
+    protocol::load_tensor(bad, dir.string(), "k_cache");
+    ADD_FAILURE() << "an unknown storage was accepted";
+  } catch (const std::runtime_error& e) {
+    EXPECT_NE(std::string(e.what()).find("storage"), std::string::npos) << e.what();
+  }
+  // Contiguous: no storage field, the file holds the shape.
+  const TensorView c = TensorView::contiguous_of(buf.data(), DType::bf16, {3, 2, 4});
+  EXPECT_FALSE(protocol::sent_as_span(c));
+  EXPECT_FALSE(protocol::descriptor(c, "c.npy", false).contains("storage"));
 }
 
 TEST(Npy, MalformedFilesAreRefusedWithTheReason) {
@@ -305,7 +346,8 @@ TEST(Description, MalformedJsonNamesTheField) {
       {[](auto& j) { j["check"] = "yes"; }, "check: expected true or false"},
       {[](auto& j) { j["profile"]["p_round"] = "fp8_unscaled"; }, "profile.p_round: unknown value 'fp8_unscaled'"},
       {[](auto& j) { j["profile"]["q_quant"] = "int8"; }, "profile.q_quant: unknown value 'int8'"},
-      {[](auto& j) { j["profile"]["partial"] = "fp8_e4m3fn"; }, "profile.partial: unknown value"},
+      {[](auto& j) { j["profile"]["partial"] = "fp8"; }, "profile.partial: unknown value"},
+      {[](auto& j) { j["profile"]["partial"] = "i32"; }, "profile.partial: unknown value"},
       {[](auto& j) { j["profile"].erase("partial"); }, "profile: missing field 'partial'"},
       {[](auto& j) { j["profile"]["extra"] = 1; }, "profile: unknown field 'extra'"},
       {[](auto& j) { j["name"] = ""; }, "name: empty"},

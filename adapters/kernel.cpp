@@ -192,9 +192,9 @@ std::string description_problem(const KernelDescription& d) {
   if (d.max_kv_heads < 0) return "max_kv_heads: negative";
   if (d.max_context_len < 0) return "max_context_len: negative";
   if (d.max_split_ceiling < 0) return "max_split_ceiling: negative";
-  const DType p = d.profile.partial;
-  if (p != DType::none && p != DType::f32 && p != DType::bf16 && p != DType::f16)
-    return fmt::format("profile.partial: {} (expected f32, bf16, f16 or none)", kernels::to_string(p));
+  if (reference::profile_error(d.profile.numerics()))
+    return fmt::format("profile.partial: {} (expected f32, bf16, f16, fp8_e4m3fn, fp8_e4m3fnuz, fp8_e5m2 or none)",
+                       kernels::to_string(d.profile.partial));
   // fp8 rounding of Q or P is to the cache's e4m3 flavour: every cache dtype must have one.
   if (d.profile.q_quant == QQuant::fp8_per_row || d.profile.p_round == PRound::fp8_running_max ||
       d.profile.p_round == PRound::fp8)
@@ -410,7 +410,7 @@ KernelDescription description_from_json(const json& j) {
     throw KernelSpecError("profile.p_round: unknown value '" + utf8_clean(name_of("p_round"), 80) +
                           "' (expected fp8_running_max, fp8, bf16, f16 or none)");
   if (name_of("partial") != "none" && !reference::parse_partial_dtype(name_of("partial"), d.profile.partial))
-    throw KernelSpecError("profile.partial: unknown value '" + utf8_clean(name_of("partial"), 80) + "' (expected f32, bf16, f16 or none)");
+    throw KernelSpecError("profile.partial: unknown value '" + utf8_clean(name_of("partial"), 80) + "' (expected f32, bf16, f16, fp8_e4m3fn, fp8_e4m3fnuz, fp8_e5m2 or none)");
   if (const std::string why = description_problem(d); !why.empty()) throw KernelSpecError("description: " + why);
   canonicalize(d);
   return d;

@@ -112,6 +112,8 @@ void write_all(int fd, const std::string& path, const struct iovec* iov, int n) 
   }
 }
 
+}  // namespace
+
 bool c_order(const TensorView& v) {
   int64_t expect = 1;
   for (int i = v.rank - 1; i >= 0; --i) {
@@ -120,6 +122,8 @@ bool c_order(const TensorView& v) {
   }
   return true;
 }
+
+namespace {
 
 // Calls f(element offset) for every element of v in C order.
 template <class F>

@@ -38,6 +38,10 @@ struct Array {
 // The header bytes (magic to newline) for a C-order array.
 std::string header(std::string_view descr, const std::vector<int64_t>& shape);
 
+// Whether a view's elements lie in C order at unit spacing (strides of
+// extent-1 dims do not matter): written as they are, without compacting.
+bool c_order(const kernels::TensorView& view);
+
 // Writes a view, compacted to C order, with descr_of(view.dtype). Throws Error
 // naming the path on an I/O error or a dtype with no descr.
 void write(const std::string& path, const kernels::TensorView& view);

@@ -125,7 +125,7 @@ class WorkerKernel final : public KernelUnderTest {
       make_call_folder(dir);
       for (const protocol::NamedTensor& t : protocol::inputs_of(r)) {
         try {
-          npy::write(dir + "/" + t.name + ".npy", t.view);
+          npy::write(dir + "/" + t.name + ".npy", protocol::sent_as_span(t.view) ? protocol::span_view(t.view) : t.view);
         } catch (const npy::Error& e) {
           // pav's own write (a full --exchange-dir, an I/O error): no verdict
           // about the kernel, the run cannot go on (exit 3).

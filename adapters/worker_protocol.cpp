@@ -7,6 +7,7 @@
 #include <stdexcept>
 
 #include "adapters/npy.hpp"
+#include "input/json_input.hpp"
 #include "kernels/limits.hpp"
 
 namespace pav::adapters::protocol {
@@ -42,13 +43,20 @@ std::vector<NamedTensor> inputs_of(const DecodeRequest& r) {
   return v;
 }
 
+bool sent_as_span(const TensorView& v) { return v.numel() > 0 && !npy::c_order(v); }
+
+TensorView span_view(const TensorView& v) { return TensorView::contiguous_of(v.data, v.dtype, {v.span()}); }
+
 std::string dtype_name(DType t) {
   return t == DType::none ? std::string("unknown") : std::string(kernels::to_string(t));
 }
 
 json descriptor(const TensorView& v, const std::string& file, bool with_values) {
   json d;
-  if (!file.empty()) d["file"] = file;
+  if (!file.empty()) {
+    d["file"] = file;
+    if (sent_as_span(v)) d["storage"] = "span";
+  }
   d["dtype"] = dtype_name(v.dtype);
   d["shape"] = std::vector<int64_t>(v.shape.begin(), v.shape.begin() + v.rank);
   d["strides"] = std::vector<int64_t>(v.stride.begin(), v.stride.begin() + v.rank);
@@ -201,12 +209,18 @@ void make_contiguous(TensorView& v) {
 OwnedTensor load_tensor(const json& d, const std::string& dir, const std::string& name) {
   OwnedTensor t;
   t.view = view_from(d, name);
-  make_contiguous(t.view);
+  const json* storage = d.contains("storage") ? &d.at("storage") : nullptr;
+  if (storage && *storage != "span")
+    throw std::runtime_error(name + ": storage " + input::excerpt(*storage, 40) + " (pav knows \"span\")");
+  if (!storage) make_contiguous(t.view);
+  else if (!d.contains("strides")) throw std::runtime_error(name + ": a span file without strides");
   if (const std::string why = storage_problem(t.view, std::max(kernels::dtype_size(t.view.dtype), 1)); !why.empty())
     throw std::runtime_error(name + ": " + why);
   if (!d.contains("file") || !d.at("file").is_string()) throw std::runtime_error(name + ": no file name");
   npy::Array a = npy::read(dir + "/" + d.at("file").get<std::string>());
-  const std::vector<int64_t> shape(t.view.shape.begin(), t.view.shape.begin() + t.view.rank);
+  const std::vector<int64_t> shape =
+      storage ? std::vector<int64_t>{std::max<int64_t>(t.view.span(), 0)}
+              : std::vector<int64_t>(t.view.shape.begin(), t.view.shape.begin() + t.view.rank);
   if (a.descr != npy::descr_of(t.view.dtype) || a.shape != shape || (a.fortran_order && t.view.rank > 1))
     throw std::runtime_error(name + ": the file's dtype, shape or order differs from its descriptor");
   t.bytes = std::move(a.data);

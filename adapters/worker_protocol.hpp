@@ -20,11 +20,22 @@ struct NamedTensor {
 };
 std::vector<NamedTensor> inputs_of(const DecodeRequest& r);
 
+// How a decode input's file holds it. A view in C order at unit spacing goes
+// as its shape; any other (a padded page, a half of a combined cache, a
+// latent cache, a strided q: only ever sent to a kernel that declares such
+// strides) goes as its storage span, a 1-D array of the elements from its
+// first to its last, padding included, and the descriptor says
+// "storage": "span": the tensor is that array at the descriptor's strides.
+bool sent_as_span(const kernels::TensorView& v);
+// The 1-D view of v's span (same data).
+kernels::TensorView span_view(const kernels::TensorView& v);
+
 // "bf16", ..., or "unknown" for a dtype pav cannot name.
 std::string dtype_name(kernels::DType t);
 
-// {"dtype", "shape", "strides"} plus "file" when file is non-empty and the
-// row-major "values" when with_values (int32 / int64 tables only).
+// {"dtype", "shape", "strides"} plus "file" when file is non-empty (and
+// "storage": "span" when sent_as_span) and the row-major "values" when
+// with_values (int32 / int64 tables only).
 nlohmann::json descriptor(const kernels::TensorView& v, const std::string& file, bool with_values);
 
 // args: the call's scalars and (for_decode) the geometry derived from its shapes.
@@ -45,7 +56,8 @@ inline constexpr int64_t kMaxExtent = int64_t(1) << 40;
 std::string storage_problem(const kernels::TensorView& v, int element_bytes);
 
 // A tensor rebuilt from a descriptor on the worker side: the view's dtype,
-// shape and strides (contiguous when the file holds data), and its bytes.
+// shape and strides (contiguous when the file holds its shape, the
+// descriptor's over a span file), and its bytes.
 struct OwnedTensor {
   kernels::TensorView view;
   std::vector<uint8_t> bytes;

@@ -117,7 +117,22 @@ double storage_unit_roundoff(DType d) {
   switch (d) {
     case DType::bf16: return std::ldexp(1.0, -8);   // 7 mantissa bits
     case DType::f16: return std::ldexp(1.0, -11);   // 10 mantissa bits
+    case DType::fp8_e4m3fn:
+    case DType::fp8_e4m3fnuz: return std::ldexp(1.0, -4);  // 3 mantissa bits
+    case DType::fp8_e5m2: return std::ldexp(1.0, -3);      // 2 mantissa bits
     default: return 0.0;                            // f32, none: inside the arithmetic slack
+  }
+}
+
+double storage_underflow(DType d) {
+  // Half the smallest subnormal: 2^(1 - bias - mantissa bits) / 2.
+  switch (d) {
+    case DType::bf16: return std::ldexp(1.0, -134);
+    case DType::f16: return std::ldexp(1.0, -25);
+    case DType::fp8_e4m3fn: return std::ldexp(1.0, -10);
+    case DType::fp8_e4m3fnuz: return std::ldexp(1.0, -11);
+    case DType::fp8_e5m2: return std::ldexp(1.0, -17);
+    default: return 0.0;
   }
 }
 
@@ -127,9 +142,12 @@ bool sixteen_bit(DType d) { return d == DType::bf16 || d == DType::f16; }
 bool p_term_on(const ReferenceResult& ref, const CompareOptions& o) {
   return o.p_error_model && ref.profile.p_round != PRound::none;
 }
+// Partials stored in a dtype narrower than f32: their rounding is a term of
+// the bound whatever the output dtype.
+bool partials_round(const ReferenceResult& ref) { return storage_unit_roundoff(ref.profile.partial) > 0; }
 // The error scales (pq_l1, ...) the bound of this reference needs.
 bool needs_terms(const ReferenceResult& ref, const CompareOptions& o) {
-  return p_term_on(ref, o) || !sixteen_bit(ref.out_dtype) || !ref.bias_max.empty();
+  return p_term_on(ref, o) || !sixteen_bit(ref.out_dtype) || !ref.bias_max.empty() || partials_round(ref);
 }
 
 [[noreturn]] void refuse(const std::string& what) { throw std::invalid_argument("compare: " + what); }
@@ -150,6 +168,7 @@ void check_reference(const ReferenceResult& ref, const CompareOptions& o) {
     refuse(std::string("the standard for ") +
            (p_term_on(ref, o)       ? "P rounded as " + std::string(to_string(ref.profile.p_round))
             : !ref.bias_max.empty() ? std::string("ALiBi")
+            : partials_round(ref)   ? "partials stored as " + std::string(kernels::to_string(ref.profile.partial))
                                     : std::string("an f32 output")) +
            " needs a reference run with error_terms");
 }
@@ -158,12 +177,13 @@ void check_reference(const ReferenceResult& ref, const CompareOptions& o) {
 
 double allowed_error(const ReferenceResult& ref, int64_t i, const CompareOptions& o) {
   double a;
-  if (sixteen_bit(ref.out_dtype)) {
+  if (sixteen_bit(ref.out_dtype))
     a = o.atol + o.rtol * std::fabs(double(ref.out[i]));
-  } else {
-    const double l1 = ref.pq_l1[i];
-    a = o.f32_atol + o.f32_rtol * std::fabs(double(ref.out[i])) + o.f32_l1 * l1 +
-        storage_unit_roundoff(ref.profile.partial) * l1;
+  else
+    a = o.f32_atol + o.f32_rtol * std::fabs(double(ref.out[i])) + o.f32_l1 * ref.pq_l1[i];
+  if (partials_round(ref)) {
+    const DType partial = ref.profile.partial;
+    a += storage_unit_roundoff(partial) * ref.pq_l1[i] + storage_underflow(partial);
   }
   if (p_term_on(ref, o)) {
     const double u = p_unit_roundoff(ref.profile.p_round);
@@ -217,11 +237,15 @@ CompareReport compare(const TensorView& out, const ReferenceResult& ref, const C
     if (!(e <= allowed)) t.fail(i, v, r, allowed, "value", hq, D, ref.q_len);
   }
   char rule[200];
-  if (sixteen_bit(ref.out_dtype))
+  const double u_partial = storage_unit_roundoff(ref.profile.partial);
+  if (sixteen_bit(ref.out_dtype) && u_partial == 0)
     std::snprintf(rule, sizeof rule, "|out-ref| <= %.3g + %.3g|ref|", o.atol, o.rtol);
+  else if (sixteen_bit(ref.out_dtype))
+    std::snprintf(rule, sizeof rule, "|out-ref| <= %.3g + %.3g|ref| + %.3g l1 + %.3g", o.atol, o.rtol, u_partial,
+                  storage_underflow(ref.profile.partial));
   else
-    std::snprintf(rule, sizeof rule, "|out-ref| <= %.3g + %.3g|ref| + %.3g l1", o.f32_atol, o.f32_rtol,
-                  o.f32_l1 + storage_unit_roundoff(ref.profile.partial));
+    std::snprintf(rule, sizeof rule, "|out-ref| <= %.3g + %.3g|ref| + %.3g l1 + %.3g", o.f32_atol, o.f32_rtol,
+                  o.f32_l1 + u_partial, storage_underflow(ref.profile.partial));
   std::string r = rule;
   if (p_term_on(ref, o)) r += " + pq(" + std::string(to_string(ref.profile.p_round)) + ")";
   t.finish(r.c_str());

@@ -68,9 +68,15 @@ inline constexpr double kAlibiTerm = 4.0 / 16777216.0;
 // the output moves by at most 2*8u*S*l1, hence 16u*S*l1.
 inline constexpr double kScoreTerm = 16.0 / 16777216.0;
 
-// Unit roundoff of storing a value in the dtype (2^-8 bf16, 2^-11 f16), 0 for
-// f32 and none (no rounding beyond the arithmetic slack).
+// Unit roundoff of storing a value in the dtype (2^-8 bf16, 2^-11 f16, 2^-4
+// the e4m3 flavours, 2^-3 e5m2), 0 for f32 and none (no rounding beyond the
+// arithmetic slack).
 double storage_unit_roundoff(kernels::DType d);
+// The absolute error of storing a value below the dtype's normal range: half
+// its smallest subnormal (2^-10 e4m3fn, 2^-11 e4m3fnuz, 2^-17 e5m2, 2^-25 f16,
+// 2^-134 bf16), 0 for f32 and none. A stored value errs by at most
+// storage_unit_roundoff*|x| + storage_underflow (below its largest finite).
+double storage_underflow(kernels::DType d);
 
 struct CompareOptions {
   double atol = kDefaultAtol;  // floor of a 16-bit output

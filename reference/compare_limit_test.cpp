@@ -58,24 +58,35 @@ TEST(CompareLimits, AllowedErrorTermByTerm) {
     double want;
   };
   const Row rows[] = {
-      // 16-bit output, P not rounded: 5e-3 + 5e-3 * 3 (the sign of ref does not matter).
-      {DType::bf16, PRound::none, DType::bf16, -3, 4, 1, 0.5f, 0.02},
-      {DType::f16, PRound::none, DType::f32, 3, 4, 1, 0.5f, 0.02},
+      // 16-bit output, P not rounded, f32 partials: 5e-3 + 5e-3 * 3 (the sign of ref does not matter).
+      {DType::bf16, PRound::none, DType::f32, -3, 4, 1, 0.5f, 0.02},
+      {DType::f16, PRound::none, DType::none, 3, 4, 1, 0.5f, 0.02},
+      // ... with bf16 partials, plus their rounding u * l1 (2^-134 of underflow is below the tolerance).
+      {DType::bf16, PRound::none, DType::bf16, -3, 4, 1, 0.5f, 0.02 + 4.0 / 256},
       // f32 output: 1e-5 + 1e-4 * 3 + 1e-4 * 4, plus the partial's rounding u * l1.
       {DType::f32, PRound::none, DType::bf16, -3, 4, 1, 0.5f, 0.00071 + 4.0 / 256},
-      {DType::f32, PRound::none, DType::f16, 3, 4, 1, 0.5f, 0.00071 + 4.0 / 2048},
+      // ... and its underflow, half the smallest subnormal (f16: 2^-25; bf16's 2^-134 is below the tolerance).
+      {DType::f32, PRound::none, DType::f16, 3, 4, 1, 0.5f, 0.00071 + 4.0 / 2048 + 1.0 / (1 << 25)},
+      // fp8 partials: u = 1/16 (e4m3) or 1/8 (e5m2) times l1, plus 2^-10, 2^-11 or 2^-17.
+      {DType::f32, PRound::none, DType::fp8_e4m3fn, 3, 4, 1, 0.5f, 0.00071 + 4.0 / 16 + 1.0 / 1024},
+      {DType::f32, PRound::none, DType::fp8_e5m2, 3, 4, 1, 0.5f, 0.00071 + 4.0 / 8 + 1.0 / (1 << 17)},
+      // With a 16-bit output fp8 partials are a term on top of the floor (16-bit ones are inside it).
+      {DType::bf16, PRound::none, DType::fp8_e4m3fnuz, -3, 4, 1, 0.5f, 0.02 + 4.0 / 16 + 1.0 / 2048},
+      {DType::f16, PRound::none, DType::fp8_e5m2, 3, 2, 1, 0.5f, 0.02 + 2.0 / 8 + 1.0 / (1 << 17)},
       {DType::f32, PRound::none, DType::f32, 3, 4, 1, 0.5f, 0.00071},
       {DType::f32, PRound::none, DType::none, 3, 4, 1, 0.5f, 0.00071},
       // P rounded to fp8 (u = 1/16): + min(u * l1, 6.55 * u * l2) + sub.
       // l2 = 0.5: the Hoeffding form 6.55 / 32 = 0.2046875 is the smaller.
-      {DType::bf16, PRound::fp8_running_max, DType::bf16, 3, 4, 0.5f, 0.125f, 0.02 + 0.2046875 + 0.125},
+      {DType::bf16, PRound::fp8_running_max, DType::f32, 3, 4, 0.5f, 0.125f, 0.02 + 0.2046875 + 0.125},
       // l2 = 1: 6.55 / 16 > 4 / 16, so u * l1 = 0.25.
-      {DType::bf16, PRound::fp8_running_max, DType::bf16, 3, 4, 1, 0.125f, 0.02 + 0.25 + 0.125},
+      {DType::bf16, PRound::fp8_running_max, DType::f32, 3, 4, 1, 0.125f, 0.02 + 0.25 + 0.125},
       // bf16 P (u = 1/256) and f16 P (u = 1/2048), l2 = 1: u * l1 wins.
-      {DType::f16, PRound::bf16, DType::bf16, 3, 4, 1, 0, 0.02 + 4.0 / 256},
-      {DType::f16, PRound::f16, DType::bf16, 3, 4, 1, 0, 0.02 + 4.0 / 2048},
+      {DType::f16, PRound::bf16, DType::f32, 3, 4, 1, 0, 0.02 + 4.0 / 256},
+      {DType::f16, PRound::f16, DType::f32, 3, 4, 1, 0, 0.02 + 4.0 / 2048},
+      // f16 P and f16 partials: both terms, and f16's underflow 2^-25.
+      {DType::f16, PRound::f16, DType::f16, 3, 4, 1, 0, 0.02 + 4.0 / 2048 + 4.0 / 2048 + 1.0 / (1 << 25)},
       // l2 = 0.25 under bf16 P: 6.55 * 0.25 / 256 < 4 / 256.
-      {DType::bf16, PRound::bf16, DType::bf16, 3, 4, 0.25f, 0, 0.02 + 6.55 * 0.25 / 256},
+      {DType::bf16, PRound::bf16, DType::f32, 3, 4, 0.25f, 0, 0.02 + 6.55 * 0.25 / 256},
       // Both at once: f32 floor with bf16 partials and fp8 P.
       {DType::f32, PRound::fp8_running_max, DType::bf16, -3, 4, 1, 0.125f, 0.00071 + 4.0 / 256 + 0.25 + 0.125},
   };
@@ -88,7 +99,7 @@ TEST(CompareLimits, AllowedErrorTermByTerm) {
   // Without the P model only the floor is left.
   CompareOptions no_model;
   no_model.p_error_model = false;
-  const ReferenceResult r = hand_ref({3}, DType::bf16, PRound::fp8_running_max, DType::bf16, 4, 1, 0.125f);
+  const ReferenceResult r = hand_ref({3}, DType::bf16, PRound::fp8_running_max, DType::f32, 4, 1, 0.125f);
   EXPECT_NEAR(allowed_error(r, 0, no_model), 0.02, 1e-15);
   // Each option moves its own term only.
   CompareOptions o;
@@ -98,7 +109,9 @@ TEST(CompareLimits, AllowedErrorTermByTerm) {
   o.f32_rtol = 8;
   o.f32_l1 = 16;
   o.p_error_model = false;
-  EXPECT_EQ(allowed_error(hand_ref({-3}, DType::bf16, PRound::none, DType::bf16, 4), 0, o), 1 + 2 * 3);
+  EXPECT_EQ(allowed_error(hand_ref({-3}, DType::bf16, PRound::none, DType::f32, 4), 0, o), 1 + 2 * 3);
+  // The partial term is no option's: bf16 partials add 4/256 whatever the floor.
+  EXPECT_EQ(allowed_error(hand_ref({-3}, DType::bf16, PRound::none, DType::bf16, 4), 0, o), 1 + 2 * 3 + 4.0 / 256);
   EXPECT_EQ(allowed_error(hand_ref({-3}, DType::f32, PRound::none, DType::f32, 4), 0, o), 4 + 8 * 3 + 16 * 4);
 }
 
@@ -125,10 +138,10 @@ TEST(CompareLimits, ExactlyAtTheAllowedErrorPassesAndOneFloatBeyondFails) {
     // f32 floor with l1 = 1 and bf16 partials: 1/16 + 2/32 + 1/16 + 1/256.
     setups.push_back({"f32 floor", hand_ref({ref}, DType::f32, PRound::none, DType::bf16, 1), o,
                       0.125 + 0.0625 + 0.00390625});
-    // fp8 P: + min(1/16, 6.55/32) + 1/128 on the 16-bit floor.
+    // fp8 P: + min(1/16, 6.55/32) + 1/128 on the 16-bit floor, and bf16 partials' 1/256.
     setups.push_back({"fp8 P term", hand_ref({ref}, DType::f16, PRound::fp8_running_max, DType::bf16, 1, 0.5f,
                                              0.0078125f),
-                      o, 0.125 + 0.0625 + 0.0078125});
+                      o, 0.125 + 0.0625 + 0.0078125 + 0.00390625});
   }
   for (auto& s : setups) {
     const float ref = s.ref.out[0];

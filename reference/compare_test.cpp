@@ -119,14 +119,16 @@ double score_term(const ReferenceResult& r, int64_t i) {
   return kScoreTerm * double(r.score_max[size_t(i / r.head_dim)]) * r.pq_l1[size_t(i)];
 }
 
-// Under bf16 compute the bound is atol + rtol*|ref| and the (here tiny) score term, exactly.
+// Under bf16 compute the bound is atol + rtol*|ref|, the bf16 partials' 2^-8 l1
+// and the (here tiny) score term, exactly.
 TEST(ReferenceCompare, PlainStandardEdge) {
   Fixture f = fixture(DType::bf16);
   ASSERT_EQ(f.ref.profile.p_round, PRound::none);
+  ASSERT_EQ(f.ref.profile.partial, DType::bf16);
   const int64_t i = f.ref.index(1, 2, 3);
   const double ref = f.ref.out[i];
   EXPECT_LT(score_term(f.ref, i), 1e-4);
-  const double allowed = 5e-3 + 5e-3 * std::fabs(ref) + score_term(f.ref, i);
+  const double allowed = 5e-3 + 5e-3 * std::fabs(ref) + f.ref.pq_l1[i] / 256 + score_term(f.ref, i);
   EXPECT_DOUBLE_EQ(allowed_error(f.ref, i, {}), allowed);
   f.out[i] = float(ref + 0.98 * allowed);
   EXPECT_TRUE(compare(f.view(), f.ref).passed());
@@ -153,7 +155,7 @@ TEST(ReferenceCompare, Fp8StandardAddsPqTerm) {
   const double l1 = f.ref.pq_l1[i], l2 = f.ref.pq_l2[i], sub = f.ref.pq_sub[i];
   ASSERT_GT(l1, 0.0);
   const double pq = std::min(0.0625 * l1, 6.55 * 0.0625 * l2) + sub;
-  const double allowed = 5e-3 + 5e-3 * std::fabs(ref) + pq + score_term(f.ref, i);
+  const double allowed = 5e-3 + 5e-3 * std::fabs(ref) + pq + l1 / 256 + score_term(f.ref, i);  // bf16 partials
   EXPECT_NEAR(allowed_error(f.ref, i, {}), allowed, 1e-12);
   EXPECT_GT(pq, 1e-3);  // large enough here to matter
   f.out[i] = float(ref + 0.98 * allowed);
@@ -201,9 +203,11 @@ TEST(ReferenceCompare, ShapeMismatchThrows) {
   v.shape[1] -= 1;
   EXPECT_THROW(compare(v, f.ref), std::invalid_argument);
   ReferenceResult no_terms = decode(f.c.call, {.error_terms = false});
-  EXPECT_THROW(compare(f.view(), no_terms), std::invalid_argument);
+  EXPECT_THROW(compare(f.view(), no_terms), std::invalid_argument);  // P rounded
   CompareOptions plain;
   plain.p_error_model = false;
+  EXPECT_THROW(compare(f.view(), no_terms, plain), std::invalid_argument);  // bf16 partials
+  no_terms.profile.partial = DType::f32;
   EXPECT_NO_THROW(compare(f.view(), no_terms, plain));
 }
 
@@ -334,10 +338,13 @@ TEST(ReferenceCompare, RefusesWhatItCannotJudge) {
     v.data = nullptr;  // no buffer behind the view
     expect_refused(v, f.ref, "missing output view");
   }
-  // An f32 output's floor needs the error scales even when P is not rounded.
+  // An f32 output's floor needs the error scales even when P is not rounded,
+  // and so do partials narrower than f32 with any output.
   {
     Fixture f = fixture(DType::bf16);
     ReferenceResult no_terms = decode(f.c.call, {.error_terms = false});
+    expect_refused(f.view(), no_terms, "partials stored as bf16 needs a reference run with error_terms");
+    no_terms.profile.partial = DType::f32;
     EXPECT_NO_THROW(compare(f.view(), no_terms));
     no_terms.out_dtype = DType::f32;
     expect_refused(f.view(), no_terms, "an f32 output needs a reference run with error_terms");

@@ -17,7 +17,8 @@ constexpr std::pair<PRound, std::string_view> kPRoundNames[] = {
 // the agreement); kept here so pav_reference links nothing of pav_kernels.
 constexpr std::pair<kernels::DType, std::string_view> kPartialNames[] = {
     {kernels::DType::bf16, "bf16"}, {kernels::DType::f16, "f16"}, {kernels::DType::f32, "f32"},
-    {kernels::DType::none, "none"}};
+    {kernels::DType::fp8_e4m3fn, "fp8_e4m3fn"}, {kernels::DType::fp8_e4m3fnuz, "fp8_e4m3fnuz"},
+    {kernels::DType::fp8_e5m2, "fp8_e5m2"}, {kernels::DType::none, "none"}};
 
 std::string_view partial_name(kernels::DType d) {
   for (auto& [k, v] : kPartialNames) if (k == d) return v;
@@ -63,7 +64,7 @@ bool parse_partial_dtype(std::string_view s, kernels::DType& out) {
 
 std::optional<std::string> profile_error(const NumericsProfile& p) {
   if (partial_name(p.partial) == "?")
-    return "profile partial dtype (code " + std::to_string(int(p.partial)) + ") is not bf16, f16, f32 or none";
+    return "profile partial dtype (code " + std::to_string(int(p.partial)) + ") is not a float dtype (f32, bf16, f16, fp8_e4m3fn, fp8_e4m3fnuz, fp8_e5m2) or none";
   if (to_string(p.q_quant) == "?") return "profile q_quant holds an unknown value";
   if (to_string(p.p_round) == "?") return "profile p_round holds an unknown value";
   return std::nullopt;

@@ -44,7 +44,8 @@ struct NumericsProfile {
   QQuant q_quant = QQuant::fp8_per_row;
   PRound p_round = PRound::fp8_running_max;
   // Dtype of the normalized partials a split kernel stores before its merge:
-  // bf16, f16 or f32; none for a kernel that never splits a row.
+  // f32, bf16, f16 or an fp8 flavour (e4m3fn, e4m3fnuz, e5m2); none for a
+  // kernel that never splits a row.
   kernels::DType partial = kernels::DType::bf16;
 
   bool operator==(const NumericsProfile&) const = default;
@@ -63,11 +64,12 @@ std::string to_string(const NumericsProfile& p);
 // Parse the names to_string writes; false on an unknown name (out untouched).
 bool parse_q_quant(std::string_view s, QQuant& out);
 bool parse_p_round(std::string_view s, PRound& out);
-// A partial dtype: "bf16", "f16", "f32" or "none" (kernels/types.hpp spellings); false otherwise.
+// A partial dtype: "bf16", "f16", "f32", "fp8_e4m3fn", "fp8_e4m3fnuz", "fp8_e5m2"
+// or "none" (kernels/types.hpp spellings); false otherwise.
 bool parse_partial_dtype(std::string_view s, kernels::DType& out);
 
-// Why a profile cannot be used, or nullopt when it can (a partial dtype other
-// than bf16/f16/f32/none, or an enum value outside its names).
+// Why a profile cannot be used, or nullopt when it can (a partial dtype that is
+// not one of those float dtypes or none, or an enum value outside its names).
 std::optional<std::string> profile_error(const NumericsProfile& p);
 
 }  // namespace pav::reference

@@ -141,7 +141,8 @@ TEST(ProfileStandard, HonestKernelsPassUnderTheirProfile) {
       for (bool q_fp8 : {true, false})
         for (DType out : {DType::bf16, DType::f16, DType::f32})
           for (auto [split, partial] : {std::pair{int64_t(0), DType::bf16}, std::pair{int64_t(64), DType::bf16},
-                                        std::pair{int64_t(100), DType::f16}, std::pair{int64_t(64), DType::f32}}) {
+                                        std::pair{int64_t(100), DType::f16}, std::pair{int64_t(64), DType::f32},
+                                        std::pair{int64_t(48), DType::fp8_e4m3fn}}) {
             const KernelNumerics k{.q_fp8 = q_fp8, .p = p, .split_tokens = split, .partial = partial, .out = out};
             const NumericsProfile prof = honest(k);
             const CompareReport rep = judge(c, k, prof);
@@ -149,7 +150,7 @@ TEST(ProfileStandard, HonestKernelsPassUnderTheirProfile) {
             ++runs;
           }
   }
-  EXPECT_EQ(runs, 3 * 5 * 2 * 3 * 4);
+  EXPECT_EQ(runs, 3 * 5 * 2 * 3 * 5);
 }
 
 // Declaring P unrounded while rounding it to bf16 or f16 fails where the
@@ -247,6 +248,39 @@ TEST(ProfileStandard, UndeclaredPartialRoundingFailsWithF32Output) {
     }
 }
 
+// Partials stored in an fp8 flavour: declared, they pass with either output
+// dtype (the partial term is on top of the 16-bit floor too); declared bf16 or
+// f32 they fail, their rounding 16 to 32 times bf16's.
+TEST(ProfileStandard, Fp8PartialsPassDeclaredAndFailUndeclared) {
+  for (const CallSpec& s : visible_specs())
+    for (DType partial : {DType::fp8_e4m3fn, DType::fp8_e4m3fnuz, DType::fp8_e5m2})
+      for (DType out : {DType::bf16, DType::f32}) {
+        const KernelNumerics k{.q_fp8 = false, .p = KernelP::none, .split_tokens = 32, .partial = partial,
+                               .out = out};
+        NumericsProfile prof = honest(k);
+        const CompareReport ok = judge(s, k, prof);
+        EXPECT_TRUE(ok.passed()) << describe(s, k, prof) << ": " << ok.verdict;
+        for (DType claimed : {DType::bf16, DType::f32}) {
+          prof.partial = claimed;
+          const CompareReport rep = judge(s, k, prof);
+          EXPECT_FALSE(rep.passed()) << describe(s, k, prof) << ": " << rep.verdict;
+        }
+      }
+}
+
+// e5m2's two mantissa bits are coarser than e4m3's three: partials stored in
+// e5m2 while declaring e4m3fn fail.
+TEST(ProfileStandard, E5m2PartialsDeclaredAsE4m3Fail) {
+  for (const CallSpec& s : visible_specs()) {
+    const KernelNumerics k{.q_fp8 = false, .p = KernelP::none, .split_tokens = 16, .partial = DType::fp8_e5m2,
+                           .out = DType::f32};
+    NumericsProfile prof = honest(k);
+    prof.partial = DType::fp8_e4m3fn;
+    const CompareReport rep = judge(s, k, prof);
+    EXPECT_FALSE(rep.passed()) << describe(s, k, prof) << ": " << rep.verdict;
+  }
+}
+
 // The f32 floor is what makes a small defect visible: one dropped token of a
 // long flat row moves the output by ~1/len, inside 5e-3 but far outside the
 // arithmetic slack.
@@ -276,6 +310,16 @@ TEST(ProfileStandard, RoundingUnitsArePinned) {
   EXPECT_EQ(storage_unit_roundoff(DType::f16), 1.0 / 2048);
   EXPECT_EQ(storage_unit_roundoff(DType::f32), 0.0);
   EXPECT_EQ(storage_unit_roundoff(DType::none), 0.0);
+  EXPECT_EQ(storage_unit_roundoff(DType::fp8_e4m3fn), 0.0625);
+  EXPECT_EQ(storage_unit_roundoff(DType::fp8_e4m3fnuz), 0.0625);
+  EXPECT_EQ(storage_unit_roundoff(DType::fp8_e5m2), 0.125);
+  EXPECT_EQ(storage_underflow(DType::fp8_e4m3fn), 1.0 / 1024);
+  EXPECT_EQ(storage_underflow(DType::fp8_e4m3fnuz), 1.0 / 2048);
+  EXPECT_EQ(storage_underflow(DType::fp8_e5m2), 1.0 / (1 << 17));
+  EXPECT_EQ(storage_underflow(DType::f16), 1.0 / (1 << 25));
+  EXPECT_EQ(storage_underflow(DType::bf16), std::ldexp(1.0, -134));
+  EXPECT_EQ(storage_underflow(DType::f32), 0.0);
+  EXPECT_EQ(storage_underflow(DType::none), 0.0);
   EXPECT_EQ(p_subnormal_error(PRound::fp8_running_max, DType::fp8_e4m3fn), 1.0 / 1024 / 448);
   EXPECT_EQ(p_subnormal_error(PRound::fp8_running_max, DType::fp8_e4m3fnuz), 1.0 / 2048 / 240);
   EXPECT_EQ(p_subnormal_error(PRound::f16, DType::fp8_e4m3fn), 1.0 / (1 << 25));

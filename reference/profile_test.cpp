@@ -34,7 +34,8 @@ TEST(NumericsProfile, ParsersRoundTripAndRefuseUnknownNames) {
     EXPECT_EQ(got, p);
   }
   // Partial dtypes are spelled as the kernels' dtype names.
-  for (DType d : {DType::bf16, DType::f16, DType::f32, DType::none}) {
+  for (DType d : {DType::bf16, DType::f16, DType::f32, DType::fp8_e4m3fn, DType::fp8_e4m3fnuz, DType::fp8_e5m2,
+                  DType::none}) {
     DType got = d == DType::none ? DType::bf16 : DType::none;
     ASSERT_TRUE(parse_partial_dtype(kernels::to_string(d), got)) << kernels::to_string(d);
     EXPECT_EQ(got, d);
@@ -48,7 +49,7 @@ TEST(NumericsProfile, ParsersRoundTripAndRefuseUnknownNames) {
   for (const char* bad : {"", "fp8_scaled", "FP8", "bfloat16", "BF16", "f32", "fp8_running_max "}) {
     EXPECT_FALSE(parse_p_round(bad, p)) << bad;
   }
-  for (const char* bad : {"", "fp8_e4m3fn", "i32", "i64", "float32", "F32", "None"}) {
+  for (const char* bad : {"", "fp8", "fp8_e4m3", "e5m2", "i32", "i64", "float32", "F32", "None"}) {
     EXPECT_FALSE(parse_partial_dtype(bad, d)) << bad;
   }
   // A failed parse leaves the value as it was.
@@ -72,9 +73,10 @@ TEST(NumericsProfile, PavProfileFollowsComputeAndPartial) {
 
 TEST(NumericsProfile, ErrorNamesABadPartialDtype) {
   EXPECT_FALSE(profile_error(NumericsProfile{}).has_value());
-  for (DType d : {DType::bf16, DType::f16, DType::f32, DType::none})
+  for (DType d : {DType::bf16, DType::f16, DType::f32, DType::fp8_e4m3fn, DType::fp8_e4m3fnuz, DType::fp8_e5m2,
+                  DType::none})
     EXPECT_FALSE(profile_error(NumericsProfile{QQuant::none, PRound::none, d}).has_value());
-  for (DType d : {DType::fp8_e4m3fn, DType::fp8_e4m3fnuz, DType::i32, DType::i64}) {
+  for (DType d : {DType::i32, DType::i64, DType(77)}) {
     const auto e = profile_error(NumericsProfile{QQuant::none, PRound::none, d});
     ASSERT_TRUE(e.has_value());
     EXPECT_NE(e->find("partial"), std::string::npos) << *e;

@@ -26,7 +26,7 @@ struct KernelNumerics {
   bool q_fp8 = true;
   KernelP p = KernelP::fp8;
   int64_t split_tokens = 0;                         // partition size; 0: one partition, no partials stored
-  kernels::DType partial = kernels::DType::bf16;   // bf16, f16 or f32
+  kernels::DType partial = kernels::DType::bf16;   // bf16, f16, f32 or an fp8 flavour
   kernels::DType out = kernels::DType::bf16;       // bf16, f16 or f32
   int64_t drop_last_token = 0;                      // a defect: the last n visible tokens of each row are skipped
 };
@@ -56,6 +56,9 @@ inline float round_to(float x, kernels::DType t) {
   switch (t) {
     case kernels::DType::bf16: return kernels::bf16_to_f32(kernels::f32_to_bf16(x));
     case kernels::DType::f16: return kernels::f16_to_f32(kernels::f32_to_f16(x));
+    case kernels::DType::fp8_e4m3fn:
+    case kernels::DType::fp8_e4m3fnuz: return kernels::fp8_to_f32(kernels::f32_to_fp8(x, t), t);
+    case kernels::DType::fp8_e5m2: return kernels::e5m2_to_f32(kernels::f32_to_e5m2(x));
     default: return x;
   }
 }

@@ -98,7 +98,7 @@ TEST(ReferenceRefuses, NegativeStridesAndMissingData) {
 TEST(ReferenceRefuses, AnInvalidProfileOrOutput) {
   const auto c = make_call(CallSpec{});
   NumericsProfile p;
-  p.partial = DType::fp8_e4m3fn;
+  p.partial = DType::i32;
   expect_refused(c.call, "partial", &p);
   auto bad = c.call;
   bad.out.dtype = DType::i32;

@@ -24,6 +24,10 @@ last chunk. --lse-base 2 writes lse in log2 and describes it so. --p-round fp8
 rounds the softmax weights to the cache's e4m3 flavour as they are, without the
 FP8_MAX scale, as some Triton decodes do, and declares that profile
 (the defect p-fp8-undeclared rounds so while declaring none: pav must fail it).
+--partial DTYPE splits each row's context into partitions of --split-tokens
+tokens (rounded up to whole pages), stores each partition's normalized output
+in DTYPE (f32, bf16, f16 or an fp8 flavour) and merges them by log-sum-exp,
+as a split-KV kernel does, and declares that partial dtype.
 
 --defect NAME injects one realistic bug (--list-defects prints them), so pav's
 fuzzing can be seen to find, shrink and save it. Each format defect changes
@@ -53,6 +57,8 @@ DEFECTS = {
     "p-fp8-undeclared": "softmax weights rounded to fp8 e4m3 without the FP8_MAX scale while the profile says p_round none",
     "mla-rope-dropped": "MLA: logits from the latent dims only, the rope dims of q and K left out",
     "max-starts-at-minus-1e4": "the running max starts at -1e4 instead of -inf: rows whose every logit is below -1e4 sum to 0",
+    "partial-e4m3-undeclared": "rows split into 32-token partitions whose outputs are stored in fp8 e4m3fn while the profile says partial none",
+    "page-stride-from-shape": "strided caches: the page stride taken from the shape (page_size*Hkv*D elements), as if pages were packed",
 }
 
 DESCRIPTION = pav_worker.description(
@@ -68,10 +74,14 @@ CHUNK_TOKENS = 16384  # tokens decoded at once per (sequence, chunk): bounds mem
 
 
 class NumpyDecode:
-    def __init__(self, defect=None, lse_base="e", p_round="none"):
+    def __init__(self, defect=None, lse_base="e", p_round="none", partial=None, split_tokens=256):
         self.defect = defect
         self.lse_base = lse_base
         self.p_round = p_round
+        self.partial = partial  # None: no partitions (online softmax over chunks)
+        self.split_tokens = split_tokens
+        if defect == "partial-e4m3-undeclared":
+            self.partial, self.split_tokens = "fp8_e4m3fn", 32
 
     def seq_len(self, call, s):
         if self.defect == "csr-last-page-full" and call.page_table == "csr":
@@ -92,10 +102,13 @@ class NumpyDecode:
             v = call.v_cache[pages].reshape(n, bs, hkv, d)
             return (pav_worker.gather(k, "nhd", np.arange(n), heads),
                     pav_worker.gather(v, "nhd", np.arange(n), heads))
-        k = pav_worker.gather(call.k_cache, call.k_form, pages, heads)
+        k_cache, v_cache = call.k_cache, call.v_cache
+        if self.defect == "page-stride-from-shape" and call.cache_layout != "packed":
+            k_cache, v_cache = packed_pages(k_cache), packed_pages(v_cache)
+        k = pav_worker.gather(k_cache, call.k_form, pages, heads)
         if self.defect == "combined-v-from-k" and call.kv_storage == "combined":
             return k, k  # V's pointer left at the K half
-        return k, pav_worker.gather(call.v_cache, call.v_form, pages, heads)
+        return k, pav_worker.gather(v_cache, call.v_form, pages, heads)
 
     def gather(self, call, pages):
         """K and V of the given pages as float32 [Hkv, pages*bs, D], scaled."""
@@ -141,6 +154,8 @@ class NumpyDecode:
             sink = call.sinks[row_heads]
         slope = None if call.alibi_slopes is None else call.alibi_slopes[row_heads][..., None]
         chunk_pages = max(1, CHUNK_TOKENS // bs)
+        if self.partial:  # one chunk per partition
+            chunk_pages = max(1, -(-self.split_tokens // bs))
         for s in range(num_seqs):
             length = self.seq_len(call, s)
             seq_pages = call.pages(s)
@@ -161,6 +176,7 @@ class NumpyDecode:
                         dtype=np.float32)
             l = np.zeros((hkv, q_len * g), dtype=np.float32)
             acc = np.zeros((hkv, q_len * g, dv), dtype=np.float32)
+            parts = []  # with --partial: each partition's (m, l, stored normalized output)
             pages_total = self.pages_of(length, bs)
             # Pages wholly before every row's window are never read.
             start_page = max(0, int(first_key.min())) // bs
@@ -189,6 +205,9 @@ class NumpyDecode:
                 if slope is not None:
                     x = x - slope * (pos[:, None] - t[None, :]).astype(np.float32)[None]
                 logits = np.where(keep[None], x, -np.inf)
+                if self.partial:
+                    parts.append(self.partition(logits, v, call.cache_dtype))
+                    continue
                 m_new = np.maximum(m, logits.max(axis=2))
                 safe = np.where(np.isfinite(m_new), m_new, 0)
                 alpha = np.where(np.isfinite(m), np.exp(m - safe), 0)
@@ -200,6 +219,8 @@ class NumpyDecode:
                     p = round_to_fp8(p, "fp8_e4m3fn")
                 acc = acc * alpha[..., None] + np.matmul(p, v)
                 m = m_new
+            if parts:
+                m, l, acc = merge(parts)
             if sink is not None:  # exp(sink) joins the denominator only
                 m_new = np.maximum(m, sink)
                 safe = np.where(np.isfinite(m_new), m_new, 0)
@@ -220,18 +241,72 @@ class NumpyDecode:
         return out, lse
 
 
+    def partition(self, logits, v, cache_dtype):
+        """One partition of a split row: its max, its sum and its normalized
+        output stored in the partial dtype (0 where it sees no token)."""
+        m = logits.max(axis=2)
+        safe = np.where(np.isfinite(m), m, 0)
+        p = np.exp(logits - safe[..., None])
+        l = p.sum(axis=2)
+        if self.p_round == "fp8":
+            p = round_to_fp8(p, cache_dtype)
+        o = np.where((l > 0)[..., None], np.matmul(p, v) / np.where(l > 0, l, 1)[..., None], 0)
+        return m, l, round_to(o.astype(np.float32), self.partial)
+
+
+def merge(parts):
+    """The log-sum-exp merge of partitions (m, l, o): the running state (m, l,
+    acc) of the whole row, acc = sum of l_i exp(m_i - M) o_i."""
+    m = np.max(np.stack([p[0] for p in parts]), axis=0)
+    safe = np.where(np.isfinite(m), m, 0)
+    l = np.zeros_like(parts[0][1])
+    acc = np.zeros_like(parts[0][2])
+    for m_i, l_i, o_i in parts:
+        w = np.where(np.isfinite(m_i), l_i * np.exp(m_i - safe), 0).astype(np.float32)
+        l = l + w
+        acc = acc + w[..., None] * o_i
+    return m, l, acc
+
+
+def packed_pages(cache):
+    """The defect page-stride-from-shape: the cache's memory read with the page
+    stride of a packed page (its other strides kept)."""
+    if cache.strides[0] == cache[0].size * cache.itemsize:
+        return cache
+    strides = (cache[0].size * cache.itemsize,) + cache.strides[1:]
+    return np.lib.stride_tricks.as_strided(cache, cache.shape, strides, writeable=False)
+
+
+# The positive finite codes of each fp8 flavour, 0 up to its largest finite value.
+FP8_POSITIVE_CODES = {"fp8_e4m3fn": 0x7f, "fp8_e4m3fnuz": 0x80, "fp8_e5m2": 0x7c}
+
+
 def round_to_fp8(x, flavour):
-    """Non-negative x rounded to the nearest value of an e4m3 flavour, ties to the
-    even code, with no scale: below half the smallest subnormal it is 0."""
+    """x rounded to the nearest value of an fp8 flavour, ties to the even code,
+    with no scale: below half the smallest subnormal it is 0, beyond the largest
+    finite value that value (saturated, as pav's codecs do)."""
     table = pav_worker.fp8_table(flavour)
-    codes = np.arange(0x7f if flavour == "fp8_e4m3fn" else 0x80)
+    codes = np.arange(FP8_POSITIVE_CODES[flavour])
     values = table[codes].astype(np.float64)  # 0 .. the largest finite, ascending
-    x64 = x.astype(np.float64)
+    x64 = np.abs(x.astype(np.float64))
     hi = np.clip(np.searchsorted(values, x64), 1, len(values) - 1)
     lo = hi - 1
     dlo, dhi = x64 - values[lo], values[hi] - x64
     pick = np.where(dlo < dhi, lo, np.where(dhi < dlo, hi, np.where(codes[lo] % 2 == 0, lo, hi)))
-    return values[pick].astype(np.float32)
+    return (np.sign(x) * values[pick]).astype(np.float32)
+
+
+def round_to(x, dtype):
+    """float32 x stored in dtype and read back (bf16 and f16 round to nearest even)."""
+    if dtype == "f32":
+        return x
+    if dtype == "f16":
+        return x.astype(np.float16).astype(np.float32)
+    if dtype == "bf16":
+        u = x.astype(np.float32).view(np.uint32)
+        u = ((u + np.uint32(0x7fff) + ((u >> np.uint32(16)) & np.uint32(1))) & np.uint32(0xffff0000))
+        return u.view(np.float32)
+    return round_to_fp8(x, dtype)
 
 
 def main():
@@ -241,6 +316,11 @@ def main():
     parser.add_argument("--large-cache", action="store_true",
                         help="declare large_cache: pav then also draws caches of 2^31 elements and more "
                              "(host buffers of several GiB per call; NumPy indexes them in int64)")
+    parser.add_argument("--partial", choices=["f32", "bf16", "f16", "fp8_e4m3fn", "fp8_e4m3fnuz", "fp8_e5m2"],
+                        help="split each row into partitions of --split-tokens tokens, store their normalized "
+                             "outputs in this dtype and merge them, and describe it so (profile partial)")
+    parser.add_argument("--split-tokens", type=int, default=256,
+                        help="tokens per partition with --partial (rounded up to whole pages; default 256)")
     parser.add_argument("--p-round", choices=["none", "fp8"], default="none",
                         help="round the softmax weights to the cache's e4m3 flavour before P.V, without "
                              "the FP8_MAX scale (profile p_round fp8), and describe it so; the worker then "
@@ -249,8 +329,12 @@ def main():
     if opts.list_defects:
         pav_worker.list_defects(DEFECTS)
         return
-    kernel = NumpyDecode(opts.defect, opts.lse_base, opts.p_round)
+    if opts.split_tokens < 1:
+        parser.error("--split-tokens must be at least 1")
+    kernel = NumpyDecode(opts.defect, opts.lse_base, opts.p_round, opts.partial, opts.split_tokens)
     desc = dict(DESCRIPTION)
+    if opts.partial:
+        desc["profile"] = dict(desc["profile"], partial=opts.partial)
     if opts.p_round == "fp8":
         desc["cache_dtypes"] = ["fp8_e4m3fn", "fp8_e4m3fnuz"]
         desc["profile"] = dict(desc["profile"], p_round="fp8")

@@ -32,11 +32,20 @@ class Device:
         files; torch warns about that, and nothing here writes to them."""
         if a is None:
             return None
+        shape, strides = a.shape, tuple(st // a.itemsize for st in a.strides)
+        if not a.flags.c_contiguous and a.size > 0:
+            # A strided view (a padded cache, a latent cache's first dims): its
+            # span goes to the device as it is, and is viewed there at the same
+            # strides (a .to() of the view itself would compact it).
+            span = 1 + sum((n - 1) * st for n, st in zip(shape, strides))
+            a = np.lib.stride_tricks.as_strided(a, (span,), (a.itemsize,), writeable=False)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", UserWarning)
             if dtype == "bf16":  # torch has no uint16 to come from: the same bits as int16
-                return torch.from_numpy(a.view(np.int16)).to(self.device).view(torch.bfloat16)
-            return torch.from_numpy(a).to(self.device)
+                t = torch.from_numpy(a.view(np.int16)).to(self.device).view(torch.bfloat16)
+            else:
+                t = torch.from_numpy(a).to(self.device)
+        return t if tuple(t.shape) == tuple(shape) else t.as_strided(shape, strides)
 
     def page_table(self, call, c):
         """The call's page table on the device, into the namespace c: c.bt

@@ -55,7 +55,7 @@ LARGE_CACHE_ELEMENTS = 2 ** 31  # a cache spanning this many elements has offset
 
 
 # Every cache format the example workers read as it is stored (they index the
-# cache in place; padded pages and rows are fine because files arrive compacted).
+# cache in place, through its strides: a padded cache arrives as its span).
 EVERY_CACHE_FORMAT = {
     "cache_dtypes": ["bf16", "f16", "fp8_e4m3fn", "fp8_e4m3fnuz", "fp8_e5m2"],
     "cache_layouts": ["packed", "nhd", "hnd"],
@@ -234,8 +234,8 @@ def gather_scale(scale, kind, pages, heads):
 
 
 # The description fields the example workers share: host memory, bf16 and f16
-# queries, out in q's dtype, no limits, any q strides (the files always arrive
-# compacted), a split of their own, an lse written, a check entry, and the
+# queries, out in q's dtype, no limits, any q strides (read through the
+# descriptor's strides: see span_view), a split of their own, an lse written, a check entry, and the
 # plain numerics profile.
 WORKER_DEFAULTS = {
     "version": "1.0",
@@ -260,6 +260,17 @@ def description(name, **fields):
     d = dict(WORKER_DEFAULTS, name=name)
     d.update(fields)
     return d
+
+
+def span_view(flat, shape, strides, name="tensor"):
+    """A tensor sent as its storage span (descriptor "storage": "span": a 1-D
+    file of the elements from its first to its last, padding included) viewed
+    at its strides, in elements: the kernel sees pav's strides, not a copy."""
+    span = 1 + sum((n - 1) * st for n, st in zip(shape, strides)) if all(n > 0 for n in shape) else 0
+    if flat.ndim != 1 or flat.shape[0] != span or len(strides) != len(shape) or any(st < 0 for st in strides):
+        raise ValueError("%s: span file of shape %s for shape %s at strides %s" % (name, list(flat.shape), shape, strides))
+    return np.lib.stride_tricks.as_strided(flat, tuple(shape), tuple(st * flat.itemsize for st in strides),
+                                           writeable=False)
 
 
 class Call:
@@ -304,10 +315,14 @@ class Call:
                 return None, None
             # Mapped, not read: a decode touches only its sequences' pages.
             a = np.load(os.path.join(folder, t["file"]), mmap_mode="r", allow_pickle=False)
-            if list(a.shape) != list(t["shape"]):
-                raise ValueError("%s: file shape %s, request says %s" % (name, list(a.shape), t["shape"]))
             if a.dtype != NPY_TYPES[t["dtype"]]:
                 raise ValueError("%s: file dtype %s does not carry %s" % (name, a.dtype, t["dtype"]))
+            if t.get("storage", "shape") == "span":
+                a = span_view(a, t["shape"], t["strides"], name)
+            elif "storage" in t:
+                raise ValueError("%s: unknown storage %r" % (name, t["storage"]))
+            if list(a.shape) != list(t["shape"]):
+                raise ValueError("%s: file shape %s, request says %s" % (name, list(a.shape), t["shape"]))
             return a, t["dtype"]
 
         q, q_dtype = load("q")
@@ -594,7 +609,7 @@ def _paged_problem(desc, tensors, layout, d, hq, dv=None):
     """An nhd or hnd K and V, apart, combined in kv_cache or (dv given: MLA)
     V the first dv dims of K: (reason or None, (pages, Hkv, page_size)).
     Contiguous, or with strided_cache any strides that keep the dims in order
-    (the descriptor's: the files are compact)."""
+    (a strided tensor's file is its span, viewed at those strides)."""
     kv = tensors.get("kv_cache")
     if dv is not None:
         if kv is not None or "v_cache" in tensors:

@@ -54,7 +54,7 @@ DESCRIPTION = pav_worker.description(
     kv_storage=["latent"],
     mla_dims=[[512, 64], [128, 64]],  # (latent, rope): D_qk = latent + rope, D_v = latent
     page_tables=["block_table", "csr"],
-    strided_cache=True,  # files always arrive compacted
+    strided_cache=True,  # the latent cache is indexed through its own strides
     scale_kinds=["none", "per_tensor", "per_head", "per_token"],
     mixed_scales=False,
     block_sizes=[1, 2, 8, 16, 32, 64, 128, 256],

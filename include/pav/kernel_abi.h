@@ -237,7 +237,8 @@ typedef struct pav_kernel_desc {
   /* Numerics profile: the reference and the comparison standard follow it. */
   int32_t q_quant;       /* pav_q_quant */
   int32_t p_round;       /* pav_p_round */
-  int32_t partial_dtype; /* dtype of the split partials: F32, BF16, F16;
+  int32_t partial_dtype; /* dtype of the split partials: F32, BF16, F16 or an fp8
+                            flavour (FP8_E4M3FN, FP8_E4M3FNUZ, FP8_E5M2);
                             NONE when the kernel never splits a row */
   /* Version 2 (zero in a version-1 library: no variant, natural-log lse). */
   uint32_t variants;     /* mask of PAV_BIT(pav_variant) */
