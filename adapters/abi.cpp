@@ -193,11 +193,24 @@ KernelDescription from_abi(const pav_kernel_desc& a) {
   if (a.abi_version >= 3) {  // older libraries read packed caches, K and V separate, through block tables
     // A zero mask keeps the older meaning (the defaults of KernelDescription).
     if (a.cache_layouts) d.cache_layouts = mask_values<kernels::CacheLayout>(a.cache_layouts, "cache_layouts", 3);
-    if (a.kv_storage) d.kv_storage = mask_values<KvStorage>(a.kv_storage, "kv_storage", 2);
+    // PAV_KV_LATENT came with version 4: a version-3 library's bit 2 names no value.
+    if (a.kv_storage) d.kv_storage = mask_values<KvStorage>(a.kv_storage, "kv_storage", a.abi_version >= 4 ? 3 : 2);
     if (a.page_tables) d.page_tables = mask_values<kernels::PageTable>(a.page_tables, "page_tables", 2);
     d.strided_cache = flag(a.strided_cache, "strided_cache");
     d.mixed_scales = flag(a.mixed_scales, "mixed_scales");
-  } else {
+  }
+  if (a.abi_version >= 4) {  // older libraries: no MLA, no cache of 2^31 elements
+    d.large_cache = flag(a.large_cache, "large_cache");
+    if (a.num_mla_dims < 0 || a.num_mla_dims > PAV_MAX_MLA_DIMS)
+      throw KernelSpecError(
+          fmt::format("description: num_mla_dims = {} outside 0..{}", a.num_mla_dims, PAV_MAX_MLA_DIMS));
+    for (int i = 0; i < a.num_mla_dims; ++i) d.mla_dims.push_back({a.mla_dims[i][0], a.mla_dims[i][1]});
+  }
+  if (a.abi_version < 4 && kernels::dtype_size(d.profile.partial) == 1)
+    throw KernelSpecError(fmt::format("description: partial_dtype {}, which a version-{} library cannot declare "
+                                      "(fp8 partials came with version 4)",
+                                      kernels::to_string(d.profile.partial), a.abi_version));
+  if (a.abi_version < 3) {
     for (DType t : d.cache_dtypes)
       if (!kernels::is_fp8(t))
         throw KernelSpecError(fmt::format("description: cache_dtypes names {}, which a version-{} library cannot "
@@ -244,6 +257,14 @@ void to_abi(const KernelDescription& d, pav_kernel_desc* out) {
   out->page_tables = enum_bits(d.page_tables);
   out->strided_cache = d.strided_cache;
   out->mixed_scales = d.mixed_scales;
+  out->large_cache = d.large_cache;
+  if (d.mla_dims.size() > PAV_MAX_MLA_DIMS)
+    throw KernelSpecError(fmt::format("mla_dims: {} pairs, the ABI holds {}", d.mla_dims.size(), PAV_MAX_MLA_DIMS));
+  out->num_mla_dims = int32_t(d.mla_dims.size());
+  for (size_t i = 0; i < d.mla_dims.size(); ++i) {
+    out->mla_dims[i][0] = int32_t(d.mla_dims[i].latent);
+    out->mla_dims[i][1] = int32_t(d.mla_dims[i].rope);
+  }
 }
 
 pav_decode_args make_args(const DecodeRequest& r, bool for_check, uint32_t version) {
@@ -281,6 +302,8 @@ pav_decode_args make_args(const DecodeRequest& r, bool for_check, uint32_t versi
     a.kv_indices = to_abi(c.kv_indices);
     a.kv_last_page_len = to_abi(c.kv_last_page_len);
   }
+  if (version >= 4)
+    a.kv_storage = c.v_latent ? PAV_KV_LATENT : c.kv_cache.present() ? PAV_KV_COMBINED : PAV_KV_SEPARATE;
   if (for_check)
     for (pav_tensor* t : {&a.q, &a.out, &a.k_cache, &a.v_cache, &a.k_scale, &a.v_scale, &a.lse, &a.sinks,
                           &a.alibi_slopes, &a.kv_cache})
@@ -291,6 +314,7 @@ pav_decode_args make_args(const DecodeRequest& r, bool for_check, uint32_t versi
 uint32_t args_size_for(uint32_t version) {
   return version == 1   ? uint32_t(PAV_DECODE_ARGS_V1_SIZE)
          : version == 2 ? uint32_t(PAV_DECODE_ARGS_V2_SIZE)
+         : version == 3 ? uint32_t(PAV_DECODE_ARGS_V3_SIZE)
                         : uint32_t(sizeof(pav_decode_args));
 }
 
@@ -342,7 +366,7 @@ DecodeRequest request_from_abi(const pav_decode_args& a, kernels::PlanView* plan
     c.variant.sinks = from_abi(a.sinks);
     c.variant.alibi_slopes = from_abi(a.alibi_slopes);
   }
-  if (a.struct_size >= sizeof(pav_decode_args)) {  // version 3: the cache format
+  if (a.struct_size >= PAV_DECODE_ARGS_V3_SIZE) {  // version 3: the cache format
     // Values outside the enums stay visible as such: the check refuses them.
     c.layout = a.cache_layout == PAV_CACHE_LAYOUT_NHD   ? kernels::CacheLayout::nhd
                : a.cache_layout == PAV_CACHE_LAYOUT_HND ? kernels::CacheLayout::hnd
@@ -353,6 +377,9 @@ DecodeRequest request_from_abi(const pav_decode_args& a, kernels::PlanView* plan
     c.kv_indices = from_abi(a.kv_indices);
     c.kv_last_page_len = from_abi(a.kv_last_page_len);
   }
+  // Version 4: MLA. V is K's prefix view and its scale K's; any other value of
+  // kv_storage leaves the call as its tensors say (the check judges them).
+  if (a.struct_size >= sizeof(pav_decode_args)) c.v_latent = a.kv_storage == PAV_KV_LATENT;
   r.lse = from_abi(a.lse);
   r.max_partitions = a.max_partitions;
   r.stream = a.stream;

@@ -698,7 +698,7 @@ void expect_spec_error(const std::string& spec, const std::string& why) {
 
 TEST(LibAdapter, BrokenPluginsAndBadWordsAreSpecErrors) {
   expect_spec_error(plugin(PAV_TEST_FAULT_MISSING_DECODE), "missing required symbol pav_kernel_decode");
-  expect_spec_error(plugin(PAV_TEST_FAULT_ABI_VERSION), "kernel ABI version 4, this pav speaks versions 1 to 3");
+  expect_spec_error(plugin(PAV_TEST_FAULT_ABI_VERSION), "kernel ABI version 5, this pav speaks versions 1 to 4");
   expect_spec_error(plugin(PAV_TEST_FAULT_DESCRIBE), "head_dims: empty");
   expect_spec_error(plugin(PAV_TEST_CPU_PLUGIN, "--path sideways"), "--path sideways");
   expect_spec_error(plugin(PAV_TEST_CPU_PLUGIN, "--bogus"), "unknown word '--bogus'");
@@ -740,7 +740,7 @@ TEST(LibAdapter, ATruncatedPluginIsRefusedBeforeItIsLoaded) {
 // the version-1 desc and the version-1 prefix of the arguments (the fixture
 // refuses anything else), declares no variant and computes as before.
 TEST(LibAdapter, AVersionOneLibraryKeepsWorking) {
-  for (const char* lib : {PAV_TEST_ABI_V1, PAV_TEST_ABI_V2}) {
+  for (const char* lib : {PAV_TEST_ABI_V1, PAV_TEST_ABI_V2, PAV_TEST_ABI_V3}) {
     SCOPED_TRACE(lib);
     auto old = adapters::open_kernel(plugin(lib, "--path uniform"));
     auto own = adapters::open_kernel("pav:cpu --path uniform");
@@ -748,12 +748,16 @@ TEST(LibAdapter, AVersionOneLibraryKeepsWorking) {
       EXPECT_TRUE(old->description().features.empty());
       EXPECT_EQ(old->description().lse_base, adapters::LseBase::e);
     }
-    // Before version 3 a library reads packed caches, K and V apart, through block tables.
+    // Before version 3 a library reads packed caches, K and V apart, through
+    // block tables (pav's own kernels read no other format in version 3 either).
     EXPECT_EQ(old->description().cache_layouts, std::vector{kernels::CacheLayout::packed});
     EXPECT_EQ(old->description().page_tables, std::vector{kernels::PageTable::block_table});
     EXPECT_EQ(old->description().kv_storage, std::vector{adapters::KvStorage::separate});
     EXPECT_FALSE(old->description().strided_cache);
     EXPECT_FALSE(old->description().mixed_scales);
+    // Before version 4: no MLA, no cache of 2^31 elements.
+    EXPECT_TRUE(old->description().mla_dims.empty());
+    EXPECT_FALSE(old->description().large_cache);
     const Ran a = run_one(*old, small_spec()), b = run_one(*own, small_spec());
     ASSERT_TRUE(a.result.ok()) << a.result.message;
     EXPECT_EQ(a.out, b.out);
@@ -797,7 +801,8 @@ TEST(Abi, TheAttentionVariantCrossesTheBoundary) {
     EXPECT_FALSE(v1.call.variant.any());
   }
   EXPECT_EQ(adapters::abi::args_size_for(2), PAV_DECODE_ARGS_V2_SIZE);
-  EXPECT_EQ(adapters::abi::args_size_for(3), sizeof(pav_decode_args));
+  EXPECT_EQ(adapters::abi::args_size_for(3), PAV_DECODE_ARGS_V3_SIZE);
+  EXPECT_EQ(adapters::abi::args_size_for(4), sizeof(pav_decode_args));
   // The description's variants and lse base, through the desc and back.
   adapters::KernelDescription d = adapters::open_kernel("pav:cpu --path uniform")->description();
   d.writes_lse = true;

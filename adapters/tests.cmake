@@ -86,7 +86,7 @@ set_tests_properties(KernelCli.TruncatedPlugin PROPERTIES LABELS cpu TIMEOUT 60)
 # Plugin faults are bad input: exit 2 with the reason.
 foreach(fault_and_text
     "missing_decode|missing required symbol pav_kernel_decode"
-    "abi_version|kernel ABI version 4, this pav speaks versions 1 to 3"
+    "abi_version|kernel ABI version 5, this pav speaks versions 1 to 4"
     "describe|head_dims: empty")
   string(REPLACE "|" ";" parts "${fault_and_text}")
   list(GET parts 0 fault)

@@ -529,20 +529,66 @@ TEST(Abi, TheCacheFormatCrossesTheBoundary) {
     EXPECT_EQ(old.call.layout, CacheLayout::packed);
     EXPECT_FALSE(old.call.kv_indptr.present());
   }
-  // The description's format fields through the desc and back (an MLA cache
-  // is not part of the C ABI: a library declares none).
+  // The description's format fields through the desc and back, MLA, large
+  // caches and fp8 partials (version 4) included.
   adapters::KernelDescription d = every_format();
-  d.kv_storage = {adapters::KvStorage::separate, adapters::KvStorage::combined};
-  d.mla_dims.clear();
+  d.large_cache = true;
+  d.head_dims = {32, 48, 64, 576};
+  d.mla_dims = {{32, 16}, {512, 64}};
+  d.profile.partial = DType::fp8_e5m2;
+  adapters::canonicalize(d);
   pav_kernel_desc desc{};
   desc.struct_size = sizeof desc;
   desc.abi_version = PAV_KERNEL_ABI_VERSION;
   adapters::abi::to_abi(d, &desc);
   EXPECT_EQ(desc.cache_layouts, 7u);
   EXPECT_EQ(desc.page_tables, 3u);
-  EXPECT_EQ(desc.kv_storage, 3u);
+  EXPECT_EQ(desc.kv_storage, 7u);
   EXPECT_EQ(desc.scale_kinds, 15u);
+  EXPECT_EQ(desc.large_cache, 1);
+  ASSERT_EQ(desc.num_mla_dims, 2);
+  EXPECT_EQ(desc.mla_dims[1][0], 512);
+  EXPECT_EQ(desc.mla_dims[1][1], 64);
+  EXPECT_EQ(desc.partial_dtype, PAV_DTYPE_FP8_E5M2);
   EXPECT_EQ(adapters::abi::from_abi(desc), d);
+  // A version-3 library has none of them: the latent bit names no value there,
+  // and fp8 partials are refused naming the version; its reserved bytes (zero) read as no MLA.
+  {
+    pav_kernel_desc v3 = desc;
+    v3.abi_version = 3;
+    EXPECT_THROW(adapters::abi::from_abi(v3), adapters::KernelSpecError);
+    v3.kv_storage = 3u;
+    try {
+      adapters::abi::from_abi(v3);
+      ADD_FAILURE() << "fp8 partials accepted from a version-3 library";
+    } catch (const adapters::KernelSpecError& e) {
+      EXPECT_NE(std::string(e.what()).find("version-3"), std::string::npos) << e.what();
+    }
+    v3.partial_dtype = PAV_DTYPE_F32;
+    const adapters::KernelDescription got = adapters::abi::from_abi(v3);
+    EXPECT_FALSE(got.large_cache);
+    EXPECT_TRUE(got.mla_dims.empty());
+    // A bad count is refused by name.
+    pav_kernel_desc bad = desc;
+    bad.num_mla_dims = PAV_MAX_MLA_DIMS + 1;
+    EXPECT_THROW(adapters::abi::from_abi(bad), adapters::KernelSpecError);
+    bad.num_mla_dims = -1;
+    EXPECT_THROW(adapters::abi::from_abi(bad), adapters::KernelSpecError);
+    bad = desc;
+    bad.large_cache = 2;
+    EXPECT_THROW(adapters::abi::from_abi(bad), adapters::KernelSpecError);
+  }
+  d.kv_storage = {adapters::KvStorage::separate, adapters::KvStorage::combined};
+  d.mla_dims.clear();
+  d.large_cache = false;
+  d.head_dims = {32, 48, 64};
+  d.profile.partial = DType::none;
+  adapters::canonicalize(d);
+  desc = pav_kernel_desc{};
+  desc.struct_size = sizeof desc;
+  desc.abi_version = PAV_KERNEL_ABI_VERSION;
+  adapters::abi::to_abi(d, &desc);
+  EXPECT_EQ(desc.kv_storage, 3u);
   // P cast to fp8 without a scale is a profile of its own (PAV_P_ROUND_FP8).
   adapters::KernelDescription unscaled = d;
   unscaled.cache_dtypes = {DType::fp8_e4m3fn};
@@ -575,6 +621,42 @@ TEST(Abi, TheCacheFormatCrossesTheBoundary) {
   const adapters::KernelDescription o = adapters::abi::from_abi(old);
   EXPECT_EQ(o.cache_layouts, std::vector{CacheLayout::packed});
   EXPECT_FALSE(o.strided_cache);
+}
+
+// An MLA call crosses the ABI (version 4): kv_storage latent, v_cache K's
+// [..., :D_v] view of the same memory, v_scale K's, out of D_v dims; the
+// receiving side rebuilds the latent call, which the contract admits. A
+// version-3 prefix has no kv_storage.
+TEST(Abi, AnMlaCallCrossesTheBoundary) {
+  CaseSpec s = base_spec();
+  s.layout = CacheLayout::nhd;
+  s.hkv = 1;
+  s.group = 4;
+  s.head_dim = 48;
+  s.v_head_dim = 32;
+  s.page_pad = 16;
+  s.v_scales.reset();
+  props::HostCase c = props::build_case(s);
+  adapters::DecodeRequest r;
+  r.call = c.call();
+  ASSERT_TRUE(r.call.v_latent);
+  for (const bool for_check : {false, true}) {
+    const pav_decode_args a = adapters::abi::make_args(r, for_check);
+    EXPECT_EQ(a.kv_storage, PAV_KV_LATENT);
+    EXPECT_EQ(a.kv_cache.rank, 0);
+    EXPECT_EQ(a.v_cache.shape[3], 32);
+    EXPECT_EQ(a.k_cache.shape[3], 48);
+    EXPECT_EQ(a.out.shape[2], 32);
+    for (int i = 0; i < 4; ++i) EXPECT_EQ(a.v_cache.stride[i], a.k_cache.stride[i]) << i;
+    EXPECT_EQ(a.v_cache.data, a.k_cache.data);
+    kernels::PlanView plan;
+    const adapters::DecodeRequest back = adapters::abi::request_from_abi(a, &plan);
+    EXPECT_TRUE(back.call.v_latent);
+    if (!for_check) EXPECT_EQ(adapters::contract_violation(back, every_format()), "");
+    const pav_decode_args v3 = adapters::abi::make_args(r, for_check, 3);
+    EXPECT_EQ(v3.struct_size, PAV_DECODE_ARGS_V3_SIZE);
+    EXPECT_FALSE(adapters::abi::request_from_abi(v3, &plan).call.v_latent);
+  }
 }
 
 TEST(WorkerProtocol, TheCacheFormatTravelsAsNamedTensorsAndArgs) {
@@ -630,6 +712,7 @@ class Recorder final : public adapters::KernelUnderTest {
     page_table = r.call.page_table;
     combined = r.call.kv_cache.present();
     latent = r.call.v_latent;
+    k_stride = r.call.k_cache.stride;
     std::memset(r.call.out.data, 0, size_t(r.call.out.numel() * kernels::dtype_size(r.call.out.dtype)));
     return {};
   }
@@ -640,6 +723,7 @@ class Recorder final : public adapters::KernelUnderTest {
   PageTable page_table = PageTable::block_table;
   bool combined = false;
   bool latent = false;
+  std::array<int64_t, kernels::kMaxRank> k_stride{};
 
  private:
   adapters::KernelDescription d_;
@@ -656,8 +740,9 @@ TEST(WorkerServer, ServesEveryCacheFormatAsTheSameCall) {
       s.v_head_dim = 32;
       s.v_scales.reset();
     }
-    s.page_pad = s.row_pad = 0;  // files arrive compacted: the served call is contiguous
-    s.block_size = 7;            // one of every_format()'s sizes
+    s.page_pad = 16;  // padded pages and rows: they go as their spans, strides kept
+    s.row_pad = 8;
+    s.block_size = 7;  // one of every_format()'s sizes
     props::HostCase c = props::build_case(s);
     adapters::DecodeRequest r;
     r.call = c.call();
@@ -665,7 +750,9 @@ TEST(WorkerServer, ServesEveryCacheFormatAsTheSameCall) {
         std::filesystem::temp_directory_path() / ("pav-format-server-" + std::to_string(::getpid()) + "-" + std::to_string(storage));
     std::filesystem::remove_all(dir);
     std::filesystem::create_directories(dir);
-    for (const auto& t : adapters::protocol::inputs_of(r)) adapters::npy::write((dir / (std::string(t.name) + ".npy")).string(), t.view);
+    for (const auto& t : adapters::protocol::inputs_of(r))
+      adapters::npy::write((dir / (std::string(t.name) + ".npy")).string(),
+                           adapters::protocol::sent_as_span(t.view) ? adapters::protocol::span_view(t.view) : t.view);
     const std::string input = adapters::protocol::decode_request(1, dir.string(), r).dump() + "\n{\"op\":\"quit\"}\n";
     std::ofstream(dir / "in.jsonl", std::ios::binary) << input;
     const int in_fd = ::open((dir / "in.jsonl").c_str(), O_RDONLY);
@@ -685,6 +772,7 @@ TEST(WorkerServer, ServesEveryCacheFormatAsTheSameCall) {
     EXPECT_EQ(k.page_table, PageTable::csr);
     EXPECT_EQ(k.combined, combined);
     EXPECT_EQ(k.latent, storage == 2);
+    EXPECT_EQ(k.k_stride, r.call.k_cache.stride);  // the served cache has pav's padded strides
     EXPECT_EQ(k.out, reference::decode(r.call, exact()).out);
     std::filesystem::remove_all(dir);
   }

@@ -2,7 +2,7 @@
 // Test fixture: pav's CPU kernel as a plugin with one fault compiled in.
 //   PAV_FAULT_MISSING_DECODE  no pav_kernel_decode symbol
 //   PAV_FAULT_ABI_VERSION     reports an ABI version pav does not speak
-//   PAV_FAULT_ABI_OLD=N       (not a fault) a library of the older ABI version N (1 or 2): it
+//   PAV_FAULT_ABI_OLD=N       (not a fault) a library of the older ABI version N (1 to 3): it
 //                             reports version N, expects the version-N desc and the version-N
 //                             prefix of the decode arguments, and leaves the later fields alone
 //   PAV_FAULT_SEGV            decode dereferences NULL when a context reaches 300 tokens
@@ -69,7 +69,9 @@ PAV_KERNEL_EXPORT void pav_kernel_fini(void* instance) { pav::adapters::plugin::
 
 #ifdef PAV_FAULT_ABI_OLD
 namespace {
-constexpr size_t kOldArgsSize = PAV_FAULT_ABI_OLD == 1 ? PAV_DECODE_ARGS_V1_SIZE : PAV_DECODE_ARGS_V2_SIZE;
+constexpr size_t kOldArgsSize = PAV_FAULT_ABI_OLD == 1   ? PAV_DECODE_ARGS_V1_SIZE
+                                : PAV_FAULT_ABI_OLD == 2 ? PAV_DECODE_ARGS_V2_SIZE
+                                                         : PAV_DECODE_ARGS_V3_SIZE;
 // What an older library sees of the arguments: exactly its version's prefix.
 // The glue below speaks the current version, so the prefix is copied into a
 // whole struct with the later fields absent.
@@ -102,9 +104,13 @@ PAV_KERNEL_EXPORT int pav_kernel_describe(void* instance, pav_kernel_desc* desc,
     desc->variants = 0;
     desc->lse_base = 0;
   }
-  // Reserved bytes before version 3.
-  desc->cache_layouts = desc->kv_storage = desc->page_tables = 0;
-  desc->strided_cache = desc->mixed_scales = 0;
+  if (PAV_FAULT_ABI_OLD < 3) {  // reserved bytes before version 3
+    desc->cache_layouts = desc->kv_storage = desc->page_tables = 0;
+    desc->strided_cache = desc->mixed_scales = 0;
+  }
+  // Reserved bytes before version 4.
+  desc->large_cache = desc->num_mla_dims = 0;
+  std::memset(desc->mla_dims, 0, sizeof desc->mla_dims);
 #else
   const int rc = pav::adapters::plugin::describe(instance, desc, err, err_size);
 #endif

@@ -13,12 +13,15 @@
  * fields after `stream` in pav_decode_args). Version 3 added the cache formats
  * (16-bit and e5m2 caches, the nhd and hnd layouts, K and V in one tensor,
  * padded strides, CSR page lists, per-head and mixed scales: the desc fields
- * after lse_base and the args fields after alibi_slopes). pav loads a library
- * of version 1, 2 or 3: an older library is handed the prefix of
- * pav_decode_args its version knows (struct_size = PAV_DECODE_ARGS_V1_SIZE or
- * PAV_DECODE_ARGS_V2_SIZE) and declares none of the later fields, so it is
- * never sent a call that needs them (a packed fp8 cache through block tables,
- * and no variant below version 2). Any other version is refused with the
+ * after lse_base and the args fields after alibi_slopes). Version 4 added MLA
+ * (PAV_KV_LATENT, pav_kernel_desc.mla_dims), caches of 2^31 elements or more
+ * (pav_kernel_desc.large_cache), partials in fp8, and pav_decode_args.kv_storage.
+ * pav loads a library of version 1 to 4: an older library is handed the prefix
+ * of pav_decode_args its version knows (struct_size = PAV_DECODE_ARGS_V1_SIZE,
+ * PAV_DECODE_ARGS_V2_SIZE or PAV_DECODE_ARGS_V3_SIZE) and declares none of the
+ * later fields, so it is never sent a call that needs them (a packed fp8 cache
+ * through block tables, and no variant below version 2; no MLA and no cache of
+ * 2^31 elements below version 4). Any other version is refused with the
  * versions pav speaks named.
  * Structs also carry their own size, so pav can tell a stale header apart from
  * a corrupted call.
@@ -39,7 +42,7 @@
 extern "C" {
 #endif
 
-#define PAV_KERNEL_ABI_VERSION 3u
+#define PAV_KERNEL_ABI_VERSION 4u
 #define PAV_KERNEL_ABI_OLDEST 1u /* the oldest version pav still loads */
 
 #if defined(_WIN32)
@@ -87,8 +90,16 @@ typedef enum pav_v_layout { PAV_V_LAYOUT_PLAIN = 0, PAV_V_LAYOUT_TRANS = 1 } pav
 
 /* How K and V are stored (version 3). separate: two tensors. combined: one
  * tensor kv_cache [pages, 2, ...] (nhd or hnd dims after the 2), with k_cache
- * and v_cache its [:, 0] and [:, 1] views. */
-typedef enum pav_kv_storage { PAV_KV_SEPARATE = 0, PAV_KV_COMBINED = 1 } pav_kv_storage;
+ * and v_cache its [:, 0] and [:, 1] views. latent (version 4, MLA): one nhd or
+ * hnd cache k_cache of one KV head and D = latent + rope dims (a pair of
+ * pav_kernel_desc.mla_dims); v_cache is its [..., :latent] view (the same data
+ * and strides, D_v = latent dims), v_scale is k_scale, out has D_v dims, and
+ * kv_cache is absent. */
+typedef enum pav_kv_storage {
+  PAV_KV_SEPARATE = 0,
+  PAV_KV_COMBINED = 1,
+  PAV_KV_LATENT = 2 /* version 4 */
+} pav_kv_storage;
 
 /* How a sequence's pages are found (version 3). block_table: block_tables
  * [num_seqs, max_blocks]. csr: kv_indptr [num_seqs + 1] (0, then growing by
@@ -194,6 +205,7 @@ typedef struct pav_tensor {
 #define PAV_MAX_BLOCK_SIZES 16
 #define PAV_MAX_HEAD_DIMS 64
 #define PAV_MAX_GQA_RATIOS 64
+#define PAV_MAX_MLA_DIMS 3
 
 /* What a kernel supports and how it computes. pav zero-fills the struct, sets
  * struct_size and abi_version, and the kernel fills in the rest. pav generates
@@ -251,19 +263,25 @@ typedef struct pav_kernel_desc {
   uint32_t page_tables;   /* mask of PAV_BIT(pav_page_table) */
   int32_t strided_cache;  /* 1: nhd/hnd page and head strides other than the contiguous ones */
   int32_t mixed_scales;   /* 1: k_scale and v_scale may be of different kinds */
-  uint8_t reserved[36];   /* zero; room for later fields */
+  /* Version 4 (zero in an older library: no MLA, no cache of 2^31 elements). */
+  int32_t large_cache;    /* 1: caches spanning 2^31 elements or more (offsets past int32) */
+  int32_t num_mla_dims;   /* (latent, rope) pairs below, with PAV_KV_LATENT in kv_storage */
+  int32_t mla_dims[PAV_MAX_MLA_DIMS][2]; /* e.g. {512, 64}: D = 576 must be in head_dims */
+  uint8_t reserved[4];    /* zero; room for later fields */
 } pav_kernel_desc;
 
 /* ---- one decode call ---- */
 
 /* The tensors and options of one call (see docs, "Contract"). Shapes:
  *   q            [num_seqs*q_len, Hq, D]  bf16/f16, head_dim stride 1
- *   out          like q, dtype per pav_kernel_desc.out_dtype
+ *   out          like q (D_v head dims with kv_storage latent), dtype per
+ *                pav_kernel_desc.out_dtype
  *   k_cache      packed: [num_blocks, Hkv, D/16, block_size, 16], contiguous;
  *                nhd / hnd (cache_layout): see pav_cache_layout; the cache dtype
  *                is one of pav_kernel_desc.cache_dtypes
  *   v_cache      packed: plain [num_blocks, Hkv, D, block_size] or
- *                trans [num_blocks, Hkv, block_size/16, D, 16]
+ *                trans [num_blocks, Hkv, block_size/16, D, 16]; latent: k_cache's
+ *                [..., :D_v] view (kv_storage)
  *   block_tables [num_seqs, max_blocks] i32 (absent with CSR page lists: pav_page_table)
  *   context_lens [num_seqs] i32
  *   k_scale, v_scale  absent, [1], [Hkv] or [num_blocks, Hkv, block_size] f32
@@ -299,12 +317,16 @@ typedef struct pav_decode_args {
   int32_t page_table;      /* pav_page_table */
   pav_tensor kv_cache;     /* combined storage [pages, 2, ...], or absent (then K and V are separate) */
   pav_tensor kv_indptr, kv_indices, kv_last_page_len; /* page_table = csr: i32 lists (host memory in check) */
+  /* Version 4. */
+  int32_t kv_storage;      /* pav_kv_storage: separate, combined (kv_cache given) or latent (MLA) */
 } pav_decode_args;
 
 /* The size of a version-1 pav_decode_args: the fields up to `stream`. */
 #define PAV_DECODE_ARGS_V1_SIZE (offsetof(pav_decode_args, window_left))
 /* The size of a version-2 pav_decode_args: the fields up to alibi_slopes. */
 #define PAV_DECODE_ARGS_V2_SIZE (offsetof(pav_decode_args, cache_layout))
+/* The size of a version-3 pav_decode_args: the fields up to kv_last_page_len. */
+#define PAV_DECODE_ARGS_V3_SIZE (offsetof(pav_decode_args, kv_storage))
 
 /* ---- entry points ---- */
 
