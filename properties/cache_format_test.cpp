@@ -627,13 +627,10 @@ TEST(Abi, TheCacheFormatCrossesTheBoundary) {
 // [..., :D_v] view of the same memory, v_scale K's, out of D_v dims; the
 // receiving side rebuilds the latent call, which the contract admits. A
 // version-3 prefix has no kv_storage.
+CaseSpec mla_spec();
+
 TEST(Abi, AnMlaCallCrossesTheBoundary) {
-  CaseSpec s = base_spec();
-  s.layout = CacheLayout::nhd;
-  s.hkv = 1;
-  s.group = 4;
-  s.head_dim = 48;
-  s.v_head_dim = 32;
+  CaseSpec s = mla_spec();
   s.page_pad = 16;
   s.v_scales.reset();
   props::HostCase c = props::build_case(s);
