@@ -556,7 +556,14 @@ TEST(Abi, TheCacheFormatCrossesTheBoundary) {
   {
     pav_kernel_desc v3 = desc;
     v3.abi_version = 3;
-    EXPECT_THROW(adapters::abi::from_abi(v3), adapters::KernelSpecError);
+    v3.partial_dtype = PAV_DTYPE_F32;
+    try {
+      adapters::abi::from_abi(v3);
+      ADD_FAILURE() << "the latent bit accepted from a version-3 library";
+    } catch (const adapters::KernelSpecError& e) {
+      EXPECT_NE(std::string(e.what()).find("kv_storage has bits set"), std::string::npos) << e.what();
+    }
+    v3.partial_dtype = desc.partial_dtype;
     v3.kv_storage = 3u;
     try {
       adapters::abi::from_abi(v3);
@@ -1171,6 +1178,43 @@ TEST(LargeCache, UsedPagesSitPastTwoToTheThirtyOneAndTheReferenceIsUnmoved) {
     EXPECT_EQ(props::sample(props::gen_kernel_case(d), seed, props::fuzz::case_size(seed)).low_spare_blocks, 0);
 }
 
+
+// A large case's low blocks follow its page size through every edit: a reject
+// move or a shrink to a larger page keeps the used pages just past 2^31 (with
+// the old count they would ask for many times the memory: a false FAIL of the
+// reject property, seen on the H200), a smaller page keeps them past it.
+TEST(LargeCache, LowBlocksFollowThePageThroughMovesAndShrinks) {
+  CaseSpec s = base_spec();
+  s.layout = CacheLayout::nhd;
+  s.hkv = 1;
+  s.group = 3;
+  s.head_dim = 256;
+  s.block_size = 2;
+  s.row_pad = 64;
+  s.page_pad = 16;
+  s.cache_dtype = DType::fp8_e4m3fn;
+  s.lens = {1};
+  s.low_spare_blocks = props::large_cache_low_blocks(s);
+  EXPECT_NO_THROW(props::check_case_spec(s));
+  for (int block : {18, 1, 256}) {
+    CaseSpec m = s;
+    m.block_size = block;
+    props::fit_derived_fields(m);
+    EXPECT_EQ(m.low_spare_blocks, props::large_cache_low_blocks(m)) << block;
+    EXPECT_NO_THROW(props::check_case_spec(m)) << block;
+  }
+  adapters::KernelDescription d = every_format();
+  d.large_cache = true;
+  int large = 0;
+  for (uint64_t seed = 1; seed <= 400; ++seed) {
+    const props::RejectCase r = props::sample(props::gen_reject_case(d), seed, props::fuzz::case_size(seed));
+    if (r.spec.low_spare_blocks == 0) continue;
+    ++large;
+    EXPECT_EQ(r.spec.low_spare_blocks, props::large_cache_low_blocks(r.spec)) << "seed " << seed << " moved " << r.moved;
+    EXPECT_NO_THROW(props::check_case_spec(r.spec)) << "seed " << seed << " moved " << r.moved;
+  }
+  EXPECT_GT(large, 0);
+}
 
 // The reject property reaches an MLA kernel's own move: calls of an undeclared
 // split of its head dim, which the contract refuses.

@@ -118,7 +118,7 @@ std::vector<std::pair<CaseSpec, int64_t>> simpler_specs(const CaseSpec& s, int64
   std::vector<std::pair<CaseSpec, int64_t>> out;
   auto add = [&](CaseSpec c, int64_t seq) {
     if (!c.sentinels.empty()) c.sentinels = boundary_sentinels(c.lens);
-    fit_per_head_values(c);  // per-query-head values follow a smaller head count
+    fit_derived_fields(c);  // per-head values and a large cache's low blocks follow the smaller call
     out.emplace_back(std::move(c), seq);
   };
   const int64_t n = int64_t(s.lens.size());

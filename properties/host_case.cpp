@@ -134,15 +134,17 @@ PlanParams plan_params(const CaseSpec& s) {
   return p;
 }
 
-void fit_per_head_values(CaseSpec& s) {
-  const size_t hq = size_t(std::max(s.hkv, 1)) * size_t(std::max(s.group, 1));
-  for (auto* v : {&s.sinks, &s.alibi_slopes})
-    if (*v && !(*v)->empty()) (*v)->resize(hq, (*v)->back());
-}
-
 int64_t large_cache_low_blocks(const CaseSpec& s) {
   const int64_t page = storage_of(s).k_page;
   return (kLargeCacheElements + page - 1) / page;
+}
+
+void fit_derived_fields(CaseSpec& s) {
+  const size_t hq = size_t(std::max(s.hkv, 1)) * size_t(std::max(s.group, 1));
+  for (auto* v : {&s.sinks, &s.alibi_slopes})
+    if (*v && !(*v)->empty()) (*v)->resize(hq, (*v)->back());
+  if (s.low_spare_blocks > 0 && s.block_size > 0 && s.head_dim > 0 && s.hkv > 0)
+    s.low_spare_blocks = large_cache_low_blocks(s);
 }
 
 float extreme_logit_scale(int head_dim, ScaleKind scales) {

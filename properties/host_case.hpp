@@ -107,10 +107,13 @@ struct HostCase {
   void poison_output();        // NaN into every output element
 };
 
-// Resizes the per-query-head values of the variant (sinks, ALiBi slopes) to
-// the spec's Hq, keeping the first ones and repeating the last: for edits that
-// change the head count (shrinking, a reject move).
-void fit_per_head_values(CaseSpec& s);
+// Refits the fields derived from a spec's geometry after an edit that changes
+// it (shrinking, a reject move): the per-query-head values of the variant
+// (sinks, ALiBi slopes) to its Hq, keeping the first ones and repeating the
+// last; and a large cache's low_spare_blocks to its page size, so that every
+// used page still lies just past element 2^31 (a larger page with the old
+// count would ask for many times the memory, a smaller one fall short).
+void fit_derived_fields(CaseSpec& s);
 
 // The softmax scale that puts an extreme_logits case's scaled logits near
 // -+6e4: q.k is about 16 D in the scaled values (32 times that when the cache

@@ -570,7 +570,7 @@ rc::Gen<RejectCase> gen_reject_case(const KernelDescription& d) {
       adjust_for_violation(g);
       r.spec = g.base;
     }
-    fit_per_head_values(r.spec);  // a move or a clause may change the head count
+    fit_derived_fields(r.spec);  // a move or a clause may change the head count or the page
     return r;
   });
 }
