@@ -800,6 +800,7 @@ TEST(KernelGeneration, ReachesEveryCacheFormat) {
     if (s.v_head_dim > 0) seen.insert("MLA");
     if (s.extreme_logits < 0) seen.insert("logits below -5e4");
     if (s.extreme_logits > 0) seen.insert("logits above 5e4");
+    if (s.zero_q_head) seen.insert("zero q head");
     if (s.page_pad || s.row_pad) seen.insert("padded");
     if (s.block_size == 1) seen.insert("page size 1");
     if (s.v_scales) seen.insert("mixed scales");
@@ -807,7 +808,8 @@ TEST(KernelGeneration, ReachesEveryCacheFormat) {
   }
   for (const char* want : {"packed", "nhd", "hnd", "bf16", "f16", "fp8_e4m3fn", "fp8_e4m3fnuz", "fp8_e5m2", "csr",
                            "block_table", "K per_head", "K per_token", "combined", "padded", "page size 1",
-                           "mixed scales", "csr beside nhd/hnd", "MLA", "logits below -5e4", "logits above 5e4"})
+                           "mixed scales", "csr beside nhd/hnd", "MLA", "logits below -5e4", "logits above 5e4",
+                           "zero q head"})
     EXPECT_TRUE(seen.count(want)) << "never drawn: " << want;
   // A kernel of the older formats is never sent another, nor a move into one.
   adapters::KernelDescription old = every_format();
@@ -1178,6 +1180,29 @@ TEST(LargeCache, UsedPagesSitPastTwoToTheThirtyOneAndTheReferenceIsUnmoved) {
     EXPECT_EQ(props::sample(props::gen_kernel_case(d), seed, props::fuzz::case_size(seed)).low_spare_blocks, 0);
 }
 
+
+// zero_q_head: query head 0 of every row is all zeros (after the extreme
+// shift too), the other heads are not; the field survives a case file.
+TEST(CaseBuilder, ZeroQHeadZeroesHeadZeroOfEveryRow) {
+  for (int extreme : {0, 1}) {
+    CaseSpec s = base_spec();
+    s.zero_q_head = true;
+    s.extreme_logits = extreme;
+    const props::HostCase c = props::build_case(s);
+    const int64_t hq = int64_t(s.hkv) * s.group, D = s.head_dim, rows = int64_t(s.lens.size()) * s.q_len;
+    int64_t nonzero_elsewhere = 0;
+    for (int64_t r = 0; r < rows; ++r)
+      for (int64_t h = 0; h < hq; ++h)
+        for (int64_t d = 0; d < D; ++d) {
+          const uint16_t bits = c.q[size_t((r * hq + h) * D + d)];
+          if (h == 0) EXPECT_EQ(bits, 0) << r << " " << d;
+          else nonzero_elsewhere += bits != 0;
+        }
+    EXPECT_GT(nonzero_elsewhere, rows * (hq - 1) * D / 2);
+    EXPECT_TRUE(props::case_from_json(props::case_to_json(s, {}), "x.json").zero_q_head);
+  }
+  EXPECT_FALSE(props::case_from_json(props::case_to_json(base_spec(), {}), "x.json").zero_q_head);
+}
 
 // A large case's low blocks follow its page size through every edit: a reject
 // move or a shrink to a larger page keeps the used pages just past 2^31 (with

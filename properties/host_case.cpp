@@ -371,6 +371,8 @@ HostCase build_case(const CaseSpec& spec, bool fill_values) {
       const float v = draw.normal(row, i) + q_shift;
       c.q[r * qstride + i] = spec.q_dtype == DType::bf16 ? f32_to_bf16(v) : f32_to_f16(v);
     }
+  if (spec.zero_q_head)
+    for (int64_t r = 0; r < qrows && fill_values; ++r) std::fill_n(c.q.begin() + r * qstride, D, uint16_t(0));
   if (spec.q_bits) {
     for (int64_t r = 0; r < qrows; ++r)
       std::copy_n(spec.q_bits->begin() + r * Hq * D, Hq * D, c.q.begin() + r * qstride);

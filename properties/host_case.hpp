@@ -75,6 +75,10 @@ struct CaseSpec {
   // running max from, or past what f16 logits hold.
   int extreme_logits = 0;
   static constexpr float kExtremeShift = 4.0f;  // the shared component of q's and K's elements
+  // Query head 0 of every row all zeros: its logits tie exactly (every score
+  // 0 before a variant's bias, so its softmax is uniform over what it sees),
+  // and its absmax is 0 (a per-row quantization scale must not divide by it).
+  bool zero_q_head = false;
   // The attention variant (kernels::AttentionVariant): window and soft cap, and
   // the sink logits and ALiBi slopes inline, one per query head (Hq values).
   int window_left = -1;

@@ -230,6 +230,8 @@ rc::Gen<CaseSpec> gen_kernel_case(const KernelDescription& d, DecodeGenLimits li
       s.opt.softmax_scale = extreme_logit_scale(s.head_dim, s.scales);
       s.sentinels.clear();
     }
+    // Sometimes query head 0 is all zeros: exact ties, and a row absmax of 0.
+    s.zero_q_head = *rc::gen::weightedOneOf<bool>({{9, rc::gen::just(false)}, {1, rc::gen::just(true)}});
     draw_variant(s, d);
     // A kernel that declares large caches sometimes gets one: blocks before
     // the used ones put every page its contexts read past element 2^31 of the

@@ -24,7 +24,9 @@ last chunk. --lse-base 2 writes lse in log2 and describes it so. --p-round fp8
 rounds the softmax weights to the cache's e4m3 flavour as they are, without the
 FP8_MAX scale, as some Triton decodes do, and declares that profile
 (the defect p-fp8-undeclared rounds so while declaring none: pav must fail it).
---partial DTYPE splits each row's context into partitions of --split-tokens
+--q-quant fp8_per_row quantizes each query head vector to the cache's e4m3
+flavour with a per-row scale (profile q_quant fp8_per_row; the defect
+q-scale-unguarded drops the scale's 1e-20 floor). --partial DTYPE splits each row's context into partitions of --split-tokens
 tokens (rounded up to whole pages), stores each partition's normalized output
 in DTYPE (f32, bf16, f16 or an fp8 flavour) and merges them by log-sum-exp,
 as a split-KV kernel does, and declares that partial dtype.
@@ -58,6 +60,7 @@ DEFECTS = {
     "mla-rope-dropped": "MLA: logits from the latent dims only, the rope dims of q and K left out",
     "max-starts-at-minus-1e4": "the running max starts at -1e4 instead of -inf: rows whose every logit is below -1e4 sum to 0",
     "partial-e4m3-undeclared": "rows split into 32-token partitions whose outputs are stored in fp8 e4m3fn while the profile says partial none",
+    "q-scale-unguarded": "with --q-quant fp8_per_row, the row scale absmax/FP8_MAX without its 1e-20 floor: an all-zero q row divides 0 by 0",
     "page-stride-from-shape": "strided caches: the page stride taken from the shape (page_size*Hkv*D elements), as if pages were packed",
 }
 
@@ -74,8 +77,9 @@ CHUNK_TOKENS = 16384  # tokens decoded at once per (sequence, chunk): bounds mem
 
 
 class NumpyDecode:
-    def __init__(self, defect=None, lse_base="e", p_round="none", partial=None, split_tokens=256):
+    def __init__(self, defect=None, lse_base="e", p_round="none", partial=None, split_tokens=256, q_quant="none"):
         self.defect = defect
+        self.q_quant = q_quant
         self.lse_base = lse_base
         self.p_round = p_round
         self.partial = partial  # None: no partitions (online softmax over chunks)
@@ -131,6 +135,8 @@ class NumpyDecode:
 
     def decode(self, call):
         q = call.q
+        if self.q_quant == "fp8_per_row":
+            q = quantize_q_rows(q, call.cache_dtype, self.defect == "q-scale-unguarded")
         rows_total, hq, d = q.shape
         dv = call.v_head_dim  # d but for MLA: V and out take the keys' first dv dims
         q_len = call.q_len
@@ -254,6 +260,16 @@ class NumpyDecode:
         return m, l, round_to(o.astype(np.float32), self.partial)
 
 
+def quantize_q_rows(q, flavour, unguarded=False):
+    """Each query head vector (a row of D values) quantized to the cache's e4m3
+    flavour with q_scale = max(absmax / FP8_MAX, 1e-20), then scaled back
+    (profile q_quant fp8_per_row)."""
+    fp8_max = np.float32(448.0 if flavour == "fp8_e4m3fn" else 240.0)
+    amax = np.abs(q).max(axis=-1, keepdims=True).astype(np.float32)
+    scale = amax / fp8_max if unguarded else np.maximum(amax / fp8_max, np.float32(1e-20))
+    return round_to_fp8(q / scale, flavour) * scale
+
+
 def merge(parts):
     """The log-sum-exp merge of partitions (m, l, o): the running state (m, l,
     acc) of the whole row, acc = sum of l_i exp(m_i - M) o_i."""
@@ -319,6 +335,10 @@ def main():
     parser.add_argument("--partial", choices=["f32", "bf16", "f16", "fp8_e4m3fn", "fp8_e4m3fnuz", "fp8_e5m2"],
                         help="split each row into partitions of --split-tokens tokens, store their normalized "
                              "outputs in this dtype and merge them, and describe it so (profile partial)")
+    parser.add_argument("--q-quant", choices=["none", "fp8_per_row"], default="none",
+                        help="quantize each query head vector to the cache's e4m3 flavour with a per-row scale "
+                             "before Q.K (profile q_quant fp8_per_row), and describe it so; the worker then "
+                             "declares e4m3 caches only")
     parser.add_argument("--split-tokens", type=int, default=256,
                         help="tokens per partition with --partial (rounded up to whole pages; default 256)")
     parser.add_argument("--p-round", choices=["none", "fp8"], default="none",
@@ -331,8 +351,11 @@ def main():
         return
     if opts.split_tokens < 1:
         parser.error("--split-tokens must be at least 1")
-    kernel = NumpyDecode(opts.defect, opts.lse_base, opts.p_round, opts.partial, opts.split_tokens)
+    kernel = NumpyDecode(opts.defect, opts.lse_base, opts.p_round, opts.partial, opts.split_tokens, opts.q_quant)
     desc = dict(DESCRIPTION)
+    if opts.q_quant == "fp8_per_row":
+        desc["cache_dtypes"] = ["fp8_e4m3fn", "fp8_e4m3fnuz"]
+        desc["profile"] = dict(desc["profile"], q_quant="fp8_per_row")
     if opts.partial:
         desc["profile"] = dict(desc["profile"], partial=opts.partial)
     if opts.p_round == "fp8":
