@@ -131,6 +131,26 @@ TEST(DurableFile, ASymlinkIsWrittenThroughNotReplaced) {
   fs::remove_all(dir);
 }
 
+// A shorter content over a longer file leaves nothing of the old one past its
+// end, on each path: a regular file replaced, a file written through a symlink
+// (in place), and an empty content last.
+TEST(DurableFile, AShorterWriteOverALongerFileLeavesNoTail) {
+  const fs::path dir = scratch("shrink");
+  pav::write_file_atomically(dir / "target", std::string(4096, 'o') + "\n");
+  fs::create_symlink(dir / "target", dir / "link");
+  for (const fs::path& f : {dir / "plain.json", dir / "link"}) {
+    SCOPED_TRACE(f.string());
+    pav::write_file_atomically(f, std::string(4096, 'o') + "\n");
+    pav::write_file_atomically(f, "{\"short\": 1}\n");
+    EXPECT_EQ(slurp(f), "{\"short\": 1}\n");
+    pav::write_file_atomically(f, "");
+    EXPECT_EQ(slurp(f), "");
+  }
+  EXPECT_TRUE(fs::is_symlink(dir / "link"));
+  EXPECT_EQ(slurp(dir / "target"), "");
+  fs::remove_all(dir);
+}
+
 TEST(DurableFile, RefusesDirectoriesAndMissingFolders) {
   const fs::path dir = scratch("refuse");
   EXPECT_NE(expect_io_error([&] { pav::write_file_atomically(dir, "x"); }).find("directory"), std::string::npos);

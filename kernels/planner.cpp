@@ -102,12 +102,9 @@ bool plan_is_fresh(const PlanView& plan, const int32_t* live_lens, int64_t num_s
   if (num_seqs != plan.num_seqs) return false;
   for (int64_t b = 0; b < num_seqs; ++b) {
     const int64_t first = plan.reduce_info[2 * b], count = plan.reduce_info[2 * b + 1];
-    if (count == 0) {
-      if (live_lens[b] > 0) return false;
-    } else {
-      for (int64_t p = 0; p < count; ++p)
-        if (plan.work_info[4 * (first + p) + 3] != live_lens[b]) return false;
-    }
+    if (range_stale(first, count, plan.capacity, live_lens[b])) return false;
+    for (int64_t j = 0; j < count; ++j)
+      if (task_row_stale(plan.work_info, plan.capacity, first, count, j, int32_t(b), live_lens[b])) return false;
   }
   return true;
 }

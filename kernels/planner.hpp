@@ -47,6 +47,33 @@ PAV_HD inline void plan_task(int32_t* row, int32_t seq, int64_t p, int64_t tiles
   row[3] = len;
 }
 
+// Freshness of one task row, the one rule of every planned launch (the CPU
+// backend, the GPU check and attention) and of plan_is_fresh. Row j of sequence
+// `seq`'s range [first, first + count) is fresh for the live length when it
+// lies inside the capacity, names `seq`, records `live`, is non-empty, starts
+// where row j-1 ends (row 0 at tile 0), and the last row ends at the live
+// length's last tile. A refresh rewrites every row, so a row one left behind
+// (a torn plan: another sequence's row, or this one's under an earlier split,
+// whatever length it records) is stale, and so is its sequence. For a range
+// that range_stale accepts.
+// The other half of that rule: sequence `seq`'s reduce_info row (its range) is
+// stale as a whole when the range is not inside the capacity or its count is
+// negative, or it has no task though the live length has tokens. Checked first:
+// only a range inside the capacity has rows to check.
+PAV_HD inline bool range_stale(int64_t first, int64_t count, int64_t capacity, int32_t live) {
+  return count < 0 || first < 0 || first > capacity - count || (count == 0 && live > 0);
+}
+
+PAV_HD inline bool task_row_stale(const int32_t* work, int64_t capacity, int64_t first, int64_t count, int64_t j,
+                                  int32_t seq, int32_t live) {
+  const int64_t i = first + j;
+  if (first < 0 || i < 0 || i >= capacity) return true;
+  const int32_t* row = work + 4 * i;
+  if (row[0] != seq || row[3] != live || row[2] <= row[1]) return true;
+  if (row[1] != (j == 0 ? 0 : work[4 * (i - 1) + 2])) return true;
+  return j == count - 1 && row[2] != plan_tiles(live);
+}
+
 // Writes reduce_info [num_seqs, 2] and the task rows of work_info [capacity, 4]
 // from per-request partition counts, in request order, then zeroes the padding
 // slots. count_of(tiles) is called once per request, in order (both policies'
@@ -158,8 +185,9 @@ class WorkPlan {
 // first violation.
 std::string check_plan_structure(const PlanView& plan);
 
-// True when the plan was refreshed from exactly these live lengths: every task
-// records the live length of its sequence, and rows without tasks are empty.
+// True when the plan was refreshed from exactly these live lengths: every row
+// of every sequence's range is fresh (task_row_stale), and sequences without
+// tasks have no tokens.
 bool plan_is_fresh(const PlanView& plan, const int32_t* live_lens, int64_t num_seqs);
 
 }  // namespace pav::kernels

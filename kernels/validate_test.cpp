@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <set>
 #include <stdexcept>
@@ -12,6 +13,7 @@
 #include "kernels/codecs.hpp"
 #include "kernels/dispatch/tiny_call.hpp"
 #include "kernels/launch.hpp"
+#include "kernels/planner.hpp"
 #include "kernels/validate.hpp"
 
 using namespace pav::kernels;
@@ -191,6 +193,56 @@ TEST(Launch, PlannedTornTaskRowMakesItsSequenceStale) {
     for (int64_t i = 0; i < row_elems; ++i) ASSERT_TRUE(std::isnan(bf16_to_f32(t.out[size_t(i)]))) << i;
     for (int64_t i = row_elems; i < 2 * row_elems; ++i) ASSERT_EQ(bf16_to_f32(t.out[size_t(i)]), 0.0f) << i;
   }
+}
+
+// A torn plan whose left-behind row records a live length, so that a check of
+// lengths alone passes it: another sequence's row (with that sequence's live
+// length), or the sequence's own row under an earlier split (the live length,
+// other tiles). Attended, the first merges the other sequence's partial into
+// this one and never reads some of its tiles; the second reads some tiles twice
+// or never. Each makes its sequence stale: NaN rows, the other sequence
+// computed, and plan_is_fresh says so.
+TEST(Launch, PlannedTornRowRecordingALiveLengthMakesItsSequenceStale) {
+  TinySpec spec;
+  spec.lens = {3000, 20};
+  TinyCall t(spec);
+  const PlanView plan = t.make_plan();
+  const int64_t row_elems = t.call.q.shape[1] * t.call.q.shape[2];
+  const int32_t first = plan.reduce_info[0], count = plan.reduce_info[1], other = plan.reduce_info[2];
+  ASSERT_GE(count, 4) << "the long sequence must be split";
+  ASSERT_TRUE(plan_is_fresh(plan, t.lens.data(), 2));
+  int32_t* mid = plan.work_info + 4 * (first + 1);
+  int32_t* last = plan.work_info + 4 * (first + count - 1);
+  const int32_t* seq1 = plan.work_info + 4 * other;
+  struct Tear {
+    const char* what;
+    int32_t* row;
+    std::array<int32_t, 4> value;
+  };
+  const std::vector<Tear> tears{
+      {"sequence 1's row in sequence 0's range", mid, {seq1[0], seq1[1], seq1[2], seq1[3]}},
+      {"an earlier split's row: the right start, a later end", mid, {0, mid[1], mid[2] + 1, 3000}},
+      {"an earlier split's row: an earlier start", mid, {0, mid[1] - 1, mid[2], 3000}},
+      {"an empty row", mid, {0, mid[1], mid[1], 3000}},
+      {"the last row ending a tile short", last, {0, last[1], last[2] - 1, 3000}},
+  };
+  for (const Tear& tear : tears) {
+    SCOPED_TRACE(tear.what);
+    std::array<int32_t, 4> saved;
+    std::copy_n(tear.row, 4, saved.begin());
+    std::copy_n(tear.value.begin(), 4, tear.row);
+    std::fill(t.out.begin(), t.out.end(), uint16_t(0x7fc0));
+    const bool fresh = plan_is_fresh(plan, t.lens.data(), 2);
+    const DecodeResult r = launch_planned(t.call, &plan, t.scratch);
+    std::copy_n(saved.begin(), 4, tear.row);
+    EXPECT_FALSE(fresh);
+    EXPECT_EQ(r.status, DecodeStatus::stale_plan);
+    EXPECT_GE(r.stale_tasks, 1);
+    EXPECT_EQ(r.stale_rows, 0);
+    for (int64_t i = 0; i < row_elems; ++i) ASSERT_TRUE(std::isnan(bf16_to_f32(t.out[size_t(i)]))) << i;
+    for (int64_t i = row_elems; i < 2 * row_elems; ++i) ASSERT_EQ(bf16_to_f32(t.out[size_t(i)]), 0.0f) << i;
+  }
+  ASSERT_TRUE(plan_is_fresh(plan, t.lens.data(), 2));  // every tear undone
 }
 
 // A plan refreshed from other lengths is not attended: the launch reports it

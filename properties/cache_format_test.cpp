@@ -17,6 +17,7 @@
 #include <fstream>
 #include <unistd.h>
 #include <functional>
+#include <map>
 #include <set>
 #include <string>
 #include <vector>
@@ -801,6 +802,7 @@ TEST(KernelGeneration, ReachesEveryCacheFormat) {
     if (s.extreme_logits < 0) seen.insert("logits below -5e4");
     if (s.extreme_logits > 0) seen.insert("logits above 5e4");
     if (s.zero_q_head) seen.insert("zero q head");
+    if (s.null_block) seen.insert("null block");
     if (s.page_pad || s.row_pad) seen.insert("padded");
     if (s.block_size == 1) seen.insert("page size 1");
     if (s.v_scales) seen.insert("mixed scales");
@@ -809,7 +811,7 @@ TEST(KernelGeneration, ReachesEveryCacheFormat) {
   for (const char* want : {"packed", "nhd", "hnd", "bf16", "f16", "fp8_e4m3fn", "fp8_e4m3fnuz", "fp8_e5m2", "csr",
                            "block_table", "K per_head", "K per_token", "combined", "padded", "page size 1",
                            "mixed scales", "csr beside nhd/hnd", "MLA", "logits below -5e4", "logits above 5e4",
-                           "zero q head"})
+                           "zero q head", "null block"})
     EXPECT_TRUE(seen.count(want)) << "never drawn: " << want;
   // A kernel of the older formats is never sent another, nor a move into one.
   adapters::KernelDescription old = every_format();
@@ -1257,3 +1259,88 @@ TEST(KernelGeneration, RejectCasesReachAnUndeclaredMlaSplit) {
 }
 
 }  // namespace
+
+// null_block: block 0 is poisoned and no sequence's page; every table entry
+// past a sequence's pages (and an empty CSR list's one page) is 0; the used
+// blocks are those after it, each once. Without it the used blocks start at 0
+// (block 0 is live) and the padding points past them. The field survives a
+// case file, and the reference is the same either way.
+TEST(CaseBuilder, TheNullBlockIsPoisonedAndPadsTheTables) {
+  for (const PageTable table : {PageTable::block_table, PageTable::csr}) {
+    for (const bool null_block : {false, true}) {
+      CaseSpec s = base_spec();
+      s.layout = CacheLayout::nhd;
+      s.cache_dtype = DType::bf16;
+      s.page_table = table;
+      s.null_block = null_block;
+      const props::HostCase c = props::build_case(s);
+      SCOPED_TRACE(std::string(kernels::to_string(table)) + (null_block ? ", null block" : ", no null block"));
+      const int64_t B = int64_t(s.lens.size()), per_block = int64_t(s.block_size) * s.hkv * s.head_dim;
+      std::multiset<int32_t> used;
+      for (int64_t b = 0; b < B; ++b) {
+        const int64_t pages = (int64_t(s.lens[size_t(b)]) + s.block_size - 1) / s.block_size;
+        for (int64_t i = 0; i < c.max_blocks; ++i) {
+          const int32_t id = c.block_tables[size_t(b * c.max_blocks + i)];
+          if (i < pages) used.insert(id);
+          else if (null_block) EXPECT_EQ(id, 0) << "seq " << b << " entry " << i;
+          else EXPECT_NE(id, 0) << "seq " << b << " entry " << i;
+        }
+      }
+      EXPECT_EQ(used.count(0), null_block ? 0u : 1u);  // block 0 live exactly when there is no null block
+      EXPECT_EQ(int64_t(std::set<int32_t>(used.begin(), used.end()).size()), int64_t(used.size()));
+      EXPECT_EQ(*used.rbegin(), int32_t(used.size()) - (null_block ? 0 : 1));
+      int64_t finite_in_block0 = 0;
+      for (int64_t i = 0; i < per_block; ++i)
+        for (const std::vector<uint8_t>* buf : {&c.k, &c.v})
+          finite_in_block0 += !std::isnan(element(DType::bf16, &(*buf)[size_t(2 * i)]));
+      if (null_block) EXPECT_EQ(finite_in_block0, 0);
+      else EXPECT_GT(finite_in_block0, 0);
+      if (table == PageTable::csr) {  // the empty sequence's list holds one page: the null block where there is one
+        ASSERT_EQ(c.kv_indptr.size(), size_t(B + 1));
+        for (int32_t id : c.kv_indices) EXPECT_EQ(id == 0, null_block && c.kv_indices.size() == 1) << id;
+      }
+      EXPECT_EQ(props::case_from_json(props::case_to_json(s, {}), "x.json").null_block, null_block);
+      EXPECT_EQ(props::case_to_json(s, {}).contains("null_block"), null_block);  // written only when set
+    }
+  }
+  // The same call with and without the null block: the same reference.
+  CaseSpec s = base_spec();
+  s.layout = CacheLayout::hnd;
+  props::HostCase plain = props::build_case(s);
+  s.null_block = true;
+  props::HostCase with_null = props::build_case(s);
+  EXPECT_EQ(reference::decode(plain.call()).out, reference::decode(with_null.call()).out);
+  // Inline block tables place the blocks themselves.
+  s.block_tables = plain.block_tables;
+  EXPECT_THROW((void)props::build_case(s), std::invalid_argument);
+}
+
+// The GQA ratios rare in engines' tilings (above 16, not a power of two) are
+// drawn often when declared, in cheap runs too; a kernel that declares none
+// is never sent one.
+TEST(KernelGeneration, RareGqaRatiosAreWeightedUp) {
+  adapters::KernelDescription d = every_format();
+  d.gqa_ratios = {1, 2, 4, 8, 16, 20, 48};
+  adapters::canonicalize(d);
+  EXPECT_EQ(props::rare_gqa_ratios(d), (std::vector<int64_t>{20, 48}));
+  for (const bool tiny : {false, true}) {
+    props::DecodeGenLimits lim;
+    if (tiny) lim.max_total_tokens = 2000;
+    const rc::Gen<CaseSpec> gen = props::gen_kernel_case(d, lim);
+    std::map<int, int> drawn;
+    constexpr int kDraws = 300;
+    for (uint64_t seed = 1; seed <= kDraws; ++seed) ++drawn[props::sample(gen, seed, props::fuzz::case_size(seed)).group];
+    const int rare = drawn[20] + drawn[48];
+    std::string seen;
+    for (const auto& [g, n] : drawn) seen += " G" + std::to_string(g) + ":" + std::to_string(n);
+    // Weight 2 of 7 (of 6 in tiny runs): about 86 (100) of 300; at least 1 in 6.
+    EXPECT_GE(rare, kDraws / 6) << (tiny ? "tiny:" : "default:") << seen;
+    EXPECT_GT(drawn[20], 0) << seen;
+    EXPECT_GT(drawn[48], 0) << seen;
+  }
+  d.gqa_ratios = {1, 2, 4, 8, 16};
+  adapters::canonicalize(d);
+  EXPECT_TRUE(props::rare_gqa_ratios(d).empty());
+  for (uint64_t seed = 1; seed <= 60; ++seed)
+    EXPECT_LE(props::sample(props::gen_kernel_case(d), seed, props::fuzz::case_size(seed)).group, 16);
+}

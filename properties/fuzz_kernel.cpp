@@ -2,6 +2,9 @@
 // The properties of a kernel under test (pav fuzz / verify / replay --kernel).
 #include <fmt/core.h>
 
+#include <climits>
+#include <stdexcept>
+
 #include "properties/fuzz.hpp"
 #include "properties/gate_gen.hpp"
 #include "properties/kernel_gen.hpp"
@@ -46,6 +49,7 @@ std::string describe_kernel_spec(const CaseSpec& s) {
   if (s.opt.softmax_scale != 0.0f) variant += fmt::format(", scale {:g}", s.opt.softmax_scale);
   if (s.extreme_logits != 0) variant += fmt::format(", extreme logits ({})", s.extreme_logits < 0 ? "-6e4" : "+6e4");
   if (s.zero_q_head) variant += ", q head 0 zero";
+  if (s.null_block) variant += ", null block 0";
   if (s.window_left >= 0) variant += fmt::format(", window {}", s.window_left);
   if (s.soft_cap != 0.0f) variant += fmt::format(", soft cap {:g}", s.soft_cap);
   if (s.sinks) variant += fmt::format(", sinks (head 0: {:g})", s.sinks->front());
@@ -117,6 +121,59 @@ RejectCase reject_from_case(const CaseSpec& s, const json& meta) {
   return r;
 }
 
+// ---- stale plans ------------------------------------------------------------------
+
+Verdict check_stale_case(const StaleKernelCase& v, const CheckContext& ctx) {
+  adapters::KernelUnderTest& k = kernel_of(ctx);
+  const KernelDescription& d = k.description();
+  if (d.split != adapters::Split::plan) return Verdict::fail("the stale property is for kernels that run pav's plan");
+  HostCase c = build_case(v.spec);
+  KernelCall kc;
+  prepare_kernel_call(kc, c, d);
+  make_stale_plan(v, *kc.plan);
+  kc.plan_view = kc.plan->view();
+  // A value shrunk to lengths that make the plan fresh again has nothing stale to hand over.
+  if (kernels::plan_is_fresh(kc.plan_view, c.lens.data(), int64_t(c.lens.size()))) return Verdict::pass();
+  if (std::string why = adapters::contract_violation(kc.request, d); !why.empty())
+    return Verdict::fail("pav generated a call outside the kernel's description: " + why);
+  const CheckedRun run = run_checked(k, kc.request);
+  if (run.checked && run.check.outcome == Outcome::rejected) return Verdict::pass();  // refused before decode
+  if (run.checked && !run.check.ok()) return Verdict::fail("check: " + outcome_text(run.check));
+  if (run.decode.outcome == Outcome::stale_plan) return Verdict::pass();
+  if (!run.decode.ok())
+    return Verdict::fail("a stale plan answered with " + outcome_text(run.decode) +
+                         " (a plan that does not match the live lengths calls for the stale_plan status)");
+  const KernelJudgement j = judge_kernel_output(kc.request, d);
+  return j.passed ? Verdict::pass()
+                  : Verdict::fail("status ok on a stale plan, and the output is not the live call's: " + j.verdict);
+}
+
+CaseSpec stale_to_case(const StaleKernelCase& v, json& meta) {
+  meta["stale"] = {{"plan_lens", v.plan_lens}, {"torn_row", v.torn_row}};
+  return v.spec;
+}
+
+StaleKernelCase stale_from_case(const CaseSpec& s, const json& meta) {
+  StaleKernelCase v;
+  v.spec = s;
+  const json j = meta.value("stale", json::object());
+  if (!j.contains("plan_lens") || !j["plan_lens"].is_array())
+    throw std::invalid_argument("meta.stale.plan_lens: an array of lengths is required");
+  for (const json& x : j["plan_lens"]) {
+    if (!x.is_number_integer() || x.get<int64_t>() < 0 || x.get<int64_t>() > INT32_MAX)
+      throw std::invalid_argument("meta.stale.plan_lens: lengths are integers in 0..2^31-1, got " + x.dump());
+    v.plan_lens.push_back(x.get<int32_t>());
+  }
+  if (v.plan_lens.size() != s.lens.size())
+    throw std::invalid_argument("meta.stale.plan_lens: " + std::to_string(v.plan_lens.size()) + " lengths for " +
+                                std::to_string(s.lens.size()) + " sequences");
+  const json& t = j.contains("torn_row") ? j["torn_row"] : json(-1);
+  if (!t.is_number_integer() || t.get<int64_t>() < -1)
+    throw std::invalid_argument("meta.stale.torn_row: -1 or a row index, got " + t.dump());
+  v.torn_row = t.get<int64_t>();
+  return v;
+}
+
 }  // namespace
 
 std::vector<Property> kernel_properties(const KernelDescription& d) {
@@ -149,6 +206,18 @@ std::vector<Property> kernel_properties(const KernelDescription& d) {
         reject_to_case,
         reject_from_case,
         [](const RejectCase& r) { return to_string(r); },
+    }));
+  if (d.split == adapters::Split::plan)
+    v.push_back(make_property<StaleKernelCase>({
+        "stale",
+        "calls handed a stale plan (refreshed from other lengths, or torn: one row left from an earlier refresh) "
+        "answer stale_plan, are refused by the check, or are computed correctly all the same",
+        false,
+        gen_stale_kernel_case(d, kernel_decode_limits()),
+        check_stale_case,
+        stale_to_case,
+        stale_from_case,
+        [](const StaleKernelCase& v) { return describe_kernel_spec(v.spec) + "; " + to_string(v); },
     }));
   return v;
 }

@@ -221,6 +221,8 @@ CaseBlocks check_case_spec(const CaseSpec& spec, bool check_memory) {
     bad("low_spare_blocks", "must be in 0..2^31, got " + std::to_string(spec.low_spare_blocks));
   if (spec.low_spare_blocks > 0 && spec.block_tables)
     bad("low_spare_blocks", "given with inline block tables (their ids place the blocks)");
+  if (spec.null_block && spec.block_tables)
+    bad("null_block", "given with inline block tables (their ids place the blocks)");
   if (spec.extreme_logits < -1 || spec.extreme_logits > 1)
     bad("extreme_logits", "must be -1, 0 or 1, got " + std::to_string(spec.extreme_logits));
   if (spec.q_row_pad < 0) bad("q_row_pad", "must be >= 0, got " + std::to_string(spec.q_row_pad));
@@ -256,7 +258,7 @@ CaseBlocks check_case_spec(const CaseSpec& spec, bool check_memory) {
     for (int64_t b = 0; b < B; ++b)
       if (nblk[b] > c.max_blocks) bad("tensors.block_tables", "sequence " + std::to_string(b) + " needs " + std::to_string(nblk[b]) + " blocks, its row has " + std::to_string(c.max_blocks));
   } else {
-    c.num_blocks = spec.low_spare_blocks + needed + spec.spare_blocks;
+    c.num_blocks = spec.low_spare_blocks + int64_t(spec.null_block) + needed + spec.spare_blocks;
   }
   const int64_t qrows = B * spec.q_len, qstride = Hq * D + spec.q_row_pad;
   HostBytes bytes;
@@ -343,15 +345,17 @@ HostCase build_case(const CaseSpec& spec, bool fill_values) {
   Draws draw(spec);
 
   // Block tables: used entries take shuffled ids; the rest point at a spare
-  // (poisoned) block, which a kernel must never read.
+  // (poisoned) block after them, or at the null block 0 before them, which a
+  // kernel must never read.
+  const int64_t first_used = spec.low_spare_blocks + int64_t(spec.null_block);
+  const int32_t padding = spec.null_block ? 0 : int32_t(first_used + needed);
   if (spec.block_tables) {
     c.block_tables = *spec.block_tables;
   } else {
     std::vector<int32_t> ids(needed);
-    std::iota(ids.begin(), ids.end(), int32_t(spec.low_spare_blocks));
+    std::iota(ids.begin(), ids.end(), int32_t(first_used));
     draw.permute(ids);
-    const int32_t spare = int32_t(spec.low_spare_blocks + needed);
-    c.block_tables.assign(B * c.max_blocks, spare);
+    c.block_tables.assign(B * c.max_blocks, padding);
     int64_t k = 0;
     for (int64_t b = 0; b < B; ++b)
       for (int64_t i = 0; i < nblk[b]; ++i) c.block_tables[b * c.max_blocks + i] = ids[k++];
@@ -388,7 +392,8 @@ HostCase build_case(const CaseSpec& spec, bool fill_values) {
       c.kv_indptr.push_back(int32_t(c.kv_indices.size()));
       c.kv_last_page_len.push_back(int32_t(n == 0 ? 0 : L - (n - 1) * bs));
     }
-    if (c.kv_indices.empty()) c.kv_indices.push_back(int32_t(needed));  // a list is never empty: a spare page
+    if (c.kv_indices.empty())  // a list is never empty: a spare page (the null block where there is one)
+      c.kv_indices.push_back(spec.null_block ? padding : int32_t(needed));
   }
 
   // Caches, all poisoned first.

@@ -62,6 +62,12 @@ struct CaseSpec {
   // enough of them every page a context reads sits past element 2^31 of its
   // cache, for kernels that declare large_cache. 0: the used blocks come first.
   int64_t low_spare_blocks = 0;
+  // Block 0 a null block, as engines keep one and pad their block tables with
+  // 0: poisoned, no sequence's page, and every table entry past a sequence's
+  // pages points at it (the used blocks follow it). A kernel that reads
+  // block 0 or a padded entry for a masked lane then reads NaN, where with the
+  // used blocks from 0 it would read a live page and hide the read.
+  bool null_block = false;
   uint64_t seed = 1;                  // data seed: q, caches, scales, block order
   // How the seed becomes data: 2 (counter-based, properties/counter_rng.hpp,
   // the same bytes everywhere) or 1 (the legacy standard-library stream, for

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <stdexcept>
 
 #include "kernels/limits.hpp"
 #include "properties/gate_gen.hpp"
@@ -110,6 +111,13 @@ std::optional<int64_t> unlisted_near(int64_t x, const std::vector<int64_t>& list
 
 }  // namespace
 
+std::vector<int64_t> rare_gqa_ratios(const KernelDescription& d) {
+  std::vector<int64_t> v;
+  for (int64_t g : d.gqa_ratios)
+    if (g > 16 || (g & (g - 1)) != 0) v.push_back(g);
+  return v;
+}
+
 std::optional<std::string> generation_problem(const KernelDescription& d) {
   if (buildable_layouts(d).empty())
     return "pav builds packed caches with block sizes that are multiples of 16; the kernel lists none (" +
@@ -181,8 +189,13 @@ rc::Gen<CaseSpec> gen_kernel_case(const KernelDescription& d, DecodeGenLimits li
     std::vector<int64_t> groups;
     for (int64_t g : at_most(d.gqa_ratios, max_g))
       if (g * s.head_dim <= kWideRow || g == at_most(d.gqa_ratios, max_g).front()) groups.push_back(g);
-    s.group = int(tiny ? *rc::gen::elementOf(groups)
-                       : *rc::gen::weightedOneOf<int64_t>({{4, rc::gen::elementOf(groups)}, {1, rc::gen::elementOf(d.gqa_ratios)}}));
+    // The rare ratios (above 16, or not a power of two: 20, 48) that a kernel
+    // declares are weighted up: drawn from the whole list alone they came up
+    // about once in 160 cases, and their tiling is where the bugs sit.
+    const std::vector<int64_t> rare = rare_gqa_ratios(d);
+    s.group = int(*rc::gen::weightedOneOf<int64_t>({{4, rc::gen::elementOf(groups)},
+                                                    {tiny ? 0u : 1u, rc::gen::elementOf(d.gqa_ratios)},
+                                                    {rare.empty() ? 0u : 2u, rc::gen::elementOf(rare.empty() ? groups : rare)}}));
     const int64_t qmin = d.min_q_len, qmax = std::min<int64_t>(d.max_q_len, tiny ? qmin + 1 : 16);
     s.q_len = qmin == qmax ? int(qmin)
                            : *rc::gen::weightedOneOf<int>({{4, rc::gen::just(int(qmin))},
@@ -232,6 +245,9 @@ rc::Gen<CaseSpec> gen_kernel_case(const KernelDescription& d, DecodeGenLimits li
     }
     // Sometimes query head 0 is all zeros: exact ties, and a row absmax of 0.
     s.zero_q_head = *rc::gen::weightedOneOf<bool>({{9, rc::gen::just(false)}, {1, rc::gen::just(true)}});
+    // Sometimes block 0 is the engines' null block: poisoned, and where every
+    // padded table entry points (a masked lane that reads block 0 reads NaN).
+    s.null_block = *rc::gen::weightedOneOf<bool>({{2, rc::gen::just(false)}, {1, rc::gen::just(true)}});
     draw_variant(s, d);
     // A kernel that declares large caches sometimes gets one: blocks before
     // the used ones put every page its contexts read past element 2^31 of the
@@ -311,6 +327,71 @@ bool spec_within(const CaseSpec& s, const KernelDescription& d) {
       return false;
   }
   return true;
+}
+
+// ---- stale plans --------------------------------------------------------------------
+
+std::string to_string(const StaleKernelCase& s) {
+  std::string lens;
+  for (int32_t l : s.plan_lens) lens += (lens.empty() ? "" : ",") + std::to_string(l);
+  return s.torn_row >= 0 ? fmt::format("plan torn at row {} (left from a refresh from lens [{}])", s.torn_row, lens)
+                         : fmt::format("plan refreshed from lens [{}]", lens);
+}
+
+void make_stale_plan(const StaleKernelCase& s, kernels::WorkPlan& plan) {
+  if (s.plan_lens.size() != s.spec.lens.size())
+    throw std::invalid_argument("plan_lens: " + std::to_string(s.plan_lens.size()) + " lengths for " +
+                                std::to_string(s.spec.lens.size()) + " sequences");
+  plan.refresh(s.plan_lens.data());
+  if (s.torn_row < 0) return;
+  if (s.torn_row >= plan.capacity())
+    throw std::invalid_argument("torn_row " + std::to_string(s.torn_row) + " past the plan's capacity " +
+                                std::to_string(plan.capacity()));
+  const std::vector<int32_t> before(plan.work_info().begin() + 4 * s.torn_row,
+                                    plan.work_info().begin() + 4 * (s.torn_row + 1));
+  plan.refresh(s.spec.lens.data());
+  std::copy(before.begin(), before.end(), plan.view().work_info + 4 * s.torn_row);
+}
+
+rc::Gen<StaleKernelCase> gen_stale_kernel_case(const KernelDescription& d, DecodeGenLimits lim) {
+  return rc::gen::exec([d, lim]() {
+    StaleKernelCase v;
+    v.spec = *gen_kernel_case(d, lim);
+    const std::vector<int32_t>& live = v.spec.lens;
+    v.plan_lens = live;
+    const size_t b = *rc::gen::inRange<size_t>(0, live.size());
+    switch (*rc::gen::inRange(0, 4)) {
+      case 0: {  // draft steps advanced every running sequence in place
+        const int32_t steps = *rc::gen::inRange(1, 5);
+        for (int32_t& l : v.plan_lens) l = std::max(l - steps, 0);
+        break;
+      }
+      case 1:  // one sequence grew alone, across a tile boundary or within one
+        v.plan_lens[b] = std::max(live[b] - *rc::gen::element<int32_t>(1, 255, 256, 257, 1000), 0);
+        break;
+      case 2:  // one sequence was longer (a shrink, or a finished request's slot reused)
+        v.plan_lens[b] = live[b] + *rc::gen::element<int32_t>(1, 256, 300);
+        break;
+      default:  // one sequence empty in the plan, or emptied since
+        v.plan_lens[b] = live[b] > 0 ? 0 : 300;
+        break;
+    }
+    if (v.plan_lens == live) v.plan_lens[b] = live[b] + 1;  // every length unchanged: make one differ
+    if (*rc::gen::arbitrary<bool>()) {
+      // Torn: a row whose value differs between the two refreshes.
+      kernels::WorkPlan before(plan_params(v.spec)), after(plan_params(v.spec));
+      before.refresh(v.plan_lens.data());
+      after.refresh(live.data());
+      std::vector<int64_t> differ;
+      const int64_t active = std::max(before.active_tasks(), after.active_tasks());
+      for (int64_t i = 0; i < std::min(active, after.capacity()); ++i)
+        if (!std::equal(before.work_info().begin() + 4 * i, before.work_info().begin() + 4 * (i + 1),
+                        after.work_info().begin() + 4 * i))
+          differ.push_back(i);
+      if (!differ.empty()) v.torn_row = *rc::gen::elementOf(differ);
+    }
+    return v;
+  });
 }
 
 // ---- reject cases ------------------------------------------------------------------

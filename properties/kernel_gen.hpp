@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "adapters/kernel.hpp"
+#include "kernels/planner.hpp"
 #include "kernels/validate.hpp"
 #include "properties/gen.hpp"
 #include "properties/host_case.hpp"
@@ -19,6 +20,10 @@ namespace pav::props {
 // Why pav cannot generate cases for this description (e.g. no block size that
 // is a multiple of 16, which pav's case builder needs), or nullopt.
 std::optional<std::string> generation_problem(const adapters::KernelDescription& d);
+
+// The GQA ratios a description lists that are rare in engines' tilings: above
+// 16, or not a power of two (20, 48). The generator weights them up.
+std::vector<int64_t> rare_gqa_ratios(const adapters::KernelDescription& d);
 
 // A case the description claims, as a CaseSpec: spec.path is planned for
 // split = plan kernels (the plan comes from plan_params(spec)), uniform
@@ -37,6 +42,29 @@ void draw_cache_format(CaseSpec& s, const adapters::KernelDescription& d);
 
 // Whether a spec stays inside the description (shrinking keeps only those).
 bool spec_within(const CaseSpec& s, const adapters::KernelDescription& d);
+
+// A stale-plan value for a kernel that runs pav's plan (split = plan): a case
+// the description claims, at its live lengths, handed a plan that no longer
+// describes them. Either the whole plan was refreshed from other lengths
+// (plan_lens: the lengths before draft steps advanced them in place, or before
+// one sequence grew, shrank or emptied), or it is torn: refreshed from the live
+// lengths but for one work_info row left from the refresh from plan_lens (an
+// interrupted refresh; the row may be another sequence's, recording that
+// sequence's live length). The kernel must answer stale_plan, refuse the call
+// in its check, or compute the live call correctly all the same.
+struct StaleKernelCase {
+  CaseSpec spec;                   // the call at its live lengths (spec.lens)
+  std::vector<int32_t> plan_lens;  // the lengths the stale refresh saw
+  int64_t torn_row = -1;           // >= 0: only this row is from plan_lens
+};
+std::string to_string(const StaleKernelCase& s);
+// The plan a stale value hands the kernel, written into `plan` (made for the
+// spec's plan_params): refreshed from plan_lens, or from the live lengths with
+// the torn row taken from plan_lens' refresh.
+void make_stale_plan(const StaleKernelCase& s, kernels::WorkPlan& plan);
+// Stale values for a split = plan description: half torn plans (the torn row
+// one whose value differs between the two refreshes), half whole ones.
+rc::Gen<StaleKernelCase> gen_stale_kernel_case(const adapters::KernelDescription& d, DecodeGenLimits limits = {});
 
 // A reject-property value: a spec, possibly moved just outside the description
 // (`moved` names the field), or a base spec whose materialized call breaks one

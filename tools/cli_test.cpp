@@ -1057,6 +1057,51 @@ TEST_F(PavCli, VerifyDriftCheckThroughAKernelIsNarrowedToIt) {
   EXPECT_EQ(c["detail"]["verdict"], "PASS: no growth (2 cells)");
 }
 
+// verify's stale check: in the default checks of a kernel that runs pav's plan
+// (before drift) and not of one that splits by itself, where asking for it
+// names why it is skipped; without a kernel it is refused by name.
+TEST_F(PavCli, VerifyStaleCheckIsAPlanKernelsOwn) {
+  struct Case {
+    std::vector<std::string> args;
+    int code;
+    std::vector<std::string> names;
+    std::string skipped;
+  };
+  const std::vector<Case> cases{
+      {{"verify", "--kernel", "pav:cpu --path planned --cu 32", "--checks", "stale", "--stale-cases", "6"}, 0, {"stale"}, ""},
+      {{"verify", "--kernel", "pav:cpu --path uniform", "--checks", "stale"}, 0, {"stale"},
+       "the kernel splits by itself (split = self): it is handed no plan"},
+  };
+  for (const Case& c : cases) {
+    std::vector<std::string> args = c.args;
+    args.insert(args.end(), {"--quiet", "--json", "--save", (dir_ / "ce").string()});
+    const Outcome o = launch({args});
+    ASSERT_EQ(o.code, c.code) << o.err << o.out.substr(0, 400);
+    const json j = parsed(o.out);
+    ASSERT_TRUE(j.is_object()) << o.out.substr(0, 500);
+    std::vector<std::string> names;
+    for (const json& k : j["checks"]) names.push_back(k["name"]);
+    EXPECT_EQ(names, c.names);
+    EXPECT_EQ(j["checks"][0]["skipped"], c.skipped);
+    if (c.skipped.empty()) EXPECT_EQ(j["checks"][0]["cases"], 6);
+  }
+  // The default checks of each kind of kernel (one case each).
+  for (const auto& [spec, want] : std::vector<std::pair<std::string, std::vector<std::string>>>{
+           {"pav:cpu --path planned --cu 32", {"decode", "reject", "stale", "drift"}},
+           {"pav:cpu --path uniform", {"decode", "reject", "drift"}}}) {
+    const Outcome o = launch({{"verify", "--kernel", spec, "--decode-cases", "1", "--reject-cases", "1",
+                               "--stale-cases", "1", "--quiet", "--json", "--save", (dir_ / "ce").string()}});
+    ASSERT_EQ(o.code, 0) << spec << ": " << o.err;
+    std::vector<std::string> names;
+    for (const json& k : parsed(o.out)["checks"]) names.push_back(k["name"]);
+    EXPECT_EQ(names, want) << spec;
+  }
+  const Outcome none = run("verify --checks stale");
+  EXPECT_EQ(none.code, 2);
+  EXPECT_NE(none.err.find("--checks stale: the stale check is for a kernel under test (--kernel)"), std::string::npos)
+      << none.err;
+}
+
 // drift --list shows every arm of the sweep once per cell, the same arms in
 // every cell: a planned arm with its plan's capacity and splits, a uniform arm
 // with its split count and no plan.

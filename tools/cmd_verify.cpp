@@ -62,7 +62,9 @@ CheckResult property_check(const VerifyContext& v, const char* property, const c
   CheckResult r{property, what};
   const fz::Property* p = property_named(v, property);
   if (!p) {
-    r.skipped = "the kernel has no check entry (pav_kernel_check, or \"check\": true for a worker)";
+    r.skipped = std::string(property) == "stale"
+                    ? "the kernel splits by itself (split = self): it is handed no plan"
+                    : "the kernel has no check entry (pav_kernel_check, or \"check\": true for a worker)";
     return r;
   }
   fz::FuzzOptions o;
@@ -186,10 +188,14 @@ int run(std::vector<std::string> args) {
   app.add_option("--decode-cases", decode_cases, "generated calls for the decode check")
       ->check(cli::integer_in(1, 100000));
   auto* opt_checks = app.add_option("--checks", checks,
-                                    "the checks to run, comma-separated: planner, decode, reject, drift (default "
-                                    "planner,decode,drift; with --kernel decode,reject,drift)");
+                                    "the checks to run, comma-separated: planner, decode, reject, stale, drift "
+                                    "(default planner,decode,drift; with --kernel decode,reject,drift, and stale "
+                                    "before drift for a kernel that runs pav's plan)");
   int64_t reject_cases = 400;
   app.add_option("--reject-cases", reject_cases, "generated calls for the reject check (--kernel)")
+      ->check(cli::integer_in(1, 1000000));
+  int64_t stale_cases = 100;
+  app.add_option("--stale-cases", stale_cases, "generated calls for the stale-plan check (--kernel, split = plan)")
       ->check(cli::integer_in(1, 1000000));
   cli::KernelOptions kernel_options;
   cli::add_kernel_options(app, kernel_options, /*many=*/true);
@@ -206,15 +212,14 @@ int run(std::vector<std::string> args) {
   // An empty --checks (a variable that expanded to nothing) names no check: it
   // is not a request for the default ones.
   if (opt_checks->count() > 0 && checks.empty())
-    throw cli::BadInput("--checks: an empty list; name the checks (planner, decode, reject, drift) or leave the "
-                        "option out for the default ones");
-  if (checks.empty()) checks = kernel_options.specs.empty() ? "planner,decode,drift" : "decode,reject,drift";
+    throw cli::BadInput("--checks: an empty list; name the checks (planner, decode, reject, stale, drift) or leave "
+                        "the option out for the default ones");
   std::vector<std::string> chosen;
-  for (const std::string& c : split_list(checks)) {
-    if (c != "planner" && c != "decode" && c != "drift" && c != "reject")
-      throw cli::BadInput("--checks: unknown check '" + c.substr(0, 40) + "' (planner, decode, reject, drift)");
-    if (c == "reject" && kernel_options.specs.empty())
-      throw cli::BadInput("--checks reject: the reject check is for a kernel under test (--kernel)");
+  for (const std::string& c : checks.empty() ? std::vector<std::string>{} : split_list(checks)) {
+    if (c != "planner" && c != "decode" && c != "drift" && c != "reject" && c != "stale")
+      throw cli::BadInput("--checks: unknown check '" + c.substr(0, 40) + "' (planner, decode, reject, stale, drift)");
+    if ((c == "reject" || c == "stale") && kernel_options.specs.empty())
+      throw cli::BadInput("--checks " + c + ": the " + c + " check is for a kernel under test (--kernel)");
     if (std::find(chosen.begin(), chosen.end(), c) == chosen.end()) chosen.push_back(c);
   }
   output.check_writable();
@@ -226,6 +231,12 @@ int run(std::vector<std::string> args) {
   if (!kernel_options.specs.empty()) {
     kernel = cli::open_kernel(kernel_options.specs.front(), kernel_options);
     kernel_props = fz::kernel_properties(kernel->description());
+  }
+  if (chosen.empty()) {  // the default checks (a kernel's stale check only where it runs pav's plan)
+    const bool plan = kernel && kernel->description().split == adapters::Split::plan;
+    chosen = !kernel ? std::vector<std::string>{"planner", "decode", "drift"}
+             : plan  ? std::vector<std::string>{"decode", "reject", "stale", "drift"}
+                     : std::vector<std::string>{"decode", "reject", "drift"};
   }
   const VerifyContext ctx{backend,      seed,          save_dir,
                           !quiet,       output.text() ? stdout : stderr,
@@ -257,6 +268,10 @@ int run(std::vector<std::string> args) {
                                                      "calls past the description and hard-reject classes refused by "
                                                      "its check, never decoded; accepted ones correct",
                                                      reject_cases)
+                    : c == "stale"  ? property_check(ctx, "stale",
+                                                    "stale and torn plans answered stale_plan (or refused, or "
+                                                    "computed right all the same), never attended silently",
+                                                    stale_cases)
                                     : drift_check(ctx);
     r.seconds = std::chrono::duration<double>(Clock::now() - t0).count();
     results.push_back(std::move(r));

@@ -72,6 +72,7 @@ const std::vector<Bound>& bounds() {
       {"verify", "--plan-cases", "INT:in 1..1000000", {"0", "1000001"}},
       {"verify", "--decode-cases", "INT:in 1..100000", {"0", "100001"}},
       {"verify", "--reject-cases", "INT:in 1..1000000", {"0", "1000001"}},
+      {"verify", "--stale-cases", "INT:in 1..1000000", {"0", "1000001"}},
       {"verify", "--timeout", "FLOAT:FLOAT in [0.01 - 86400]", {"0.009", "86400.5"}},
       {"fuzz", "--minutes", "FLOAT:in (0, 10080]", {"0", "10080.5"}},
       {"fuzz", "--cases", "INT:in 1..1099511627776", {"0", "1099511627777"}},

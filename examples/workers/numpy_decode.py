@@ -62,7 +62,13 @@ DEFECTS = {
     "partial-e4m3-undeclared": "rows split into 32-token partitions whose outputs are stored in fp8 e4m3fn while the profile says partial none",
     "q-scale-unguarded": "with --q-quant fp8_per_row, the row scale absmax/FP8_MAX without its 1e-20 floor: an all-zero q row divides 0 by 0",
     "page-stride-from-shape": "strided caches: the page stride taken from the shape (page_size*Hkv*D elements), as if pages were packed",
+    "softmax-scale-ignored": "the softmax scale taken as 1/sqrt(head_dim) whatever the call's softmax_scale says",
+    "alibi-slope-per-kv-head": "ALiBi slopes indexed by KV head instead of query head: query head h gets slope h // G",
+    "masked-lanes-read-block-0": "a 64-token tile's lanes past the context's last page read page 0 (the page id masked to 0), "
+                                 "their values left to the zero softmax weight",
 }
+
+TILE_TOKENS = 64  # the tile of the masked-lanes-read-block-0 defect
 
 DESCRIPTION = pav_worker.description(
     "numpy_decode",
@@ -145,6 +151,8 @@ class NumpyDecode:
         bs = call.page_size
         g = hq // hkv
         scale = np.float32(call.softmax_scale)
+        if self.defect == "softmax-scale-ignored":
+            scale = np.float32(1.0 / np.sqrt(d))
         cap = np.float32(call.soft_cap) if call.soft_cap > 0 else None
         out = np.zeros((rows_total, hq, dv), dtype=np.float32)
         lse = np.full((rows_total, hq), -np.inf, dtype=np.float32)
@@ -158,7 +166,10 @@ class NumpyDecode:
         sink = None
         if call.sinks is not None and self.defect != "sink-not-in-denominator":
             sink = call.sinks[row_heads]
-        slope = None if call.alibi_slopes is None else call.alibi_slopes[row_heads][..., None]
+        slope_heads = row_heads
+        if self.defect == "alibi-slope-per-kv-head":
+            slope_heads = np.broadcast_to(np.arange(hkv)[:, None], row_heads.shape)
+        slope = None if call.alibi_slopes is None else call.alibi_slopes[slope_heads][..., None]
         chunk_pages = max(1, CHUNK_TOKENS // bs)
         if self.partial:  # one chunk per partition
             chunk_pages = max(1, -(-self.split_tokens // bs))
@@ -188,13 +199,21 @@ class NumpyDecode:
             start_page = max(0, int(first_key.min())) // bs
             for first in range(start_page, pages_total, chunk_pages):
                 pages = seq_pages[first:min(first + chunk_pages, pages_total)]
+                real_end = (first + len(pages)) * bs  # tokens of the context's pages
+                if self.defect == "masked-lanes-read-block-0":
+                    tile_end = -(-real_end // TILE_TOKENS) * TILE_TOKENS
+                    pad = -(-(tile_end - real_end) // bs)
+                    pages = np.concatenate([pages, np.zeros(pad, dtype=np.asarray(pages).dtype)])
                 k, v = self.gather(call, pages)
                 t0 = first * bs
                 t = t0 + np.arange(k.shape[1])
                 inside = t < length
                 seen_by = (t[None, :] < visible[:, None]) & (t[None, :] >= first_key[:, None])  # [rows, tokens]
-                k = np.where(inside[None, :, None], k, 0)   # poisoned tail never enters
-                v = np.where(inside[None, :, None], v, 0)
+                clear = ~inside  # the poisoned tail never enters
+                if self.defect == "masked-lanes-read-block-0":
+                    clear &= t < real_end  # the lanes past the last page keep what they read
+                k = np.where(clear[None, :, None], 0, k)
+                v = np.where(clear[None, :, None], 0, v)
                 if self.defect == "mla-rope-dropped" and call.kv_storage == "latent":
                     x = np.matmul(qg[..., :dv], k[..., :dv].transpose(0, 2, 1)) * scale
                 else:

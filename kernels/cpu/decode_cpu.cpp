@@ -338,30 +338,30 @@ DecodeResult planned_decode(const DecodeCall& call, const PlanView& plan, const 
   const int64_t B = x.d.num_seqs, H = x.d.hkv, cap = plan.capacity;
   const int32_t* w = plan.work_info;
   const int32_t* ri = plan.reduce_info;
-  int64_t active = 0;
-  for (int64_t b = 0; b < plan.num_seqs; ++b) active += ri[2 * b + 1];
-  active = std::min(active, cap);
-  std::vector<uint8_t> stale(B, 0);
+  std::vector<uint8_t> stale(B, 0), attended(size_t(cap), 0);
   DecodeResult res;
-  // Freshness, per task: the recorded length must be the live one.
-  for (int64_t i = 0; i < active; ++i) {
-    const int32_t* row = w + 4 * i;
-    if (row[1] >= row[2]) continue;  // padding
-    if (row[0] < 0 || row[0] >= B || row[3] != x.len(row[0])) {
-      ++res.stale_tasks;
-      if (row[0] >= 0 && row[0] < B) stale[row[0]] = 1;
-    }
-  }
-  for (int64_t b = 0; b < B; ++b)
-    if (ri[2 * b + 1] == 0 && x.len(b) > 0) {
+  // Freshness, per sequence: every row of its range (task_row_stale), and tasks
+  // for a sequence with tokens. Only the rows of fresh ranges are attended.
+  for (int64_t b = 0; b < B; ++b) {
+    const int64_t first = ri[2 * b], count = ri[2 * b + 1];
+    if (range_stale(first, count, cap, x.len(b))) {
       ++res.stale_rows;
       stale[b] = 1;
+      continue;
     }
+    for (int64_t j = 0; j < count; ++j)
+      if (task_row_stale(w, cap, first, count, j, int32_t(b), x.len(b))) {
+        ++res.stale_tasks;
+        stale[b] = 1;
+      }
+    if (!stale[b])
+      std::fill_n(attended.begin() + first, count, uint8_t(1));  // fresh: first + count <= cap
+  }
   const std::vector<QRows> q_all = prepare_all_q(x);
-  tbb::parallel_for(int64_t(0), H * active, [&](int64_t task) {
-    const int64_t h = task / active, i = task % active;
+  tbb::parallel_for(int64_t(0), H * cap, [&](int64_t task) {
+    const int64_t h = task / cap, i = task % cap;
     const int32_t* row = w + 4 * i;
-    if (row[1] >= row[2] || row[0] < 0 || row[0] >= B || stale[row[0]]) return;
+    if (!attended[size_t(i)]) return;
     const QRows& qr = q_all[size_t(row[0] * H + h)];
     PartState st;
     attend(x, row[0], h, qr, row[1], row[2], st);

@@ -90,18 +90,17 @@ __device__ inline float scale_at(const float* s, int kind, int64_t blk, int h, i
   }
 }
 
-// True when sequence `seq`'s own task range holds a task recorded for another
-// length than the live one, or it has no task but a positive live length.
+// True when sequence `seq`'s range or any row of it is stale for the live
+// length (range_stale, task_row_stale: the CPU backend's rule).
 // Called by every thread of the block; returns the same value to all.
 __device__ bool sequence_stale(const Params& p, int seq, int* flag) {
   const int32_t live = p.lens[seq];
   const int64_t first = p.reduce_info[2 * seq], count = p.reduce_info[2 * seq + 1];
-  if (threadIdx.x == 0) *flag = (count == 0 && live > 0) ? 1 : 0;
+  const bool whole = range_stale(first, count, p.capacity, live);
+  if (threadIdx.x == 0) *flag = whole ? 1 : 0;
   __syncthreads();
-  for (int64_t j = threadIdx.x; j < count; j += blockDim.x) {
-    const int64_t i = first + j;
-    if (i < 0 || i >= p.capacity || p.work[4 * i + 3] != live) atomicOr(flag, 1);
-  }
+  for (int64_t j = threadIdx.x; !whole && j < count; j += blockDim.x)
+    if (task_row_stale(p.work, p.capacity, first, count, j, seq, live)) atomicOr(flag, 1);
   __syncthreads();
   const bool stale = *flag != 0;
   __syncthreads();
@@ -1266,34 +1265,29 @@ __global__ void __launch_bounds__(kThreads) reduce_kernel(const Params p) {
 // status words {stale flag, stale tasks, stale rows, stale sequences}.
 __global__ void __launch_bounds__(kCheckThreads) check_kernel(const Params p, uint32_t* status) {
   __shared__ uint8_t stale[kMaxPlanBatch];
-  __shared__ unsigned long long sum_counts;
   __shared__ unsigned int n_tasks, n_rows, n_seqs;
   const int t = threadIdx.x, B = p.num_seqs;
-  if (t == 0) {
-    sum_counts = 0;
-    n_tasks = n_rows = n_seqs = 0;
-  }
+  if (t == 0) n_tasks = n_rows = n_seqs = 0;
   for (int b = t; b < B; b += kCheckThreads) stale[b] = 0;
   __syncthreads();
-  unsigned long long mine = 0;
-  for (int b = t; b < B; b += kCheckThreads) mine += (unsigned long long)(int64_t(p.reduce_info[2 * b + 1]));
-  atomicAdd(&sum_counts, mine);
-  __syncthreads();
-  const int64_t active = min64(int64_t(sum_counts), p.capacity);
-  for (int64_t i = t; i < active; i += kCheckThreads) {
-    const int32_t* row = p.work + 4 * i;
-    if (row[1] >= row[2]) continue;  // padding
-    const int s = row[0];
-    if (s < 0 || s >= B || row[3] != p.lens[s]) {
-      atomicAdd(&n_tasks, 1u);
-      if (s >= 0 && s < B) stale[s] = 1;
+  // A warp per sequence, its lanes over the rows of its range.
+  const int warp = t / kWarpSize, lane = t % kWarpSize;
+  for (int b = warp; b < B; b += kCheckThreads / kWarpSize) {
+    const int64_t first = p.reduce_info[2 * b], count = p.reduce_info[2 * b + 1];
+    const int32_t live = p.lens[b];
+    if (range_stale(first, count, p.capacity, live)) {
+      if (lane == 0) {
+        atomicAdd(&n_rows, 1u);
+        stale[b] = 1;
+      }
+      continue;
     }
+    for (int64_t j = lane; j < count; j += kWarpSize)
+      if (task_row_stale(p.work, p.capacity, first, count, j, b, live)) {
+        atomicAdd(&n_tasks, 1u);
+        stale[b] = 1;  // every writer writes 1
+      }
   }
-  for (int b = t; b < B; b += kCheckThreads)
-    if (p.reduce_info[2 * b + 1] == 0 && p.lens[b] > 0) {
-      atomicAdd(&n_rows, 1u);
-      stale[b] = 1;
-    }
   __syncthreads();
   for (int b = t; b < B; b += kCheckThreads)
     if (stale[b]) atomicAdd(&n_seqs, 1u);
