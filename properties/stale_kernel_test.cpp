@@ -167,7 +167,8 @@ TEST(StaleKernelProperty, ACaseFileCarriesThePlanAndRefusesMalformedOnes) {
   EXPECT_TRUE(p.replay(f->spec, f->meta, ctx).passed);  // and passes an honest kernel
   const std::vector<std::pair<nlohmann::json, std::string>> bad{
       {nlohmann::json::object(), "meta.stale.plan_lens"},
-      {{{"stale", {{"plan_lens", {1}}}}}, "meta.stale.plan_lens: 1 lengths for"},
+      {{{"stale", {{"plan_lens", std::vector<int32_t>(f->spec.lens.size() + 1, 1)}}}},
+       "meta.stale.plan_lens: " + std::to_string(f->spec.lens.size() + 1) + " lengths for"},
       {{{"stale", {{"plan_lens", {-1}}}}}, "lengths are integers"},
       {{{"stale", {{"plan_lens", f->meta["stale"]["plan_lens"]}, {"torn_row", -2}}}}, "meta.stale.torn_row"},
   };

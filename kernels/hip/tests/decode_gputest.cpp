@@ -7,12 +7,14 @@
 #include <rapidcheck.h>
 #include <rapidcheck/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <vector>
 
 #include "kernels/codecs.hpp"
 #include "kernels/hip/gpu_backend.hpp"
+#include "kernels/launch.hpp"
 #include "kernels/hip/tests/gpu_test_support.hpp"
 #include "properties/gen.hpp"
 
@@ -301,6 +303,60 @@ TEST(GpuDecode, StalePlanStatusAndNaNOutput) {
   EXPECT_EQ(fresh.status, DecodeStatus::ok);
   EXPECT_EQ(fresh.stale_tasks, 0);
   EXPECT_EQ(fresh.stale_rows, 0);
+}
+
+// A torn plan: refreshed from the live lengths but for one row left from an
+// earlier refresh that records a live length (sequence 1's row inside sequence
+// 0's range, or an earlier split's row of sequence 0). The device check, the
+// attention and the reduce follow the CPU backend's rule (task_row_stale):
+// sequence 0 is stale and NaN, sequence 1 is computed, and the counts are the
+// CPU backend's on the same plan.
+TEST(GpuDecode, TornRowRecordingALiveLengthIsStale) {
+  CaseSpec s = base_spec({3000, 20}, 7602);
+  s.opt.cu = 8;
+  props::HostCase hc = props::build_case(s);
+  const PlanParams pp = props::plan_params(s);
+  WorkPlan plan(pp);
+  plan.refresh(hc.lens.data());
+  const int32_t first = plan.reduce_info()[0], count = plan.reduce_info()[1], other = plan.reduce_info()[2];
+  ASSERT_GE(count, 3) << "sequence 0 must be split";
+  const int64_t row_elems = int64_t(s.q_len) * s.hkv * s.group * s.head_dim;  // sequence 0's output
+  for (int tear = 0; tear < 2; ++tear) {
+    SCOPED_TRACE(tear == 0 ? "sequence 1's row in sequence 0's range" : "an earlier split's row of sequence 0");
+    WorkPlan torn(pp);
+    torn.refresh(hc.lens.data());
+    int32_t* row = torn.view().work_info + 4 * (first + 1);
+    if (tear == 0) {
+      std::copy_n(plan.work_info().data() + 4 * other, 4, row);
+    } else {
+      row[2] += 1;  // ends a tile late: the next row starts where this one does not end
+    }
+    DeviceCase dc(hc);
+    DevicePlan dp(pp);
+    copy_to_device(dp.work.data(), torn.work_info().data(), torn.work_info().size() * 4);
+    copy_to_device(dp.reduce.data(), torn.reduce_info().data(), torn.reduce_info().size() * 4);
+    DecodeCall dcall = dc.call();
+    DeviceScratch ds(dcall, pp.kv_heads * dp.capacity);
+    DeviceBuffer status(kStatusWords * 4);
+    fill_bytes(status.data(), 0xff, status.bytes());
+    planned_decode(dcall, dp.view(), ds.view, status.as<uint32_t>(), nullptr);
+    const DecodeResult gpu = read_status(status.as<uint32_t>(), nullptr);
+    const std::vector<uint16_t> out = dc.download_output();
+
+    props::HostCase cpu_case = props::build_case(s);
+    const DecodeCall ccall = cpu_case.call();
+    HostScratch hs(ccall, pp.kv_heads * torn.capacity());
+    const PlanView tv = torn.view();
+    const DecodeResult cpu = launch_planned(ccall, &tv, hs.view, Backend::cpu);
+
+    EXPECT_EQ(gpu.status, DecodeStatus::stale_plan);
+    EXPECT_EQ(cpu.status, DecodeStatus::stale_plan);
+    EXPECT_GE(gpu.stale_tasks, 1);
+    EXPECT_EQ(gpu.stale_tasks, cpu.stale_tasks);
+    EXPECT_EQ(gpu.stale_rows, 0);
+    for (int64_t i = 0; i < row_elems; ++i) ASSERT_TRUE(std::isnan(bf16_to_f32(out[size_t(i)]))) << i;
+    for (int64_t i = row_elems; i < 2 * row_elems; ++i) ASSERT_TRUE(std::isfinite(bf16_to_f32(out[size_t(i)]))) << i;
+  }
 }
 
 // Generated cases (RapidCheck prints the seed and the shrunk case).
