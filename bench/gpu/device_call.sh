@@ -10,11 +10,15 @@
 # NAME/filter, NAME/what, as `ci/gpu.sh --build-mutants` writes them). Logs go to
 # $OUT (default ./out). STEPS: letters of the steps to run:
 #   t  gpu_test, then compute-sanitizer memcheck and racecheck over GpuSanitize.*
+#   k  build the mutants here from the kit in ./mutkit (bench/gpu/mutant_kit.sh
+#      pack): mut/NAME/ for step m, and two control binaries (the sources
+#      compiled here unpatched) whose whole suite must pass
 #   m  every prebuilt mutant: caught when its filtered suite fails
 #   b  pav_gpu_bench, every config (JSON and log), within what is left of BUDGET
 #      seconds (default 570) for the whole script
 #   n  Nsight Compute on the matrix attention of equal32-h8g8 (balanced)
-#   s  SASS instruction counts of attend_mma_kernel<128, 1>
+#   s  SASS instruction counts of attend_mma_warp_kernel<128, 1> (the body of
+#      8-row passes at head_dim 128)
 #   r  Nsight Compute on the balanced refresh at Hkv 1, batch 256
 #   x  Nsight Compute on the attention of trace16-h8g8-q4 (32 rows per pass) and
 #      trace32-h1g16-q1 (G 16), and the bench of the reduce at budget 8 x SMs
@@ -42,6 +46,18 @@ if has t; then
     timeout 150 "$cs" --tool $tool --error-exitcode 99 ./gpu_test --gtest_filter='GpuSanitize.*' >"$OUT/san-$tool.log" 2>&1
     rc=$?; stamp "$tool rc=$rc"; [[ $rc == 0 ]] || fail=1
     grep -E "ERROR SUMMARY|RACECHECK SUMMARY|PASSED|FAILED" "$OUT/san-$tool.log" | tail -3
+  done
+fi
+
+if has k; then
+  rm -rf mut control-*
+  mutkit/mutant_kit.sh build mut -j "$(nproc)" >"$OUT/mutant-build.log" 2>&1
+  rc=$?; stamp "mutant build rc=$rc: $(grep -c '^built' "$OUT/mutant-build.log") built"; [[ $rc == 0 ]] || fail=1
+  grep -v '^built' "$OUT/mutant-build.log" | head -20
+  for c in control-*/; do
+    [[ -x $c/gpu_test ]] || { echo "  no ${c%/}"; fail=1; continue; }
+    timeout 300 "$c/gpu_test" --gtest_brief=1 >"$OUT/${c%/}.log" 2>&1
+    rc=$?; stamp "${c%/} suite rc=$rc: $(grep -E '^\[  (PASSED|FAILED)' "$OUT/${c%/}.log" | head -1)"; [[ $rc == 0 ]] || fail=1
   done
 fi
 
@@ -82,10 +98,10 @@ if has b; then
 fi
 
 if has s; then
-  cuobjdump -sass ./gpu_test 2>/dev/null | awk '/Function : /{f = /attend_mma_kernelILi128ELi1E/} f' >"$OUT/sass.txt"
-  echo "SASS of attend_mma_kernel<128, 1>:"
-  grep -oE "(LDGSTS|LDG|STG|LDS|STS|HMMA|BAR|MUFU|F2FP)[.A-Z0-9_]*" "$OUT/sass.txt" | sort | uniq -c | sort -rn | head -12
-  cuobjdump -res-usage ./gpu_test 2>/dev/null | grep -A1 "attend_mma_kernel" | grep -oE "(_Z[A-Za-z0-9_]*attend_mma_kernelILi[0-9]+ELi[0-9]+E|REG:[0-9]+|STACK:[0-9]+|SHARED:[0-9]+|LOCAL:[0-9]+)" |
+  cuobjdump -sass ./gpu_test 2>/dev/null | awk '/Function : /{f = /attend_mma_warp_kernelILi128ELi1ELi2E/} f' >"$OUT/sass.txt"
+  echo "SASS of attend_mma_warp_kernel<128, 1>:"
+  grep -oE "(LDGSTS|LDG|STG|LDS|STS|HMMA|BAR|MUFU|F2FP|MOVM|SHFL|LDL|STL)[.A-Z0-9_]*" "$OUT/sass.txt" | sort | uniq -c | sort -rn | head -12
+  cuobjdump -res-usage ./gpu_test 2>/dev/null | grep -A1 "attend_mma" | grep -oE "(_Z[A-Za-z0-9_]*attend_mma[a-z_]*kernelILi[0-9]+ELi[0-9]+E(Li[0-9]+E)?|REG:[0-9]+|STACK:[0-9]+|SHARED:[0-9]+|LOCAL:[0-9]+)" |
     paste -sd' ' | sed 's/ _Z/\n_Z/g' >"$OUT/resources.txt"
   cat "$OUT/resources.txt"
 fi

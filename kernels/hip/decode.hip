@@ -1094,6 +1094,467 @@ __global__ void __launch_bounds__(kThreads, kD <= 128 ? 2 : 1) attend_mma_kernel
   }
 }
 
+// ---- attention: matrix-unit body with warp-private tokens (NVIDIA) ---------------------------
+// The numerics of attend_mma_kernel (the same tiles, Q and P quantization,
+// masking, running max and sum, partial store), arranged so that a tile needs
+// one block barrier (the exchange of the row maxima) where that body needs
+// four: warp w owns tokens 32w .. 32w + 31 of every tile for the copies, the
+// scores and the PV product.
+// - Its K and V bytes land in its own part of each ring slot, copied by its
+//   own lanes, so cp.async's wait and a warp barrier order them.
+// - P stays in registers: the score fragments, converted to f16 pairs, are
+//   transposed by movmatrix into the B fragments of the PV product. The score
+//   product's m rows are the warp's tokens permuted (w_token) so that after
+//   the transpose lane t holds tokens 8t + 4k + {0, 1, 2, 3} of PV step k:
+//   one 8-byte shared read of a dim's 16-token run gives a lane both steps' A.
+// - Each warp accumulates its tokens' share of every output dim (rescaled by
+//   the block-wide alpha); the eight shares are added in warp order once per
+//   pass. The running sum is the other body's: per tile, each warp's sum,
+//   added in warp order; a tile's sums are read at the next tile's barrier.
+// Used for passes of 8 rows at head_dim 64 and 128, where a warp's share of the
+// output (32 registers at head_dim 128) leaves room for the rest: at 16 rows
+// the share takes 64 and the body spilled and measured slower than the other
+// one (bench/gpu/results/README.md).
+
+// The token (of the warp's 32) that m row m of score tile k stands for.
+__device__ inline int w_token(int k, int m) { return 8 * ((m & 7) >> 1) + 4 * k + (m & 1) + 2 * (m >> 3); }
+
+// V slot layout of this body: v_offset's rows, with the 16-byte pieces of odd
+// chunks permuted by 4 so that a half warp's 8-byte reads of a warp's two
+// chunks hit distinct banks.
+template <int kD>
+__device__ inline int vw_offset(int c, int d) {
+  return ((c * (kD / 8) + (d >> 3)) << 7) + 16 * ((d & 7) ^ (4 * (c & 1)));
+}
+
+// Copies `bytes` (0..16) from src to shared address dst and zero-fills the rest.
+__device__ inline void cp_async16_n(uint32_t dst, const void* src, uint32_t bytes) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(bytes) : "memory");
+}
+
+// The transpose of the 8x8 matrix of 16-bit values the warp holds (lane l: row
+// l / 4, columns 2 (l % 4) and 2 (l % 4) + 1, the low half first).
+__device__ inline uint32_t transpose8x8(uint32_t x) {
+  uint32_t y;
+  asm volatile("movmatrix.sync.aligned.m8n8.trans.b16 %0, %1;\n" : "=r"(y) : "r"(x));
+  return y;
+}
+
+// Shapes this body takes, blocks per SM, ring slots and shared memory.
+template <int kD, int kNT>
+constexpr bool warp_body_applies() { return (kD == 64 || kD == 128) && kNT == 1; }
+// Two blocks per SM (128 registers a thread) with a three-slot ring: at three
+// blocks (80 registers, a two-slot ring) the body spills and measured slower.
+constexpr int kWarpBodyBlocks = 2;
+constexpr int kWarpBodySlots = 3;
+template <int kD, int kNT>
+constexpr int w_smem_bytes() { return kWarpBodySlots * tile_bytes<kD>() + 8 * kNT * kD * 2; }
+
+// Enqueues the K codes of the warp's two chunks (2w, 2w + 1) of a tile holding
+// n tokens: lane (cc = lane / 16, i = lane % 16) copies token i of chunk
+// 2w + cc, one 16-dim group per round; ko is that chunk's byte offset in the
+// cache. Tokens past the context are zero-filled, never read.
+template <int kD>
+__device__ void issue_k_warp(const Params& p, int64_t ko, int n, int warp, int lane, uint8_t* slot) {
+  constexpr int kNG = kD / 16;
+  const int i = lane & 15, tok = 16 * (2 * warp + (lane >> 4)) + i;
+  const uint8_t* src = p.k + ko + i * 16;
+  const int64_t gstride = int64_t(p.block_size) * 16;
+  const uint32_t dst = smem_addr(slot) + (((tok >> 3) * kNG) << 7);
+  // Not unrolled in full: unrolled copies keep every round's addresses in
+  // registers across the whole tile loop.
+  if (n == kTileTokens) {
+#pragma unroll 2
+    for (int grp = 0; grp < kNG; ++grp, src += gstride)
+      cp_async16_all(dst + (grp << 7) + 16 * ((tok & 7) ^ k_swizzle<kD>(grp)), src);
+    return;
+  }
+  const bool in = tok < n;
+#pragma unroll 1
+  for (int grp = 0; grp < kNG; ++grp, src += gstride)
+    cp_async16_n(dst + (grp << 7) + 16 * ((tok & 7) ^ k_swizzle<kD>(grp)), in ? src : p.k, in ? 16u : 0u);
+}
+
+// Enqueues the V codes of the warp's two chunks of a tile holding n tokens:
+// lane l copies dims l, l + 32, ... of each chunk (16 tokens, 16 contiguous
+// bytes in either layout); vo0 / vo1: the chunks' byte offsets. The bytes of
+// tokens past the context are zero-filled.
+template <int kD>
+__device__ void issue_v_warp(const Params& p, int64_t vo0, int64_t vo1, int n, int warp, int lane,
+                             uint8_t* slot) {
+  const int64_t dstride = p.v_trans ? 16 : p.block_size;
+  const uint32_t s = smem_addr(slot);
+#pragma unroll 1
+  for (int cc = 0; cc < 2; ++cc) {
+    const int c = 2 * warp + cc;
+    const uint8_t* src = p.v + (cc ? vo1 : vo0) + lane * dstride;
+    if (n == kTileTokens) {
+#pragma unroll 2
+      for (int d = lane; d < kD; d += 32, src += 32 * dstride) cp_async16_all(s + vw_offset<kD>(c, d), src);
+    } else {
+      const int rest = n - 16 * c;
+      const uint32_t bytes = rest <= 0 ? 0u : rest >= 16 ? 16u : uint32_t(rest);
+#pragma unroll 1
+      for (int d = lane; d < kD; d += 32, src += 32 * dstride) cp_async16_n(s + vw_offset<kD>(c, d), bytes ? src : p.v, bytes);
+    }
+  }
+}
+
+template <int kD, int kNT>
+__global__ void __launch_bounds__(kThreads, kWarpBodyBlocks) attend_mma_warp_kernel(const Params p) {
+  constexpr int kR = 8 * kNT;       // query rows per pass
+  constexpr int kNJ = kD / 64;      // 16-byte K reads per token per lane
+  constexpr int kMT = kD / 16;      // 16-dim m tiles of the PV product (all of them in every warp)
+  constexpr int kSlots = kWarpBodySlots;
+  constexpr int kOStride = kD + 4;  // floats per row of a warp's output share: conflict-free writes
+  static_assert(kWarpSize == 32 && kWarps == 8, "fragment layouts assume 8 warps of 32 lanes");
+  static_assert(kD == 64 || kD == 128, "head_dim 64 or 128");
+  static_assert(kSlots >= 2, "a K and a V slot at least");
+  static_assert(kWarps * 8 * kOStride * 4 <= kSlots * tile_bytes<kD>(), "one n tile of the output shares fits the ring");
+  extern __shared__ uint4 smem_raw[];
+  uint8_t* ring = reinterpret_cast<uint8_t*>(smem_raw);
+  uint4* qfrag = reinterpret_cast<uint4*>(ring + kSlots * tile_bytes<kD>());
+  __shared__ float qscale[kR], row_m[kR], row_l[kR];
+  __shared__ float redmax[2][kWarps][kR], redsum[2][kWarps][kR];
+  // The running max by tile parity (tile lt reads parity lt - 1, warp 0
+  // writes parity lt), and the last tile's rescale factor (-1: the row saw no
+  // token); warp 0's lanes g == 0 keep the running sum in row_l. Shared
+  // memory rather than registers: the output share leaves few of them.
+  __shared__ float mbuf[2][kR], alpha_s[kR];
+  __shared__ float kscale[kTileTokens];
+  __shared__ int flag;
+
+  const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
+  const int g = lane >> 2, t = lane & 3;
+  const bool keeper = warp == 0 && g == 0;  // the lanes that keep the running sum
+  const int64_t slot = blockIdx.x;
+  int seq, h;
+  int64_t tile0, tile1;
+  if (!resolve_work(p, slot, seq, h, tile0, tile1, &flag)) return;
+  const int64_t len = p.lens[seq];
+  const float epi = epilogue_scale(p);
+  const int32_t* table = p.tables + int64_t(seq) * p.tables_s0;
+  const bool token_kscale = p.k_scale_kind == kScaleToken;
+  const float kscale_all = token_kscale ? 1.0f : scale_at(p.k_scale, p.k_scale_kind, 0, h, 0, p);
+  const int ntl = int(max64(0, min64(tile1, ceil_div64(max64(len, 0), kTileTokens)) - tile0));
+  const int64_t page_bytes = int64_t(kD) * p.block_size;
+
+  // The block-table entry of this lane's chunk (2w + lane % 2) of local tile
+  // lt (0 past the context): loaded a tile before its copies are issued.
+  auto load_entry = [&](int lt) -> int32_t {
+    if (lt >= ntl) return 0;
+    const int64_t tk = (tile0 + lt) * kTileTokens + 16 * (2 * warp + (lane & 1));
+    if (tk >= len) return 0;
+    uint32_t col, off;
+    page_of(p, uint32_t(tk), col, off);
+    return table[col];
+  };
+  // Byte offsets of chunk 2w + cc of local tile lt in the K and V caches, from
+  // its block-table entry e.
+  auto chunk_base = [&](int lt, int cc, int32_t e, int64_t& ko, int64_t& vo) {
+    uint32_t col, off;
+    page_of(p, uint32_t((tile0 + lt) * kTileTokens + 16 * (2 * warp + cc)), col, off);
+    const int64_t page = (int64_t(e) * p.hkv + h) * page_bytes;
+    ko = page + int64_t(off) * 16;
+    vo = page + (p.v_trans ? int64_t(off) * kD : int64_t(off));
+  };
+  // Item j of the warp's ring: K (even j) or V (odd j) of local tile j / 2, in
+  // slot j % kSlots; e: this lane's entry of that tile.
+  auto issue_item = [&](int j, int32_t e) {
+    const int lt = j >> 1;
+    if (lt < ntl) {
+      const int n = int(min64(kTileTokens, len - (tile0 + lt) * kTileTokens));
+      uint8_t* dst = ring + (j % kSlots) * tile_bytes<kD>();
+      int64_t ko, vo;
+      if (j & 1) {
+        int64_t ko1, vo1;
+        chunk_base(lt, 0, __shfl_sync(0xffffffffu, e, 0), ko, vo);
+        chunk_base(lt, 1, __shfl_sync(0xffffffffu, e, 1), ko1, vo1);
+        issue_v_warp<kD>(p, vo, vo1, n, warp, lane, dst);
+      } else {
+        chunk_base(lt, lane >> 4, __shfl_sync(0xffffffffu, e, lane >> 4), ko, vo);
+        issue_k_warp<kD>(p, ko, n, warp, lane, dst);
+      }
+    }
+    cp_async_commit();  // empty past the last tile: the wait counts stay uniform
+  };
+
+  for (int r0 = 0; r0 < p.rows; r0 += kR) {
+    const int nr = min(kR, p.rows - r0);
+    __syncthreads();  // the previous pass is done with shared memory
+    // Q: padding rows of the last n tile stay zero.
+    for (int i = tid; i < kR * kD / 8; i += kThreads) qfrag[i] = make_uint4(0, 0, 0, 0);
+    if (tid < kR) {
+      mbuf[1][tid] = neg_inf();
+      alpha_s[tid] = -1.0f;
+    }
+    const int32_t e0 = load_entry(0);
+    int32_t pe1 = load_entry(1);
+    __syncthreads();
+#pragma unroll
+    for (int j = 0; j < kSlots; ++j) issue_item(j, j < 2 ? e0 : pe1);
+    quantize_q_rows(p, seq, h, r0, nr, qscale, row_m, row_l, [&](int r, int d, float v) {
+      const int grp = d / 16, low = grp & 7;
+      const int tq = kD == 64 ? grp : low >> 1;
+      const int jq = kD == 64 ? 0 : (low & 1) + 2 * (grp >> 3);
+      const int at = ((((r / 8) * kNJ + jq) * 2 + (d % 16) / 8) * 32 + (r % 8) * 4 + tq) * 8 + d % 8;
+      reinterpret_cast<__half*>(qfrag)[at] = __float2half_rn(v);  // exact: v is an e4m3 value
+    });
+    __syncthreads();  // Q fragments and scales are in
+
+    float o[kMT][kNT][4];
+#pragma unroll
+    for (int mi = 0; mi < kMT; ++mi)
+#pragma unroll
+      for (int nt = 0; nt < kNT; ++nt)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) o[mi][nt][e] = 0.0f;
+    // The keepers add tile (parity par)'s sums, in warp order, to the rows
+    // that saw a token of it: l = l * alpha + sum.
+    auto finish_sums = [&](int par) {
+      if (!keeper) return;
+#pragma unroll
+      for (int nt = 0; nt < kNT; ++nt)
+#pragma unroll
+        for (int c = 0; c < 2; ++c) {
+          const int r = 8 * nt + 2 * t + c;
+          const float a = alpha_s[r];
+          if (a >= 0.0f) {
+            float sum = 0.0f;
+#pragma unroll
+            for (int w2 = 0; w2 < kWarps; ++w2) sum += redsum[par][w2][r];
+            row_l[r] = row_l[r] * a + sum;
+          }
+        }
+    };
+
+    for (int lt = 0; lt < ntl; ++lt) {
+      const int64_t t0 = (tile0 + lt) * kTileTokens;
+      const int n = int(min64(kTileTokens, len - t0));
+      const int32_t pe2 = load_entry(lt + 2);
+      if (token_kscale && 32 * warp + lane < n) {
+        uint32_t col, off;
+        page_of(p, uint32_t(t0 + 32 * warp + lane), col, off);
+        kscale[32 * warp + lane] = scale_at(p.k_scale, p.k_scale_kind, table[col], h, off, p);
+      }
+      int vis_r[kNT][2];
+#pragma unroll
+      for (int nt = 0; nt < kNT; ++nt)
+#pragma unroll
+        for (int c = 0; c < 2; ++c) {
+          const int row = 8 * nt + 2 * t + c;
+          vis_r[nt][c] = row < nr ? int(min64(n, len - p.q_len + 1 + (r0 + row) / p.group - t0)) : 0;
+        }
+      cp_async_wait<kSlots - 1>();  // this tile's K (the warp's own part)
+      __syncwarp();
+      const uint8_t* kst = ring + ((2 * lt) % kSlots) * tile_bytes<kD>();
+      const uint8_t* vst = ring + ((2 * lt + 1) % kSlots) * tile_bytes<kD>();
+
+      // Scores of the warp's 32 tokens: element e of (mt, nt) is token
+      // 32w + w_token(mt, g + 8 (e >> 1)), row 8nt + 2t + (e & 1).
+      float s[2][kNT][4];
+#pragma unroll
+      for (int mt = 0; mt < 2; ++mt)
+#pragma unroll
+        for (int nt = 0; nt < kNT; ++nt)
+#pragma unroll
+          for (int e = 0; e < 4; ++e) s[mt][nt][e] = 0.0f;
+#pragma unroll 1
+      for (int j = 0; j < kNJ; ++j) {
+        const int grp = k_group<kD>(t, j);
+        uint4 qb[kNT][2];
+#pragma unroll
+        for (int nt = 0; nt < kNT; ++nt)
+#pragma unroll
+          for (int hf = 0; hf < 2; ++hf) qb[nt][hf] = qfrag[((nt * kNJ + j) * 2 + hf) * 32 + lane];
+#pragma unroll
+        for (int mt = 0; mt < 2; ++mt) {
+          uint4 ka[2];
+#pragma unroll
+          for (int hf = 0; hf < 2; ++hf)
+            ka[hf] = *reinterpret_cast<const uint4*>(kst + k_offset<kD>(32 * warp + w_token(mt, g + 8 * hf), grp));
+#pragma unroll
+          for (int s4 = 0; s4 < 4; ++s4) {
+            const uint32_t wlo = word_of(ka[0], s4), whi = word_of(ka[1], s4);
+            const uint32_t a0 = e4m3x2_to_f16x2(wlo), a1 = e4m3x2_to_f16x2(whi);
+            const uint32_t a2 = e4m3x2_to_f16x2(wlo >> 16), a3 = e4m3x2_to_f16x2(whi >> 16);
+#pragma unroll
+            for (int nt = 0; nt < kNT; ++nt)
+              mma_add(s[mt][nt], a0, a1, a2, a3, word_of(qb[nt][s4 >> 1], 2 * (s4 & 1)),
+                      word_of(qb[nt][s4 >> 1], 2 * (s4 & 1) + 1));
+          }
+        }
+      }
+
+      // The tile's row maxima: the warp's by shuffles, the block's through
+      // shared memory (the one block barrier of the tile).
+      float qs_r[kNT][2], rmax[kNT][2];
+#pragma unroll
+      for (int nt = 0; nt < kNT; ++nt)
+#pragma unroll
+        for (int c = 0; c < 2; ++c) {
+          qs_r[nt][c] = qscale[8 * nt + 2 * t + c];
+          rmax[nt][c] = neg_inf();
+        }
+#pragma unroll
+      for (int mt = 0; mt < 2; ++mt)
+#pragma unroll
+        for (int nt = 0; nt < kNT; ++nt)
+#pragma unroll
+          for (int e = 0; e < 4; ++e) {
+            const int tok = 32 * warp + w_token(mt, g + 8 * (e >> 1));
+            const float v = s[mt][nt][e] * qs_r[nt][e & 1] * (token_kscale ? kscale[tok] : kscale_all);
+            s[mt][nt][e] = v;
+            if (tok < vis_r[nt][e & 1]) rmax[nt][e & 1] = fmaxf(rmax[nt][e & 1], v);
+          }
+#pragma unroll
+      for (int nt = 0; nt < kNT; ++nt)
+#pragma unroll
+        for (int c = 0; c < 2; ++c) {
+          float v = rmax[nt][c];
+          v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, 4));
+          v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, 8));
+          v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, 16));
+          if (g == 0) redmax[lt & 1][warp][8 * nt + 2 * t + c] = v;
+        }
+      __syncthreads();  // this tile's maxima and the previous tile's sums are in
+      if (lt > 0) finish_sums((lt - 1) & 1);
+      // Every lane derives its rows' new max and rescale factor (the same
+      // values in every lane). A row that sees no token of this tile keeps
+      // its max and sum.
+      float mnew_r[kNT][2], alpha_r[kNT][2], lsum[kNT][2];
+#pragma unroll
+      for (int nt = 0; nt < kNT; ++nt)
+#pragma unroll
+        for (int c = 0; c < 2; ++c) {
+          const int r = 8 * nt + 2 * t + c;
+          mnew_r[nt][c] = 0.0f;
+          alpha_r[nt][c] = 1.0f;
+          lsum[nt][c] = 0.0f;
+          const float m_old = mbuf[(lt + 1) & 1][r];
+          float m_keep = m_old;
+          if (vis_r[nt][c] > 0) {
+            float tmax = redmax[lt & 1][0][r];
+#pragma unroll
+            for (int w2 = 1; w2 < kWarps; ++w2) tmax = fmaxf(tmax, redmax[lt & 1][w2][r]);
+            const float m_new = fmaxf(m_old, tmax);
+            mnew_r[nt][c] = m_new;
+            alpha_r[nt][c] = m_old == neg_inf() ? 0.0f : expf(m_old - m_new);
+            m_keep = m_new;
+          }
+          if (keeper) {
+            mbuf[lt & 1][r] = m_keep;
+            alpha_s[r] = vis_r[nt][c] > 0 ? alpha_r[nt][c] : -1.0f;
+          }
+        }
+      // P as f16 pairs of the score fragments, transposed into the PV
+      // product's B fragments: pb[k][nt][hf] holds row 8nt + g at tokens
+      // 8t + 4k + 2hf + {0, 1}.
+      uint32_t pb[2][kNT][2];
+#pragma unroll
+      for (int mt = 0; mt < 2; ++mt)
+#pragma unroll
+        for (int nt = 0; nt < kNT; ++nt)
+#pragma unroll
+          for (int hf = 0; hf < 2; ++hf) {
+            uint32_t two = 0;
+#pragma unroll
+            for (int c = 0; c < 2; ++c) {
+              const int e = 2 * hf + c;
+              const int tok = 32 * warp + w_token(mt, g + 8 * hf);
+              uint16_t w = 0;
+              if (tok < vis_r[nt][c]) {
+                const float pt = expf(s[mt][nt][e] - mnew_r[nt][c]);
+                lsum[nt][c] += pt;
+                w = __nv_cvt_fp8_to_halfraw(__nv_cvt_float_to_fp8(pt * p.fp8_max, __NV_SATFINITE, __NV_E4M3), __NV_E4M3).x;
+              }
+              two |= uint32_t(w) << (16 * c);
+            }
+            pb[mt][nt][hf] = transpose8x8(two);
+          }
+#pragma unroll
+      for (int nt = 0; nt < kNT; ++nt)
+#pragma unroll
+        for (int c = 0; c < 2; ++c) {
+          float v = lsum[nt][c];
+          v += __shfl_xor_sync(0xffffffffu, v, 4);
+          v += __shfl_xor_sync(0xffffffffu, v, 8);
+          v += __shfl_xor_sync(0xffffffffu, v, 16);
+          if (g == 0) redsum[lt & 1][warp][8 * nt + 2 * t + c] = v;
+        }
+      // The next K (or V) into the K slot this warp has read (the barrier
+      // above ordered its reads). Issued here, where the scores are dead.
+      issue_item(2 * lt + kSlots, ((2 * lt + kSlots) >> 1) == lt + 1 ? pe1 : pe2);
+#pragma unroll
+      for (int mi = 0; mi < kMT; ++mi)
+#pragma unroll
+        for (int nt = 0; nt < kNT; ++nt)
+#pragma unroll
+          for (int e = 0; e < 4; ++e) o[mi][nt][e] *= alpha_r[nt][e & 1];
+
+      cp_async_wait<kSlots - 1>();  // this tile's V (the warp's own part)
+      __syncwarp();
+      // PV over the warp's tokens: lane (g, t) reads tokens 8t .. 8t + 7 (chunk
+      // 2w + t / 2, bytes 8 (t % 2) ..) of dims 16mi + g and 16mi + g + 8.
+      {
+        const uint8_t* vrow = vst + 8 * (t & 1);
+        const int cv = 2 * warp + (t >> 1);
+#pragma unroll
+        for (int mi = 0; mi < kMT; ++mi) {
+          const uint2 va = *reinterpret_cast<const uint2*>(vrow + vw_offset<kD>(cv, 16 * mi + g));
+          const uint2 vb = *reinterpret_cast<const uint2*>(vrow + vw_offset<kD>(cv, 16 * mi + g + 8));
+#pragma unroll
+          for (int k = 0; k < 2; ++k) {
+            const uint32_t wa = k ? va.y : va.x, wb = k ? vb.y : vb.x;
+            const uint32_t a0 = e4m3x2_to_f16x2(wa), a1 = e4m3x2_to_f16x2(wb);
+            const uint32_t a2 = e4m3x2_to_f16x2(wa >> 16), a3 = e4m3x2_to_f16x2(wb >> 16);
+#pragma unroll
+            for (int nt = 0; nt < kNT; ++nt) mma_add(o[mi][nt], a0, a1, a2, a3, pb[k][nt][0], pb[k][nt][1]);
+          }
+        }
+      }
+      __syncwarp();  // every lane is done with the warp's part of the V slot
+      issue_item(2 * lt + 1 + kSlots, ((2 * lt + 1 + kSlots) >> 1) == lt + 1 ? pe1 : pe2);
+      pe1 = pe2;
+    }
+    cp_async_wait<0>();
+    __syncthreads();  // the ring is free; the last tile's sums are in
+    if (ntl > 0) {
+      finish_sums((ntl - 1) & 1);
+      if (keeper) {
+#pragma unroll
+        for (int nt = 0; nt < kNT; ++nt)
+#pragma unroll
+          for (int c = 0; c < 2; ++c) row_m[8 * nt + 2 * t + c] = mbuf[(ntl - 1) & 1][8 * nt + 2 * t + c];
+      }
+    }
+
+    // The warps' shares added in warp order, one n tile at a time, through the ring.
+    float* share = reinterpret_cast<float*>(ring);
+#pragma unroll
+    for (int nt = 0; nt < kNT; ++nt) {
+#pragma unroll
+      for (int mi = 0; mi < kMT; ++mi)
+#pragma unroll
+        for (int e = 0; e < 4; ++e)
+          share[(warp * 8 + 2 * t + (e & 1)) * kOStride + 16 * mi + g + 8 * (e >> 1)] = o[mi][nt][e];
+      __syncthreads();
+      for (int i = tid; i < 8 * kD; i += kThreads) {
+        const int r8 = i / kD, d = i % kD, row = 8 * nt + r8;
+        float acc = 0.0f;
+#pragma unroll
+        for (int w2 = 0; w2 < kWarps; ++w2) acc += share[(w2 * 8 + r8) * kOStride + d];
+        if (row < nr) store_row_value(p, seq, h, slot, r0 + row, d, acc, row_l[row], epi);
+      }
+      __syncthreads();
+    }
+    if (!p.direct && tid < nr) {
+      p.m[slot * p.rows + r0 + tid] = row_m[tid];
+      p.l[slot * p.rows + r0 + tid] = row_l[tid];
+    }
+  }
+}
+
 }  // namespace mma
 #endif  // PAV_HIP_NVIDIA
 
@@ -1409,25 +1870,35 @@ void launch_fast(const Params& p, unsigned grid, hipStream_t s) {
 }
 
 #if defined(PAV_HIP_NVIDIA)
-template <int kD, int kNT>
-void launch_mma_shape(const Params& p, unsigned grid, hipStream_t s) {
-  constexpr int bytes = mma::smem_bytes<kD, kNT>();
-  // The dynamic shared-memory limit is raised once per device.
-  static std::atomic<uint64_t> raised{0};
+// Launches a matrix-unit kernel with `bytes` of dynamic shared memory; the
+// limit is raised once per device and kernel (`raised`: a bit per device).
+void launch_mma_kernel(void (*kernel)(Params), int bytes, std::atomic<uint64_t>& raised, const Params& p,
+                       unsigned grid, hipStream_t s) {
   int dev = 0;
   check(cudaGetDevice(&dev), "cudaGetDevice");
   const uint64_t bit = uint64_t(1) << (dev & 63);
   if (!(raised.load() & bit)) {
-    check(cudaFuncSetAttribute(mma::attend_mma_kernel<kD, kNT>, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes),
+    check(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes),
           "matrix-unit attention: shared-memory limit");
-    // All of the unified L1/shared storage as shared memory: two blocks of a
-    // three-tile ring need nearly all of it.
-    check(cudaFuncSetAttribute(mma::attend_mma_kernel<kD, kNT>, cudaFuncAttributePreferredSharedMemoryCarveout,
+    // All of the unified L1/shared storage as shared memory: two or three
+    // blocks of a ring of tile slots need nearly all of it.
+    check(cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout,
                                int(cudaSharedmemCarveoutMaxShared)),
           "matrix-unit attention: shared-memory carveout");
     raised.fetch_or(bit);
   }
-  mma::attend_mma_kernel<kD, kNT><<<grid, kThreads, bytes, s>>>(p);
+  kernel<<<grid, kThreads, bytes, s>>>(p);
+}
+
+// The warp-private body for passes of 8 rows at head_dim 64 / 128, else the
+// other one.
+template <int kD, int kNT>
+void launch_mma_shape(const Params& p, unsigned grid, hipStream_t s) {
+  static std::atomic<uint64_t> raised{0};
+  if constexpr (mma::warp_body_applies<kD, kNT>())
+    launch_mma_kernel(mma::attend_mma_warp_kernel<kD, kNT>, mma::w_smem_bytes<kD, kNT>(), raised, p, grid, s);
+  else
+    launch_mma_kernel(mma::attend_mma_kernel<kD, kNT>, mma::smem_bytes<kD, kNT>(), raised, p, grid, s);
 }
 
 template <int kNT>
