@@ -17,8 +17,7 @@
 #   b  pav_gpu_bench, every config (JSON and log), within what is left of BUDGET
 #      seconds (default 570) for the whole script
 #   n  Nsight Compute on the matrix attention of equal32-h8g8 (balanced)
-#   s  SASS instruction counts of attend_mma_warp_kernel<128, 1> (the body of
-#      8-row passes at head_dim 128)
+#   s  SASS instruction counts of attend_mma_kernel<128, 1>
 #   r  Nsight Compute on the balanced refresh at Hkv 1, batch 256
 #   x  Nsight Compute on the attention of trace16-h8g8-q4 (32 rows per pass) and
 #      trace32-h1g16-q1 (G 16), and the bench of the reduce at budget 8 x SMs
@@ -98,8 +97,8 @@ if has b; then
 fi
 
 if has s; then
-  cuobjdump -sass ./gpu_test 2>/dev/null | awk '/Function : /{f = /attend_mma_warp_kernelILi128ELi1ELi2E/} f' >"$OUT/sass.txt"
-  echo "SASS of attend_mma_warp_kernel<128, 1>:"
+  cuobjdump -sass ./gpu_test 2>/dev/null | awk '/Function : /{f = /attend_mma_kernelILi128ELi1E/} f' >"$OUT/sass.txt"
+  echo "SASS of attend_mma_kernel<128, 1>:"
   grep -oE "(LDGSTS|LDG|STG|LDS|STS|HMMA|BAR|MUFU|F2FP|MOVM|SHFL|LDL|STL)[.A-Z0-9_]*" "$OUT/sass.txt" | sort | uniq -c | sort -rn | head -12
   cuobjdump -res-usage ./gpu_test 2>/dev/null | grep -A1 "attend_mma" | grep -oE "(_Z[A-Za-z0-9_]*attend_mma[a-z_]*kernelILi[0-9]+ELi[0-9]+E(Li[0-9]+E)?|REG:[0-9]+|STACK:[0-9]+|SHARED:[0-9]+|LOCAL:[0-9]+)" |
     paste -sd' ' | sed 's/ _Z/\n_Z/g' >"$OUT/resources.txt"

@@ -277,11 +277,10 @@ struct Scratchpad {
   }
 };
 
-// The kernel a graph node runs, by role: every attention body (the two
-// matrix-unit ones, the fast one and the general one) counts as the attention.
+// The kernel a graph node runs, by role: every attention body (the matrix-unit
+// one, the fast one and the general one) counts as the attention.
 std::string short_kernel_name(const std::string& n) {
-  if (n.find("attend_fast_kernel") != std::string::npos || n.find("attend_mma_kernel") != std::string::npos ||
-      n.find("attend_mma_warp_kernel") != std::string::npos)
+  if (n.find("attend_fast_kernel") != std::string::npos || n.find("attend_mma_kernel") != std::string::npos)
     return "attend_kernel";
   if (n.find("balanced_refresh_kernel") != std::string::npos) return "refresh_kernel";
   for (const char* k : {"attend_kernel", "reduce_kernel", "check_kernel", "refresh_kernel"})
