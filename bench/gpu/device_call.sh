@@ -7,7 +7,8 @@
 #
 # Run from a folder holding gpu_test, pav_gpu_bench, lib/ (shared libraries the
 # binaries need) and mutxz/NAME.tar.xz (one per mutant: NAME/gpu_test,
-# NAME/filter, NAME/what, as `ci/gpu.sh --build-mutants` writes them). Logs go to
+# NAME/filter, NAME/what, as `ci/gpu.sh --build-mutants` writes them) or
+# mutkit/ (bench/gpu/mutant_kit.sh pack; step k builds them here). Logs go to
 # $OUT (default ./out). STEPS: letters of the steps to run:
 #   t  gpu_test, then compute-sanitizer memcheck and racecheck over GpuSanitize.*
 #   k  build the mutants here from the kit in ./mutkit (bench/gpu/mutant_kit.sh
