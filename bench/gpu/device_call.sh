@@ -7,9 +7,13 @@
 #
 # Run from a folder holding gpu_test, pav_gpu_bench, lib/ (shared libraries the
 # binaries need) and mutxz/NAME.tar.xz (one per mutant: NAME/gpu_test,
-# NAME/filter, NAME/what, as `ci/gpu.sh --build-mutants` writes them). Logs go to
+# NAME/filter, NAME/what, as `ci/gpu.sh --build-mutants` writes them) or
+# mutkit/ (bench/gpu/mutant_kit.sh pack; step k builds them here). Logs go to
 # $OUT (default ./out). STEPS: letters of the steps to run:
 #   t  gpu_test, then compute-sanitizer memcheck and racecheck over GpuSanitize.*
+#   k  build the mutants here from the kit in ./mutkit (bench/gpu/mutant_kit.sh
+#      pack): mut/NAME/ for step m, and two control binaries (the sources
+#      compiled here unpatched) whose whole suite must pass
 #   m  every prebuilt mutant: caught when its filtered suite fails
 #   b  pav_gpu_bench, every config (JSON and log), within what is left of BUDGET
 #      seconds (default 570) for the whole script
@@ -42,6 +46,18 @@ if has t; then
     timeout 150 "$cs" --tool $tool --error-exitcode 99 ./gpu_test --gtest_filter='GpuSanitize.*' >"$OUT/san-$tool.log" 2>&1
     rc=$?; stamp "$tool rc=$rc"; [[ $rc == 0 ]] || fail=1
     grep -E "ERROR SUMMARY|RACECHECK SUMMARY|PASSED|FAILED" "$OUT/san-$tool.log" | tail -3
+  done
+fi
+
+if has k; then
+  rm -rf mut control-*
+  mutkit/mutant_kit.sh build mut -j "$(nproc)" >"$OUT/mutant-build.log" 2>&1
+  rc=$?; stamp "mutant build rc=$rc: $(grep -c '^built' "$OUT/mutant-build.log") built"; [[ $rc == 0 ]] || fail=1
+  grep -v '^built' "$OUT/mutant-build.log" | head -20
+  for c in control-*/; do
+    [[ -x $c/gpu_test ]] || { echo "  no ${c%/}"; fail=1; continue; }
+    timeout 300 "$c/gpu_test" --gtest_brief=1 >"$OUT/${c%/}.log" 2>&1
+    rc=$?; stamp "${c%/} suite rc=$rc: $(grep -E '^\[  (PASSED|FAILED)' "$OUT/${c%/}.log" | head -1)"; [[ $rc == 0 ]] || fail=1
   done
 fi
 
@@ -84,8 +100,8 @@ fi
 if has s; then
   cuobjdump -sass ./gpu_test 2>/dev/null | awk '/Function : /{f = /attend_mma_kernelILi128ELi1E/} f' >"$OUT/sass.txt"
   echo "SASS of attend_mma_kernel<128, 1>:"
-  grep -oE "(LDGSTS|LDG|STG|LDS|STS|HMMA|BAR|MUFU|F2FP)[.A-Z0-9_]*" "$OUT/sass.txt" | sort | uniq -c | sort -rn | head -12
-  cuobjdump -res-usage ./gpu_test 2>/dev/null | grep -A1 "attend_mma_kernel" | grep -oE "(_Z[A-Za-z0-9_]*attend_mma_kernelILi[0-9]+ELi[0-9]+E|REG:[0-9]+|STACK:[0-9]+|SHARED:[0-9]+|LOCAL:[0-9]+)" |
+  grep -oE "(LDGSTS|LDG|STG|LDS|STS|HMMA|BAR|MUFU|F2FP|MOVM|SHFL|LDL|STL)[.A-Z0-9_]*" "$OUT/sass.txt" | sort | uniq -c | sort -rn | head -12
+  cuobjdump -res-usage ./gpu_test 2>/dev/null | grep -A1 "attend_mma" | grep -oE "(_Z[A-Za-z0-9_]*attend_mma[a-z_]*kernelILi[0-9]+ELi[0-9]+E(Li[0-9]+E)?|REG:[0-9]+|STACK:[0-9]+|SHARED:[0-9]+|LOCAL:[0-9]+)" |
     paste -sd' ' | sed 's/ _Z/\n_Z/g' >"$OUT/resources.txt"
   cat "$OUT/resources.txt"
 fi

@@ -277,8 +277,8 @@ struct Scratchpad {
   }
 };
 
-// The kernel a graph node runs, by role: both attention bodies (the fast one
-// and the general one) count as the attention.
+// The kernel a graph node runs, by role: every attention body (the matrix-unit
+// one, the fast one and the general one) counts as the attention.
 std::string short_kernel_name(const std::string& n) {
   if (n.find("attend_fast_kernel") != std::string::npos || n.find("attend_mma_kernel") != std::string::npos)
     return "attend_kernel";
