@@ -345,9 +345,9 @@ TEST(GpuDecode, TornRowRecordingALiveLengthIsStale) {
 
     props::HostCase cpu_case = props::build_case(s);
     const DecodeCall ccall = cpu_case.call();
-    HostScratch hs(ccall, pp.kv_heads * torn.capacity());
+    const auto cpu_scratch = props::make_scratch(ccall, pp.kv_heads * torn.capacity(), pp.kv_heads);
     const PlanView tv = torn.view();
-    const DecodeResult cpu = launch_planned(ccall, &tv, hs.view, Backend::cpu);
+    const DecodeResult cpu = launch_planned(ccall, &tv, cpu_scratch.view, Backend::cpu);
 
     EXPECT_EQ(gpu.status, DecodeStatus::stale_plan);
     EXPECT_EQ(cpu.status, DecodeStatus::stale_plan);
