@@ -15,7 +15,8 @@ namespace pav::adapters::protocol {
 
 inline constexpr int kVersion = 1;
 
-// The ops pav sends, in the order a worker first sees them.
+// The ops pav sends, in the order a worker first sees them; pav kernel-worker
+// answers any other with an error.
 inline constexpr std::array<std::string_view, 4> kOps = {"describe", "check", "decode", "quit"};
 
 // The statuses of an ok: false decode reply and the outcome each stands for.

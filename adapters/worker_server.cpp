@@ -3,6 +3,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cmath>
 #include <cstring>
@@ -190,7 +191,7 @@ int serve_worker(KernelUnderTest& kernel, int in_fd, int out_fd, const ServeHook
       send_reply(out_fd, hooks, req, json({{"ok", true}, {"protocol", protocol::kVersion}, {"kernel", d}}));
       continue;
     }
-    if (op != "decode" && op != "check") {
+    if (std::find(protocol::kOps.begin(), protocol::kOps.end(), op) == protocol::kOps.end()) {
       write_line(out_fd, failure(req, "error", "unknown op '" + op + "'").dump());
       continue;
     }
