@@ -26,6 +26,7 @@
 #include "adapters/lib_kernel.hpp"
 #include "adapters/npy.hpp"
 #include "adapters/pav_kernel.hpp"
+#include "adapters/testdata/test_support.hpp"
 #include "adapters/worker_protocol.hpp"
 #include "adapters/worker_server.hpp"
 #include "common/durable_file.hpp"
@@ -62,18 +63,8 @@ void PrintTo(const KernelDescription& d, std::ostream* os) { *os << to_json(d).d
 
 namespace {
 
-fs::path scratch_dir(const std::string& name) {
-  fs::path p = fs::temp_directory_path() / ("pav-adapters-test-" + std::to_string(::getpid())) / name;
-  fs::create_directories(p);
-  return p;
-}
-
-std::string slurp(const fs::path& p) {
-  std::ifstream f(p, std::ios::binary);
-  std::stringstream s;
-  s << f.rdbuf();
-  return s.str();
-}
+fs::path scratch_dir(const std::string& name) { return adapters::fixture::scratch_dir("pav-adapters-test", name); }
+using adapters::fixture::slurp;
 
 // ---- .npy ---------------------------------------------------------------------------
 
@@ -422,19 +413,7 @@ TEST(Description, AbiRoundTripsAndRefusesWhatItCannotRead) {
 
 // ---- the contract's admission rule -------------------------------------------------------
 
-props::CaseSpec small_spec() {
-  props::CaseSpec s;
-  s.lens = {300, 17, 0};
-  s.q_len = 2;
-  s.hkv = 2;
-  s.group = 3;
-  s.head_dim = 64;
-  s.block_size = 16;
-  s.scales = props::ScaleKind::per_token;
-  s.path = props::Path::uniform;
-  s.seed = 11;
-  return s;
-}
+using adapters::fixture::small_spec;
 
 std::string violation(const props::CaseSpec& s, const KernelDescription& d,
                       const std::function<void(props::KernelCall&)>& edit = nullptr) {
@@ -870,11 +849,7 @@ std::string fault_worker(const std::string& mode, int64_t min_len = 300, const s
          std::to_string(min_len) + " -- " + words;
 }
 
-props::CaseSpec short_spec() {
-  props::CaseSpec s = small_spec();
-  s.lens = {17, 5};
-  return s;
-}
+using adapters::fixture::short_spec;
 
 TEST(WorkerAdapter, AWellBehavedWorkerMatchesTheInProcessKernel) {
   adapters::OpenOptions o;

@@ -2,6 +2,7 @@
 #include "adapters/kernel.hpp"
 
 #include <fmt/core.h>
+#include <fmt/format.h>
 
 #include <algorithm>
 #include <cmath>
@@ -304,6 +305,42 @@ json to_json(const KernelDescription& d) {
                   {"partial", d.profile.partial == DType::none ? std::string("none")
                                                                : std::string(kernels::to_string(d.profile.partial))}};
   return j;
+}
+
+namespace {
+
+// A description's value for people: lists as "[64, 128]", a long one by its
+// ends and its count.
+std::string value_text(const json& v) {
+  if (!v.is_array()) return utf8_clean(v.dump(-1, ' ', false, json::error_handler_t::replace), 120);
+  std::vector<std::string> items;
+  for (const json& x : v) items.push_back(value_text(x));
+  if (items.size() > 8)
+    return fmt::format("[{}, ..., {}] ({} values)", fmt::join(items.begin(), items.begin() + 4, ", "), items.back(),
+                       items.size());
+  return fmt::format("[{}]", fmt::join(items, ", "));
+}
+
+void add_changes(const json& before, const json& after, const std::string& prefix, std::vector<std::string>& out) {
+  std::set<std::string> keys;
+  for (const auto& [k, v] : before.items()) keys.insert(k);
+  for (const auto& [k, v] : after.items()) keys.insert(k);
+  for (const std::string& k : keys) {
+    const json none = "(absent)";
+    const json& a = before.contains(k) ? before.at(k) : none;
+    const json& b = after.contains(k) ? after.at(k) : none;
+    if (a == b) continue;
+    if (a.is_object() && b.is_object()) add_changes(a, b, prefix + k + ".", out);
+    else out.push_back(fmt::format("{}{} {} -> {}", prefix, k, value_text(a), value_text(b)));
+  }
+}
+
+}  // namespace
+
+std::string description_change(const KernelDescription& before, const KernelDescription& after) {
+  std::vector<std::string> changes;
+  add_changes(to_json(before), to_json(after), "", changes);
+  return fmt::format("{}", fmt::join(changes, "; "));
 }
 
 KernelDescription description_from_json(const json& j) {

@@ -15,6 +15,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "common/durable_file.hpp"
 #include "kernels/cache_format.hpp"
 #include "kernels/call.hpp"
 #include "kernels/planner.hpp"
@@ -120,6 +121,16 @@ class KernelUnavailable : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+// Thrown by a call when the kernel stopped being the one the run began with (a
+// worker restarted after a fault that describes itself otherwise): no verdict,
+// since the cases drawn so far fit the first description and a case saved now
+// would replay against a fresh worker. It is a pav::IoError so that it ends
+// the run the same way (thrown on through the properties, exit 3).
+class KernelChanged : public IoError {
+ public:
+  using IoError::IoError;
+};
+
 // Sorts every set of the description (dtypes, layouts, scale kinds, sizes) so
 // two descriptions of the same kernel compare equal whatever order they listed.
 void canonicalize(KernelDescription& d);
@@ -133,6 +144,10 @@ std::string description_problem(const KernelDescription& d);
 // KernelSpecError naming the field (unknown fields included) and validates.
 nlohmann::json to_json(const KernelDescription& d);
 KernelDescription description_from_json(const nlohmann::json& j);
+// The fields in which two descriptions differ, by their JSON names, each as
+// "field before -> after" ("head_dims [64, 128] -> [128]; profile.partial f32
+// -> bf16"); empty when they are equal.
+std::string description_change(const KernelDescription& before, const KernelDescription& after);
 // One line for people: "name version (adapter): bf16/f16, fp8_e4m3fn, ...".
 std::string summary(const KernelDescription& d);
 

@@ -176,6 +176,8 @@ CallResult from_status(int rc, const char* message, size_t size, const char* ent
     case PAV_REJECT: return {Outcome::rejected, text};
     case PAV_STALE_PLAN: return {Outcome::stale_plan, text};
     case PAV_ERROR: return {Outcome::kernel_error, text};
+    case PAV_UNAVAILABLE:
+      return {Outcome::kernel_error, fmt::format("{} returned PAV_UNAVAILABLE, which only pav_kernel_init may: {}", entry, text)};
     default: return {Outcome::kernel_error, fmt::format("{} returned {}, not a pav_status: {}", entry, rc, text)};
   }
 }

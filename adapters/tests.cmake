@@ -30,7 +30,9 @@ foreach(fault_and_text
     "nan|nonfinite"
     "fifo|out.npy: a FIFO"
     "devzero|out.npy: a symbolic link"
-    "non-utf8|bad bytes:")
+    "non-utf8|bad bytes:"
+    "reject|kernel refused the call: fault_worker refuses: reject"
+    "stale-plan|stale plan: fault_worker's plan is stale")
   string(REPLACE "|" ";" parts "${fault_and_text}")
   list(GET parts 0 fault)
   list(GET parts 1 text)
@@ -43,6 +45,13 @@ foreach(fault_and_text
 endforeach()
 # A hang costs the timeout per failing shrink candidate: fewer candidates.
 set_tests_properties(KernelCli.WorkerFault.hang PROPERTIES ENVIRONMENT "SHRINK_TRIES=12")
+
+# A worker started again after a fault that describes itself otherwise ends the
+# run: exit 3 naming the fields that changed, no verdict, no case saved.
+add_test(NAME KernelCli.WorkerDescribeChanges
+  COMMAND sh -c "d=$(mktemp -d); out=$(\"$0\" fuzz --kernel \"exec:'$1' --fault describe-changes --state $d/state --min-len 300 -- --path uniform\" --property decode --cases 60 --seed 7 --save \"$d/cases\" --timeout 5 2>&1); rc=$?; printf '%s\\n' \"$out\"; n=$(ls \"$d/cases\" 2>/dev/null | wc -l); rm -rf \"$d\"; [ $rc -eq 3 ] && [ $n -eq 0 ] && printf '%s' \"$out\" | grep -qF -- 'could not run: worker restarted with another description: head_dims'"
+          $<TARGET_FILE:pav> $<TARGET_FILE:pav_fault_worker>)
+set_tests_properties(KernelCli.WorkerDescribeChanges PROPERTIES LABELS cpu TIMEOUT 120)
 
 # --isolate turns a segfaulting plugin into a failure verdict with the case saved.
 add_test(NAME KernelCli.IsolatedPluginSegfault

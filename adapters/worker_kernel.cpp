@@ -135,10 +135,10 @@ class WorkerKernel final : public KernelUnderTest {
       const json reply = exchange(protocol::decode_request(id, dir, r), id);
       if (!reply.at("ok").get<bool>()) {
         const std::string status = reply.contains("status") ? string_member(reply, "status") : "error";
-        const std::string text = error_text(reply);
-        if (status == "reject") return {Outcome::rejected, text};
-        if (status == "stale_plan") return {Outcome::stale_plan, text};
-        return {Outcome::kernel_error, text};
+        Outcome outcome = Outcome::kernel_error;
+        if (protocol::outcome_of_status(status, outcome)) return {outcome, error_text(reply)};
+        return {Outcome::kernel_error, fmt::format("{} (status '{}', not one of the protocol's)", error_text(reply),
+                                                   utf8_clean(status, 64))};
       }
       read_output(dir + "/out.npy", r.call.out, "out.npy");
       if (r.lse.present()) read_output(dir + "/lse.npy", r.lse, "lse.npy");
@@ -329,9 +329,18 @@ class WorkerKernel final : public KernelUnderTest {
         throw WorkerFault{std::string("description: ") + e.what()};
       }
       if (d.memory != Memory::host) throw WorkerFault{"description: a worker's memory must be host"};
-      if (first) description_ = std::move(d);
-      else if (!(d == description_))
-        throw WorkerFault{"the restarted worker describes itself differently from the first time"};
+      if (first) {
+        description_ = std::move(d);
+      } else if (!(d == description_)) {
+        // Not a verdict on the call that restarted it: the cases drawn so far
+        // fit the first description, and a case saved now would replay against
+        // a fresh worker. The run ends (exit 3).
+        const std::string tail = log_tail();
+        throw KernelChanged(utf8_clean("worker restarted with another description: " +
+                                           description_change(description_, d),
+                                       size_t(kernels::kMaxKernelMessageBytes)) +
+                            tail);
+      }
     } catch (const WorkerFault& w) {
       log_mark_ = mark;
       if (first) {
@@ -368,13 +377,14 @@ class WorkerKernel final : public KernelUnderTest {
     for (;;) {
       const auto nl = buffer_.find('\n');
       if (nl != std::string::npos) {
+        // A read may bring the end of a line past the limit with its newline.
+        if (nl > kMaxLine) throw WorkerFault{line_too_long()};
         std::string line = buffer_.substr(0, nl);
         buffer_.erase(0, nl + 1);
         if (!line.empty() && line.back() == '\r') line.pop_back();
         return line;
       }
-      if (buffer_.size() > kMaxLine)
-        throw WorkerFault{fmt::format("worker protocol error: a reply line longer than {} bytes", kMaxLine)};
+      if (buffer_.size() > kMaxLine) throw WorkerFault{line_too_long()};
       char chunk[65536];
       const ssize_t r = ::read(from_worker_, chunk, sizeof chunk);
       if (r > 0) {
@@ -386,6 +396,10 @@ class WorkerKernel final : public KernelUnderTest {
       if (errno != EAGAIN) throw WorkerFault{std::string("reading the worker's stdout: ") + std::strerror(errno)};
       wait_fd(from_worker_, POLLIN, deadline, id);
     }
+  }
+
+  static std::string line_too_long() {
+    return fmt::format("worker protocol error: a reply line longer than {} bytes", kMaxLine);
   }
 
   void wait_fd(int fd, short events, Clock::time_point deadline, int64_t id) {

@@ -16,6 +16,21 @@ using kernels::DType;
 using kernels::TensorView;
 using nlohmann::json;
 
+bool outcome_of_status(std::string_view name, Outcome& out) {
+  for (const StatusName& s : kStatuses)
+    if (s.name == name) {
+      out = s.outcome;
+      return true;
+    }
+  return false;
+}
+
+std::string_view status_of(Outcome o) {
+  for (const StatusName& s : kStatuses)
+    if (s.outcome == o) return s.name;
+  return "error";
+}
+
 std::vector<NamedTensor> inputs_of(const DecodeRequest& r) {
   const kernels::DecodeCall& c = r.call;
   // A combined K/V tensor goes as kv_cache alone (its halves are its views);

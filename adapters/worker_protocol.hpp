@@ -3,7 +3,9 @@
 // The worker protocol's messages (docs/verify-your-kernel.md, "Worker
 // protocol"), shared by pav's side (worker_kernel) and pav's own worker
 // (worker_server, behind `pav kernel-worker` and --isolate).
+#include <array>
 #include <string>
+#include <string_view>
 
 #include <nlohmann/json.hpp>
 
@@ -12,6 +14,22 @@
 namespace pav::adapters::protocol {
 
 inline constexpr int kVersion = 1;
+
+// The ops pav sends, in the order a worker first sees them; pav kernel-worker
+// answers any other with an error.
+inline constexpr std::array<std::string_view, 4> kOps = {"describe", "check", "decode", "quit"};
+
+// The statuses of an ok: false decode reply and the outcome each stands for.
+struct StatusName {
+  std::string_view name;
+  Outcome outcome;
+};
+inline constexpr std::array<StatusName, 3> kStatuses = {
+    {{"reject", Outcome::rejected}, {"stale_plan", Outcome::stale_plan}, {"error", Outcome::kernel_error}}};
+// The outcome a status names; false for a name not in kStatuses.
+bool outcome_of_status(std::string_view name, Outcome& out);
+// The status a worker sends for an outcome other than ok ("error" for a fault).
+std::string_view status_of(Outcome o);
 
 // The inputs of a call, by the names the protocol uses, in a fixed order.
 struct NamedTensor {

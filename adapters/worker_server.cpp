@@ -3,6 +3,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cmath>
 #include <cstring>
@@ -155,12 +156,13 @@ json failure(const json& req, const std::string& status, const std::string& why)
   return r;
 }
 
-std::string status_name(Outcome o) {
-  switch (o) {
-    case Outcome::rejected: return "reject";
-    case Outcome::stale_plan: return "stale_plan";
-    default: return "error";
-  }
+void send_reply(int fd, const ServeHooks& hooks, const json& req, const json& reply) {
+  if (hooks.replace_reply)
+    if (auto replaced = hooks.replace_reply(req, reply)) {
+      write_line(fd, *replaced);
+      return;
+    }
+  write_line(fd, reply.dump(-1, ' ', false, json::error_handler_t::replace));
 }
 
 }  // namespace
@@ -186,10 +188,10 @@ int serve_worker(KernelUnderTest& kernel, int in_fd, int out_fd, const ServeHook
     if (op == "describe") {
       json d = to_json(kernel.description());
       d["memory"] = "host";  // what crosses the protocol is host memory, whatever the kernel behind it uses
-      write_line(out_fd, json({{"ok", true}, {"protocol", protocol::kVersion}, {"kernel", d}}).dump());
+      send_reply(out_fd, hooks, req, json({{"ok", true}, {"protocol", protocol::kVersion}, {"kernel", d}}));
       continue;
     }
-    if (op != "decode" && op != "check") {
+    if (std::find(protocol::kOps.begin(), protocol::kOps.end(), op) == protocol::kOps.end()) {
       write_line(out_fd, failure(req, "error", "unknown op '" + op + "'").dump());
       continue;
     }
@@ -211,18 +213,13 @@ int serve_worker(KernelUnderTest& kernel, int in_fd, int out_fd, const ServeHook
           if (m.request.lse.present()) npy::write(dir + "/lse.npy", m.request.lse);
           reply = {{"id", req.at("id")}, {"ok", true}};
         } else {
-          reply = failure(req, status_name(r.outcome), r.message);
+          reply = failure(req, std::string(protocol::status_of(r.outcome)), r.message);
         }
       }
     } catch (const std::exception& e) {
       reply = failure(req, "error", std::string("malformed request: ") + e.what());
     }
-    if (op == "decode" && hooks.after_decode)
-      if (auto replaced = hooks.after_decode(req, reply)) {
-        write_line(out_fd, *replaced);
-        continue;
-      }
-    write_line(out_fd, reply.dump(-1, ' ', false, json::error_handler_t::replace));
+    send_reply(out_fd, hooks, req, reply);
   }
   return 0;
 }

@@ -14,10 +14,10 @@
 namespace pav::adapters {
 
 struct ServeHooks {
-  // Called after a decode request was served and its outputs written, before
-  // the reply is sent: returning a line sends that instead (test fixtures use
-  // it to play a worker that misbehaves).
-  std::function<std::optional<std::string>(const nlohmann::json& request, const nlohmann::json& reply)> after_decode;
+  // Called after a describe, check or decode request was served (a decode's
+  // outputs written), before the reply is sent: returning a line sends that
+  // instead (test fixtures use it to play a worker that misbehaves).
+  std::function<std::optional<std::string>(const nlohmann::json& request, const nlohmann::json& reply)> replace_reply;
 };
 
 // Answers requests from in_fd on out_fd until quit or end of input; returns

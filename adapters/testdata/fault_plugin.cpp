@@ -14,6 +14,18 @@
 //   PAV_FAULT_EXIT_DECODE     decode calls exit(0) when a context reaches 300 tokens
 //   PAV_FAULT_BAD_TEXT        a name that is not UTF-8, and at 300 tokens a decode error whose
 //                             message is not UTF-8 and fills the buffer without a NUL
+//   PAV_FAULT_ABI_TOO_OLD     reports an ABI version older than pav still loads
+//   PAV_FAULT_MISSING_DESCRIBE, PAV_FAULT_MISSING_ABI_VERSION   that required symbol is absent
+//   PAV_FAULT_NO_INIT         no pav_kernel_init: pav refuses words, and describe then fails
+//                             (the glue has no instance to describe)
+//   PAV_FAULT_MODES           the fault is chosen at init by the words --fault MODE (one of
+//                             fixture::kPluginFaults, fault_modes.hpp) ahead of the kernel's own:
+//                             init-error, init-unavailable, init-bad-status (returns 9),
+//                             describe-error, describe-device (memory = device),
+//                             check-reject (with a reason), check-reject-silent (without),
+//                             check-error, check-stale-plan, check-bad-status (returns 7),
+//                             decode-reject, decode-stale-plan, decode-error,
+//                             decode-unavailable, decode-bad-status (returns 42)
 #include <algorithm>
 #include <cstdint>
 #include <cstdio>
@@ -22,15 +34,75 @@
 
 #include "adapters/pav_kernel.hpp"
 #include "adapters/plugins/plugin_glue.hpp"
+#include "adapters/testdata/fault_modes.hpp"
 
 namespace {
+
+#ifdef PAV_FAULT_MODES
+using pav::adapters::CallResult;
+using pav::adapters::Outcome;
+
+// pav's kernel, with the outcome of its check or decode replaced as the mode says.
+class ModeKernel final : public pav::adapters::KernelUnderTest {
+ public:
+  ModeKernel(std::string mode, std::unique_ptr<KernelUnderTest> inner) : mode_(std::move(mode)), inner_(std::move(inner)) {}
+  const std::string& mode() const { return mode_; }
+  const pav::adapters::KernelDescription& description() const override { return inner_->description(); }
+  std::string adapter() const override { return "fault plugin"; }
+  std::string spec() const override { return "fault plugin " + mode_; }
+  int64_t decode_calls() const override { return inner_->decode_calls(); }
+  CallResult check(const pav::adapters::DecodeRequest& r) override {
+    if (mode_ == "check-reject") return {Outcome::rejected, "fault plugin refuses: check-reject"};
+    if (mode_ == "check-reject-silent") return {Outcome::rejected, ""};
+    if (mode_ == "check-error") return {Outcome::kernel_error, "fault plugin fails: check-error"};
+    return inner_->check(r);
+  }
+  CallResult decode(const pav::adapters::DecodeRequest& r) override {
+    if (mode_ == "decode-reject") return {Outcome::rejected, "fault plugin refuses: decode-reject"};
+    if (mode_ == "decode-stale-plan") return {Outcome::stale_plan, "fault plugin's plan is stale: decode-stale-plan"};
+    if (mode_ == "decode-error") return {Outcome::kernel_error, "fault plugin fails: decode-error"};
+    return inner_->decode(r);
+  }
+
+ private:
+  std::string mode_;
+  std::unique_ptr<KernelUnderTest> inner_;
+};
+
+// The mode of an instance ("none" for one that is not a ModeKernel).
+std::string mode_of(void* instance) {
+  const auto* k = dynamic_cast<const ModeKernel*>(pav::adapters::plugin::kernel_of(instance));
+  return k ? k->mode() : "none";
+}
+
+// The entry's status and message, for a mode that returns what the glue never does.
+int status_with(int rc, const std::string& mode, char* err, size_t err_size) {
+  std::snprintf(err, err_size, "fault plugin returns %d: %s", rc, mode.c_str());
+  return rc;
+}
+#endif
 
 std::unique_ptr<pav::adapters::KernelUnderTest> make(const std::vector<std::string>& words) {
 #ifdef PAV_FAULT_UNAVAILABLE
   throw pav::adapters::plugin::Unavailable("no usable GPU device (fault fixture)");
 #endif
+#ifdef PAV_FAULT_MODES
+  std::string mode = "none";
+  std::vector<std::string> rest = words;
+  if (rest.size() >= 2 && rest[0] == "--fault") {
+    mode = rest[1];
+    rest.erase(rest.begin(), rest.begin() + 2);
+  }
+  if (!pav::adapters::fixture::listed(pav::adapters::fixture::kPluginFaults, mode))
+    throw std::invalid_argument("fault plugin: unknown fault " + mode);
+  if (mode == "init-unavailable") throw pav::adapters::plugin::Unavailable("fault plugin: init-unavailable");
+  if (mode == "init-error") throw std::runtime_error("fault plugin refuses to start: init-error");
+  return std::make_unique<ModeKernel>(mode, pav::adapters::make_pav_kernel(pav::adapters::parse_pav_kernel_words(rest),
+                                                                           "fault plugin"));
+#else
   pav::adapters::PavKernelOptions o = pav::adapters::parse_pav_kernel_words(words);
   return pav::adapters::make_pav_kernel(o, "fault plugin");
+#endif
 }
 
 #ifdef PAV_FAULT_EXIT_LOAD
@@ -50,20 +122,31 @@ __attribute__((no_sanitize("address", "undefined"), noinline)) void store_throug
 
 extern "C" {
 
+#ifndef PAV_FAULT_MISSING_ABI_VERSION
 PAV_KERNEL_EXPORT uint32_t pav_kernel_abi_version(void) {
 #ifdef PAV_FAULT_ABI_VERSION
   return PAV_KERNEL_ABI_VERSION + 1;
+#elif defined(PAV_FAULT_ABI_TOO_OLD)
+  return PAV_KERNEL_ABI_OLDEST - 1;
 #elif defined(PAV_FAULT_ABI_OLD)
   return PAV_FAULT_ABI_OLD;
 #else
   return PAV_KERNEL_ABI_VERSION;
 #endif
 }
+#endif
 
+#ifndef PAV_FAULT_NO_INIT
 PAV_KERNEL_EXPORT int pav_kernel_init(int argc, const char* const* argv, void** instance, char* err,
                                       size_t err_size) {
+#ifdef PAV_FAULT_MODES
+  for (int i = 0; i + 1 < argc; ++i)
+    if (std::strcmp(argv[i], "--fault") == 0 && std::strcmp(argv[i + 1], "init-bad-status") == 0)
+      return status_with(9, argv[i + 1], err, err_size);
+#endif
   return pav::adapters::plugin::init(make, argc, argv, instance, err, err_size);
 }
+#endif
 
 PAV_KERNEL_EXPORT void pav_kernel_fini(void* instance) { pav::adapters::plugin::fini(instance); }
 
@@ -90,7 +173,14 @@ const pav_decode_args* as_current(const pav_decode_args* args, pav_decode_args& 
 }  // namespace
 #endif
 
+#ifndef PAV_FAULT_MISSING_DESCRIBE
 PAV_KERNEL_EXPORT int pav_kernel_describe(void* instance, pav_kernel_desc* desc, char* err, size_t err_size) {
+#ifdef PAV_FAULT_MODES
+  if (mode_of(instance) == "describe-error") {
+    std::snprintf(err, err_size, "fault plugin cannot describe itself: describe-error");
+    return PAV_ERROR;
+  }
+#endif
 #ifdef PAV_FAULT_ABI_OLD
   if (!desc || desc->abi_version != PAV_FAULT_ABI_OLD) {
     std::snprintf(err, err_size, "version-%d library: pav_kernel_desc.abi_version %u, expected %d", PAV_FAULT_ABI_OLD,
@@ -120,8 +210,12 @@ PAV_KERNEL_EXPORT int pav_kernel_describe(void* instance, pav_kernel_desc* desc,
 #ifdef PAV_FAULT_BAD_TEXT
   std::snprintf(desc->name, sizeof desc->name, "bad\xff\xfetext\xe2\x82");
 #endif
+#ifdef PAV_FAULT_MODES
+  if (mode_of(instance) == "describe-device") desc->memory = PAV_MEMORY_DEVICE;
+#endif
   return rc;
 }
+#endif
 
 PAV_KERNEL_EXPORT int pav_kernel_check(void* instance, const pav_decode_args* args, char* reason,
                                        size_t reason_size) {
@@ -129,6 +223,11 @@ PAV_KERNEL_EXPORT int pav_kernel_check(void* instance, const pav_decode_args* ar
   pav_decode_args whole;
   args = as_current(args, whole, reason, reason_size);
   if (!args) return PAV_ERROR;
+#endif
+#ifdef PAV_FAULT_MODES
+  const std::string mode = mode_of(instance);
+  if (mode == "check-stale-plan") return status_with(PAV_STALE_PLAN, mode, reason, reason_size);
+  if (mode == "check-bad-status") return status_with(7, mode, reason, reason_size);
 #endif
   return pav::adapters::plugin::check(instance, args, reason, reason_size);
 }
@@ -165,6 +264,11 @@ PAV_KERNEL_EXPORT int pav_kernel_decode(void* instance, const pav_decode_args* a
   pav_decode_args whole;
   args = as_current(args, whole, err, err_size);
   if (!args) return PAV_ERROR;
+#endif
+#ifdef PAV_FAULT_MODES
+  const std::string mode = mode_of(instance);
+  if (mode == "decode-unavailable") return status_with(PAV_UNAVAILABLE, mode, err, err_size);
+  if (mode == "decode-bad-status") return status_with(42, mode, err, err_size);
 #endif
   return pav::adapters::plugin::decode(instance, args, err, err_size);
 }
