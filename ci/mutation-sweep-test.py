@@ -172,12 +172,14 @@ class BuildAndCoverage(unittest.TestCase):
         self.assertEqual(len(ninja), 1)
         self.assertEqual(ninja[0][ninja[0].index("-j") + 1], "6")
 
-    def test_only_prose_results_and_kept_mutants_leave_the_coverage_key(self):
+    def test_only_prose_results_kept_mutants_and_the_sweep_leave_the_coverage_key(self):
         for f in ["README.md", "docs/json-reports.md", "results/mutation-sweep/seed-2027.json",
                   "ci/mutants/route-log-misses-the-largest-batch.patch", "ci/mutation-sweep-equivalent.txt",
                   "bench/gpu/results/h200-2026-12-01c-gate.log"]:
             self.assertTrue(sweep.coverage_neutral(f), f)
-        for f in ["kernels/planner.cpp", "tools/cli_test.cpp", "ci/mutation-sweep", "ci/mutants.sh",
+        for f in ["ci/mutation-sweep", "ci/mutation-sweep-test.py"]:
+            self.assertTrue(sweep.coverage_neutral(f), f)   # Python; COVERAGE_FORMAT covers it
+        for f in ["kernels/planner.cpp", "tools/cli_test.cpp", "ci/mutants.sh", "ci/mutants-refresh-test.sh",
                   "fixtures/stats/trace-small.jsonl", "CMakeLists.txt", "ci/sanitize.sh", "docs.cpp",
                   "results.hpp", "tools/md_table.hpp", "bench/gpu/gpu_bench.cpp"]:
             self.assertFalse(sweep.coverage_neutral(f), f)
