@@ -386,6 +386,11 @@ class RealisticOperators(unittest.TestCase):
         self.assertIn(src.replace("<< 20", "<< 10"), got)
         self.assertIn(src.replace("<< 20", "<< 30"), got)
         self.assertEqual(len(got), 7)   # not the bit shift e << 10, not a sum's 1000, not 3 * 7
+        # An int shifted past 31 bits is undefined, not a unit slip: 1 << 30 only goes down.
+        narrow = "int f() { return 1 << 30; }\n"
+        self.assertEqual(realistic(narrow, "unit-slip"), [narrow.replace("<< 30", "<< 20")])
+        wide = "long f() { return 1LL << 30; }\n"
+        self.assertEqual(len(realistic(wide, "unit-slip")), 2)
 
     def test_skip_durable_deletes_or_skips_flush_sync_rename_close_truncate(self):
         src = ("void f(int fd, const char* a, const char* b, std::ofstream& out) {\n"
