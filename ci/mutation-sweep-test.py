@@ -427,6 +427,24 @@ class RealisticOperators(unittest.TestCase):
         self.assertEqual(got, ["a0", "b3", "c5", "a1", "b6", "a2", "a4"])
 
 
+class CtestVerdicts(unittest.TestCase):
+    def test_a_command_test_is_judged_as_ctest_judges_it(self):
+        def group(**kw):
+            return sweep.TestGroup("t", "/bin/sh", [], ["/bin/sh"], "/", {}, **kw)
+        self.assertTrue(group().passed(0, ""))
+        self.assertFalse(group().passed(1, ""))
+        # PASS_REGULAR_EXPRESSION: what it prints decides, not the exit code.
+        expects = group(pass_regex=["broken on purpose"])
+        self.assertTrue(expects.passed(1, "x: broken on purpose\n"))
+        self.assertFalse(expects.passed(0, "all fine\n"))
+        self.assertFalse(group(fail_regex=["FAIL"]).passed(0, "FAIL: x\n"))
+        self.assertTrue(group(will_fail=True).passed(2, ""))
+        self.assertFalse(group(will_fail=True).passed(0, ""))
+        self.assertEqual(sweep.as_list("a"), ["a"])
+        self.assertEqual(sweep.as_list(["a", "b"]), ["a", "b"])
+        self.assertEqual(sweep.as_list(None), [])
+
+
 class OwnTests(unittest.TestCase):
     def test_a_test_belongs_to_the_folder_that_registered_or_built_it(self):
         src, bld = "/s", "/s/build/cpu"
