@@ -245,6 +245,38 @@ TEST(Launch, PlannedTornRowRecordingALiveLengthMakesItsSequenceStale) {
   ASSERT_TRUE(plan_is_fresh(plan, t.lens.data(), 2));  // every tear undone
 }
 
+// Two sequences of one length get the same split, so a row of sequence 1 left
+// in sequence 0's range records sequence 0's live length and its tiles line up:
+// only the sequence the row names tells it apart. Sequence 0 is stale, sequence
+// 1 (whose own rows are intact) is computed.
+TEST(Launch, PlannedTornRowOfAnEqualSequenceMakesItsSequenceStale) {
+  TinySpec spec;
+  spec.lens = {3000, 3000};
+  TinyCall t(spec);
+  const PlanView plan = t.make_plan();
+  const int64_t row_elems = t.call.q.shape[1] * t.call.q.shape[2];
+  const int32_t first0 = plan.reduce_info[0], first1 = plan.reduce_info[2], count = plan.reduce_info[1];
+  ASSERT_EQ(count, plan.reduce_info[3]) << "equal lengths, equal splits";
+  ASSERT_GE(count, 2);
+  for (int32_t j = 0; j < count; ++j) {
+    SCOPED_TRACE("row " + std::to_string(j));
+    int32_t* row = plan.work_info + 4 * (first0 + j);
+    const std::array<int32_t, 4> saved{row[0], row[1], row[2], row[3]};
+    std::copy_n(plan.work_info + 4 * (first1 + j), 4, row);
+    ASSERT_EQ(row[0], 1);
+    ASSERT_TRUE(row[1] == saved[1] && row[2] == saved[2] && row[3] == saved[3]) << "only the sequence differs";
+    std::fill(t.out.begin(), t.out.end(), uint16_t(0x7fc0));
+    const bool fresh = plan_is_fresh(plan, t.lens.data(), 2);
+    const DecodeResult r = launch_planned(t.call, &plan, t.scratch);
+    std::copy(saved.begin(), saved.end(), row);
+    EXPECT_FALSE(fresh);
+    EXPECT_EQ(r.status, DecodeStatus::stale_plan);
+    EXPECT_EQ(r.stale_tasks, 1);
+    for (int64_t i = 0; i < row_elems; ++i) ASSERT_TRUE(std::isnan(bf16_to_f32(t.out[size_t(i)]))) << i;
+    for (int64_t i = row_elems; i < 2 * row_elems; ++i) ASSERT_EQ(bf16_to_f32(t.out[size_t(i)]), 0.0f) << i;
+  }
+}
+
 // A plan refreshed from other lengths is not attended: the launch reports it
 // and the affected sequence's rows are NaN, the other sequence's are computed.
 TEST(Launch, PlannedSurfacesAStalePlan) {
