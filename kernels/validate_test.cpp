@@ -170,6 +170,38 @@ TEST(Launch, PlannedThrowsTheClauseAndWritesNothing) {
   for (uint16_t h : t.out) ASSERT_EQ(bf16_to_f32(h), 0.0f);
 }
 
+namespace {
+
+// Sequence 0's rows are NaN (not attended) and sequence 1's are computed
+// (zero keys and values average to zero).
+void expect_only_sequence_0_stale(const TinyCall& t) {
+  const int64_t row_elems = t.call.q.shape[1] * t.call.q.shape[2];
+  for (int64_t i = 0; i < row_elems; ++i) ASSERT_TRUE(std::isnan(bf16_to_f32(t.out[size_t(i)]))) << i;
+  for (int64_t i = row_elems; i < 2 * row_elems; ++i) ASSERT_EQ(bf16_to_f32(t.out[size_t(i)]), 0.0f) << i;
+}
+
+// Writes `value` over one plan row (a torn refresh), launches over poisoned
+// outputs and puts the row back. Sequence 0 (whose range holds the row) must
+// be found stale by the launch and by plan_is_fresh, and sequence 1 computed.
+DecodeResult expect_torn_row_stales_sequence_0(TinyCall& t, const PlanView& plan, int32_t* row,
+                                               const std::array<int32_t, 4>& value) {
+  std::array<int32_t, 4> saved;
+  std::copy_n(row, 4, saved.begin());
+  std::copy_n(value.begin(), 4, row);
+  std::fill(t.out.begin(), t.out.end(), uint16_t(0x7fc0));
+  const bool fresh = plan_is_fresh(plan, t.lens.data(), 2);
+  const DecodeResult r = launch_planned(t.call, &plan, t.scratch);
+  std::copy_n(saved.begin(), 4, row);
+  EXPECT_FALSE(fresh);
+  EXPECT_EQ(r.status, DecodeStatus::stale_plan);
+  EXPECT_GE(r.stale_tasks, 1);
+  EXPECT_EQ(r.stale_rows, 0);
+  expect_only_sequence_0_stale(t);
+  return r;
+}
+
+}  // namespace
+
 // A torn plan, one task row of a long sequence recorded with another length
 // (a refresh interrupted half-way), makes that whole sequence stale, whichever
 // of its tasks tore: each task row of the long sequence is torn alone in turn.
@@ -178,20 +210,13 @@ TEST(Launch, PlannedTornTaskRowMakesItsSequenceStale) {
   spec.lens = {3000, 20};  // 12 tiles and 1 tile over 8 CUs: the long sequence takes several tasks
   TinyCall t(spec);
   const PlanView plan = t.make_plan();
-  const int64_t row_elems = t.call.q.shape[1] * t.call.q.shape[2];
   const int32_t first = plan.reduce_info[0], count = plan.reduce_info[1];
   ASSERT_GE(count, 4) << "the long sequence must be split";
   for (int32_t task = first; task < first + count; ++task) {
     SCOPED_TRACE("task " + std::to_string(task) + " of tiles " + std::to_string(plan.work_info[4 * task + 1]) +
                  ".." + std::to_string(plan.work_info[4 * task + 2]));
-    plan.work_info[4 * task + 3] += 1;  // torn: this row alone records 3001 tokens
-    std::fill(t.out.begin(), t.out.end(), uint16_t(0x7fc0));
-    const DecodeResult r = launch_planned(t.call, &plan, t.scratch);
-    plan.work_info[4 * task + 3] -= 1;
-    EXPECT_EQ(r.status, DecodeStatus::stale_plan);
-    EXPECT_EQ(r.stale_tasks, 1);
-    for (int64_t i = 0; i < row_elems; ++i) ASSERT_TRUE(std::isnan(bf16_to_f32(t.out[size_t(i)]))) << i;
-    for (int64_t i = row_elems; i < 2 * row_elems; ++i) ASSERT_EQ(bf16_to_f32(t.out[size_t(i)]), 0.0f) << i;
+    int32_t* row = plan.work_info + 4 * task;  // torn: this row alone records 3001 tokens
+    EXPECT_EQ(expect_torn_row_stales_sequence_0(t, plan, row, {row[0], row[1], row[2], row[3] + 1}).stale_tasks, 1);
   }
 }
 
@@ -207,7 +232,6 @@ TEST(Launch, PlannedTornRowRecordingALiveLengthMakesItsSequenceStale) {
   spec.lens = {3000, 20};
   TinyCall t(spec);
   const PlanView plan = t.make_plan();
-  const int64_t row_elems = t.call.q.shape[1] * t.call.q.shape[2];
   const int32_t first = plan.reduce_info[0], count = plan.reduce_info[1], other = plan.reduce_info[2];
   ASSERT_GE(count, 4) << "the long sequence must be split";
   ASSERT_TRUE(plan_is_fresh(plan, t.lens.data(), 2));
@@ -228,19 +252,7 @@ TEST(Launch, PlannedTornRowRecordingALiveLengthMakesItsSequenceStale) {
   };
   for (const Tear& tear : tears) {
     SCOPED_TRACE(tear.what);
-    std::array<int32_t, 4> saved;
-    std::copy_n(tear.row, 4, saved.begin());
-    std::copy_n(tear.value.begin(), 4, tear.row);
-    std::fill(t.out.begin(), t.out.end(), uint16_t(0x7fc0));
-    const bool fresh = plan_is_fresh(plan, t.lens.data(), 2);
-    const DecodeResult r = launch_planned(t.call, &plan, t.scratch);
-    std::copy_n(saved.begin(), 4, tear.row);
-    EXPECT_FALSE(fresh);
-    EXPECT_EQ(r.status, DecodeStatus::stale_plan);
-    EXPECT_GE(r.stale_tasks, 1);
-    EXPECT_EQ(r.stale_rows, 0);
-    for (int64_t i = 0; i < row_elems; ++i) ASSERT_TRUE(std::isnan(bf16_to_f32(t.out[size_t(i)]))) << i;
-    for (int64_t i = row_elems; i < 2 * row_elems; ++i) ASSERT_EQ(bf16_to_f32(t.out[size_t(i)]), 0.0f) << i;
+    expect_torn_row_stales_sequence_0(t, plan, tear.row, tear.value);
   }
   ASSERT_TRUE(plan_is_fresh(plan, t.lens.data(), 2));  // every tear undone
 }
@@ -254,26 +266,16 @@ TEST(Launch, PlannedTornRowOfAnEqualSequenceMakesItsSequenceStale) {
   spec.lens = {3000, 3000};
   TinyCall t(spec);
   const PlanView plan = t.make_plan();
-  const int64_t row_elems = t.call.q.shape[1] * t.call.q.shape[2];
   const int32_t first0 = plan.reduce_info[0], first1 = plan.reduce_info[2], count = plan.reduce_info[1];
   ASSERT_EQ(count, plan.reduce_info[3]) << "equal lengths, equal splits";
   ASSERT_GE(count, 2);
   for (int32_t j = 0; j < count; ++j) {
     SCOPED_TRACE("row " + std::to_string(j));
     int32_t* row = plan.work_info + 4 * (first0 + j);
-    const std::array<int32_t, 4> saved{row[0], row[1], row[2], row[3]};
-    std::copy_n(plan.work_info + 4 * (first1 + j), 4, row);
-    ASSERT_EQ(row[0], 1);
-    ASSERT_TRUE(row[1] == saved[1] && row[2] == saved[2] && row[3] == saved[3]) << "only the sequence differs";
-    std::fill(t.out.begin(), t.out.end(), uint16_t(0x7fc0));
-    const bool fresh = plan_is_fresh(plan, t.lens.data(), 2);
-    const DecodeResult r = launch_planned(t.call, &plan, t.scratch);
-    std::copy(saved.begin(), saved.end(), row);
-    EXPECT_FALSE(fresh);
-    EXPECT_EQ(r.status, DecodeStatus::stale_plan);
-    EXPECT_EQ(r.stale_tasks, 1);
-    for (int64_t i = 0; i < row_elems; ++i) ASSERT_TRUE(std::isnan(bf16_to_f32(t.out[size_t(i)]))) << i;
-    for (int64_t i = row_elems; i < 2 * row_elems; ++i) ASSERT_EQ(bf16_to_f32(t.out[size_t(i)]), 0.0f) << i;
+    const int32_t* twin = plan.work_info + 4 * (first1 + j);
+    ASSERT_EQ(twin[0], 1);
+    ASSERT_TRUE(twin[1] == row[1] && twin[2] == row[2] && twin[3] == row[3]) << "only the sequence differs";
+    EXPECT_EQ(expect_torn_row_stales_sequence_0(t, plan, row, {twin[0], twin[1], twin[2], twin[3]}).stale_tasks, 1);
   }
 }
 
@@ -286,7 +288,5 @@ TEST(Launch, PlannedSurfacesAStalePlan) {
   const DecodeResult r = launch_planned(t.call, &plan, t.scratch);
   EXPECT_EQ(r.status, DecodeStatus::stale_plan);
   EXPECT_GT(r.stale_tasks, 0);
-  const int64_t row_elems = t.call.q.shape[1] * t.call.q.shape[2];
-  for (int64_t i = 0; i < row_elems; ++i) ASSERT_TRUE(std::isnan(bf16_to_f32(t.out[size_t(i)])));
-  for (int64_t i = row_elems; i < 2 * row_elems; ++i) ASSERT_EQ(bf16_to_f32(t.out[size_t(i)]), 0.0f);
+  expect_only_sequence_0_stale(t);
 }
