@@ -20,6 +20,7 @@
 #include <map>
 #include <set>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "adapters/abi.hpp"
@@ -128,10 +129,32 @@ int64_t page_at(const props::HostCase& c, int64_t b, int64_t i) {
 }
 
 // Plain causal softmax attention, one row and one token at a time.
+// The scaled logits of query row p of sequence b at query head `head` (bf16
+// q), one per key it sees (tokens 0..pos; none when pos < 0).
+std::vector<long double> row_logits(const props::HostCase& c, int64_t b, int64_t p, int64_t head) {
+  const CaseSpec& s = c.spec;
+  const int64_t D = s.head_dim, Hq = int64_t(s.hkv) * s.group, ps = s.block_size, h = head / s.group;
+  const long double scale = s.opt.softmax_scale != 0.0f ? (long double)s.opt.softmax_scale : 1.0L / std::sqrt((long double)D);
+  const int64_t qrow = b * s.q_len + p, pos = s.lens[size_t(b)] - s.q_len + p;
+  std::vector<long double> logits;
+  for (int64_t t = 0; t <= pos; ++t) {
+    const int64_t page = page_at(c, b, t / ps), slot = t % ps;
+    long double dot = 0.0L;
+    for (int64_t d = 0; d < D; ++d) {
+      const uint16_t qb = c.q[size_t(qrow * (Hq * D + s.q_row_pad) + head * D + d)];
+      uint32_t u = uint32_t(qb) << 16;
+      float qf;
+      std::memcpy(&qf, &u, 4);
+      dot += (long double)qf * cache_value(c, false, page, h, slot, d) * scale_value(c, false, page, h, slot);
+    }
+    logits.push_back(dot * scale);
+  }
+  return logits;
+}
+
 std::vector<long double> model(const props::HostCase& c) {
   const CaseSpec& s = c.spec;
-  const int64_t B = int64_t(s.lens.size()), D = s.head_dim, G = s.group, H = s.hkv, Hq = H * G, ps = s.block_size;
-  const long double scale = s.opt.softmax_scale != 0.0f ? (long double)s.opt.softmax_scale : 1.0L / std::sqrt((long double)D);
+  const int64_t B = int64_t(s.lens.size()), G = s.group, H = s.hkv, Hq = H * G, ps = s.block_size;
   const int64_t Dv = s.out_head_dim();  // MLA: the values' dims
   std::vector<long double> out(size_t(B * s.q_len * Hq * Dv), 0.0L);
   for (int64_t b = 0; b < B; ++b)
@@ -139,19 +162,7 @@ std::vector<long double> model(const props::HostCase& c) {
       for (int64_t head = 0; head < Hq; ++head) {
         const int64_t h = head / G, qrow = b * s.q_len + p, L = s.lens[size_t(b)], pos = L - s.q_len + p;
         if (pos < 0) continue;
-        std::vector<long double> logits;
-        for (int64_t t = 0; t <= pos; ++t) {
-          const int64_t page = page_at(c, b, t / ps), slot = t % ps;
-          long double dot = 0.0L;
-          for (int64_t d = 0; d < D; ++d) {
-            const uint16_t qb = c.q[size_t(qrow * (Hq * D + s.q_row_pad) + head * D + d)];
-            uint32_t u = uint32_t(qb) << 16;
-            float qf;
-            std::memcpy(&qf, &u, 4);
-            dot += (long double)qf * cache_value(c, false, page, h, slot, d) * scale_value(c, false, page, h, slot);
-          }
-          logits.push_back(dot * scale);
-        }
+        const std::vector<long double> logits = row_logits(c, b, p, head);
         long double mx = -INFINITY, sum = 0.0L;
         for (long double x : logits) mx = std::max(mx, x);
         for (long double x : logits) sum += std::exp(x - mx);
@@ -802,6 +813,9 @@ TEST(KernelGeneration, ReachesEveryCacheFormat) {
     if (s.extreme_logits < 0) seen.insert("logits below -5e4");
     if (s.extreme_logits > 0) seen.insert("logits above 5e4");
     if (s.zero_q_head) seen.insert("zero q head");
+    if (s.constant_q_head) seen.insert("constant q head");
+    if (s.logit_ties == 1) seen.insert("tied logits");
+    if (s.logit_ties == 2) seen.insert("near-tied logits");
     if (s.null_block) seen.insert("null block");
     if (s.page_pad || s.row_pad) seen.insert("padded");
     if (s.block_size == 1) seen.insert("page size 1");
@@ -811,7 +825,7 @@ TEST(KernelGeneration, ReachesEveryCacheFormat) {
   for (const char* want : {"packed", "nhd", "hnd", "bf16", "f16", "fp8_e4m3fn", "fp8_e4m3fnuz", "fp8_e5m2", "csr",
                            "block_table", "K per_head", "K per_token", "combined", "padded", "page size 1",
                            "mixed scales", "csr beside nhd/hnd", "MLA", "logits below -5e4", "logits above 5e4",
-                           "zero q head", "null block"})
+                           "zero q head", "constant q head", "tied logits", "near-tied logits", "null block"})
     EXPECT_TRUE(seen.count(want)) << "never drawn: " << want;
   // A kernel of the older formats is never sent another, nor a move into one.
   adapters::KernelDescription old = every_format();
@@ -1204,6 +1218,93 @@ TEST(CaseBuilder, ZeroQHeadZeroesHeadZeroOfEveryRow) {
     EXPECT_TRUE(props::case_from_json(props::case_to_json(s, {}), "x.json").zero_q_head);
   }
   EXPECT_FALSE(props::case_from_json(props::case_to_json(base_spec(), {}), "x.json").zero_q_head);
+}
+
+// build_case refuses the spec, naming the field first.
+void expect_spec_refused(const CaseSpec& s, const std::string& field) {
+  try {
+    (void)props::build_case(s);
+    ADD_FAILURE() << "accepted; expected " << field;
+  } catch (const std::invalid_argument& e) {
+    EXPECT_EQ(std::string(e.what()).rfind(field, 0), 0u) << e.what();
+  }
+}
+
+// constant_q_head: every element of query head 0 of every row is 1 (5 after
+// the shift of extreme logits or near ties), the other heads are drawn; never
+// with zero_q_head; the field survives a case file.
+TEST(CaseBuilder, ConstantQHeadFillsHeadZeroOfEveryRow) {
+  for (const auto& [extreme, ties, want] : {std::tuple{0, 0, 1.0f}, {1, 0, 5.0f}, {0, 2, 5.0f}, {0, 1, 1.0f}}) {
+    SCOPED_TRACE(fmt::format("extreme {} ties {}", extreme, ties));
+    CaseSpec s = base_spec();
+    s.constant_q_head = true;
+    s.extreme_logits = extreme;
+    s.logit_ties = ties;
+    const props::HostCase c = props::build_case(s);
+    const int64_t hq = int64_t(s.hkv) * s.group, D = s.head_dim, rows = int64_t(s.lens.size()) * s.q_len;
+    int64_t other_values = 0;
+    for (int64_t r = 0; r < rows; ++r)
+      for (int64_t h = 0; h < hq; ++h)
+        for (int64_t d = 0; d < D; ++d) {
+          const uint16_t bits = c.q[size_t((r * hq + h) * D + d)];
+          if (h == 0) EXPECT_EQ(bits, kernels::f32_to_bf16(want)) << r << " " << d;
+          else other_values += bits != kernels::f32_to_bf16(want);
+        }
+    EXPECT_GT(other_values, rows * (hq - 1) * D * 9 / 10);
+    EXPECT_TRUE(props::case_from_json(props::case_to_json(s, {}), "x.json").constant_q_head);
+  }
+  EXPECT_FALSE(props::case_from_json(props::case_to_json(base_spec(), {}), "x.json").constant_q_head);
+  CaseSpec both = base_spec();
+  both.constant_q_head = both.zero_q_head = true;
+  expect_spec_refused(both, "constant_q_head: ");
+}
+
+// logit_ties 1: every row's logits tie exactly (one key per sequence and KV
+// head, its scale too), in every cache dtype and scale kind. 2: they sit
+// within a few units of each other (but not all equal) at an offset of at
+// least 8 sqrt(D). Either way pav's reference agrees with the long-double
+// model there, and the field survives a case file; 0 draws spread logits.
+TEST(LogitTies, EveryRowsLogitsTieOrNearTieAndTheReferenceFollows) {
+  for (const int ties : {0, 1, 2})
+    for (DType t : {DType::fp8_e4m3fn, DType::fp8_e5m2, DType::bf16, DType::f16})
+      for (ScaleKind k : {ScaleKind::per_tensor, ScaleKind::none, ScaleKind::per_head, ScaleKind::per_token}) {
+        SCOPED_TRACE(fmt::format("ties {} {} {}", ties, kernels::to_string(t), kernels::to_string(k)));
+        CaseSpec s = base_spec();
+        s.layout = CacheLayout::nhd;
+        s.cache_dtype = t;
+        s.scales = k;
+        s.lens = {300, 0, 33};
+        s.logit_ties = ties;
+        if (ties == 2) s.opt.softmax_scale = props::near_tie_scale(s.head_dim, k);
+        props::HostCase c = props::build_case(s);
+        int64_t rows = 0;
+        for (int64_t b = 0; b < int64_t(s.lens.size()); ++b)
+          for (int64_t p = 0; p < s.q_len; ++p)
+            for (int64_t head = 0; head < int64_t(s.hkv) * s.group; ++head) {
+              const std::vector<long double> x = row_logits(c, b, p, head);
+              if (x.size() < 30) continue;
+              ++rows;
+              const auto [lo, hi] = std::minmax_element(x.begin(), x.end());
+              const long double spread = *hi - *lo;
+              if (ties == 1) EXPECT_EQ(spread, 0.0L) << b << " " << p << " " << head;
+              if (ties == 2) {
+                EXPECT_GT(spread, 0.0L) << b << " " << p << " " << head;
+                EXPECT_LT(spread, 16.0L) << b << " " << p << " " << head;
+                EXPECT_GT(*lo, 8.0L * std::sqrt((long double)s.head_dim)) << b << " " << p << " " << head;
+              }
+              if (ties == 0) EXPECT_GT(spread, 1.0L) << b << " " << p << " " << head;
+            }
+        EXPECT_GT(rows, 0);
+        const reference::ReferenceResult r = reference::decode(c.call(), exact());
+        const std::vector<long double> want = model(c);
+        for (size_t i = 0; i < want.size(); ++i)
+          ASSERT_LE(std::fabs((long double)r.out[i] - want[i]), 1e-4L * (1.0L + std::fabs(want[i]))) << i;
+        EXPECT_EQ(props::case_from_json(props::case_to_json(s, {}), "x.json").logit_ties, ties);
+      }
+  CaseSpec both = base_spec();
+  both.logit_ties = 2;
+  both.extreme_logits = 1;
+  expect_spec_refused(both, "logit_ties: ");
 }
 
 // A large case's low blocks follow its page size through every edit: a reject

@@ -137,7 +137,7 @@ CaseSpec case_from_json(const json& j, const std::string& source) {
   o.only({"format", "name", "lens", "q_len", "hkv", "group", "head_dim", "block_size", "v_layout", "q_dtype",
           "cache_dtype", "scales", "options", "path", "max_partitions", "workgroup_budget", "q_row_pad",
           "spare_blocks", "seed", "generator", "sentinels", "variant", "cache", "tensors", "meta", "extreme_logits",
-          "low_spare_blocks", "zero_q_head", "null_block"});
+          "low_spare_blocks", "zero_q_head", "constant_q_head", "logit_ties", "null_block"});
   o.choice("format", {kCaseFormat}, kCaseFormat);
   if (o.has("name")) o.string("name");
   CaseSpec s;
@@ -170,6 +170,8 @@ CaseSpec case_from_json(const json& j, const std::string& source) {
   s.generator = o.integer<int>("generator", rng::kLegacyGenerator, rng::kGeneratorVersion, rng::kLegacyGenerator);
   s.extreme_logits = o.integer<int>("extreme_logits", -1, 1, 0);
   s.zero_q_head = o.boolean("zero_q_head", false);
+  s.constant_q_head = o.boolean("constant_q_head", false);
+  s.logit_ties = o.integer<int>("logit_ties", 0, 2, 0);
   s.null_block = o.boolean("null_block", false);
   if (o.has("sentinels")) {
     const Array a = o.array("sentinels", 0, size_t(kMaxPlanBatch));
@@ -203,6 +205,8 @@ json case_to_json(const CaseSpec& s, const json& meta) {
   j["block_size"] = s.block_size;
   if (s.extreme_logits != 0) j["extreme_logits"] = s.extreme_logits;
   if (s.zero_q_head) j["zero_q_head"] = true;
+  if (s.constant_q_head) j["constant_q_head"] = true;
+  if (s.logit_ties != 0) j["logit_ties"] = s.logit_ties;
   if (s.null_block) j["null_block"] = true;
   j["v_layout"] = s.v_layout == VLayout::trans ? "trans" : "plain";
   j["q_dtype"] = std::string(to_string(s.q_dtype));

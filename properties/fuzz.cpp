@@ -153,6 +153,9 @@ std::vector<std::pair<CaseSpec, int64_t>> simpler_specs(const CaseSpec& s, int64
       c.opt.softmax_scale = 0.0f;
     });
   if (s.zero_q_head) field([](CaseSpec& c) { c.zero_q_head = false; });
+  if (s.constant_q_head) field([](CaseSpec& c) { c.constant_q_head = false; });
+  if (s.logit_ties != 0) field([](CaseSpec& c) { c.logit_ties = 0; });
+  if (s.logit_ties == 2) field([](CaseSpec& c) { c.logit_ties = 1; });  // near ties made exact
   if (s.null_block) field([](CaseSpec& c) { c.null_block = false; });
   if (s.q_len > 1) field([](CaseSpec& c) { c.q_len = 1; });
   if (s.q_len > 2) field([](CaseSpec& c) { c.q_len -= 1; });

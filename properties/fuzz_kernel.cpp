@@ -49,6 +49,8 @@ std::string describe_kernel_spec(const CaseSpec& s) {
   if (s.opt.softmax_scale != 0.0f) variant += fmt::format(", scale {:g}", s.opt.softmax_scale);
   if (s.extreme_logits != 0) variant += fmt::format(", extreme logits ({})", s.extreme_logits < 0 ? "-6e4" : "+6e4");
   if (s.zero_q_head) variant += ", q head 0 zero";
+  if (s.constant_q_head) variant += ", q head 0 constant";
+  if (s.logit_ties != 0) variant += s.logit_ties == 1 ? ", logits tied" : ", logits near-tied";
   if (s.null_block) variant += ", null block 0";
   if (s.window_left >= 0) variant += fmt::format(", window {}", s.window_left);
   if (s.soft_cap != 0.0f) variant += fmt::format(", soft cap {:g}", s.soft_cap);

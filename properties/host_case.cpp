@@ -153,6 +153,10 @@ float extreme_logit_scale(int head_dim, ScaleKind scales) {
   return 6e4f / (shift2 * float(head_dim)) / (scales == ScaleKind::none ? 32.0f : 1.0f);
 }
 
+float near_tie_scale(int head_dim, ScaleKind scales) {
+  return scales == ScaleKind::none ? 1.0f / (32.0f * std::sqrt(float(head_dim))) : 0.0f;
+}
+
 bool row_has_visible_token(const CaseSpec& s, int64_t seq, int64_t pos) {
   return int64_t(s.lens[seq]) - s.q_len + 1 + pos > 0;
 }
@@ -225,6 +229,11 @@ CaseBlocks check_case_spec(const CaseSpec& spec, bool check_memory) {
     bad("null_block", "given with inline block tables (their ids place the blocks)");
   if (spec.extreme_logits < -1 || spec.extreme_logits > 1)
     bad("extreme_logits", "must be -1, 0 or 1, got " + std::to_string(spec.extreme_logits));
+  if (spec.logit_ties < 0 || spec.logit_ties > 2)
+    bad("logit_ties", "must be 0, 1 or 2, got " + std::to_string(spec.logit_ties));
+  if (spec.logit_ties != 0 && spec.extreme_logits != 0)
+    bad("logit_ties", "cannot go with extreme_logits (both shift q and the keys)");
+  if (spec.constant_q_head && spec.zero_q_head) bad("constant_q_head", "cannot go with zero_q_head");
   if (spec.q_row_pad < 0) bad("q_row_pad", "must be >= 0, got " + std::to_string(spec.q_row_pad));
   if (spec.generator != rng::kGeneratorVersion && spec.generator != rng::kLegacyGenerator)
     bad("generator", "must be " + std::to_string(rng::kLegacyGenerator) + " or " +
@@ -367,16 +376,21 @@ HostCase build_case(const CaseSpec& spec, bool fill_values) {
   // Q: N(0, 1) rows, strided by q_row_pad.
   const uint16_t qnan = spec.q_dtype == DType::bf16 ? 0x7fc0 : 0x7e00;
   c.q.assign(qrows * qstride, qnan);
-  // Extreme logits: q and the keys share a component (keys on the side of the sign).
-  const float q_shift = spec.extreme_logits != 0 ? CaseSpec::kExtremeShift : 0.0f;
-  const float key_shift = CaseSpec::kExtremeShift * float(spec.extreme_logits);
+  // Extreme logits and near ties: q and the keys share a component (keys on
+  // the side of the sign).
+  const bool near_ties = spec.logit_ties == 2;
+  const float q_shift = spec.extreme_logits != 0 || near_ties ? CaseSpec::kExtremeShift : 0.0f;
+  const float key_shift = CaseSpec::kExtremeShift * float(near_ties ? 1 : spec.extreme_logits);
   for (int64_t r = 0; r < qrows && fill_values; ++r)
     for (int64_t i = 0, row = draw.row(Draws::q, r); i < Hq * D; ++i) {
       const float v = draw.normal(row, i) + q_shift;
       c.q[r * qstride + i] = spec.q_dtype == DType::bf16 ? f32_to_bf16(v) : f32_to_f16(v);
     }
-  if (spec.zero_q_head)
-    for (int64_t r = 0; r < qrows && fill_values; ++r) std::fill_n(c.q.begin() + r * qstride, D, uint16_t(0));
+  if (spec.zero_q_head || spec.constant_q_head) {
+    const float v = spec.zero_q_head ? 0.0f : 1.0f + q_shift;
+    const uint16_t bits = spec.q_dtype == DType::bf16 ? f32_to_bf16(v) : f32_to_f16(v);
+    for (int64_t r = 0; r < qrows && fill_values; ++r) std::fill_n(c.q.begin() + r * qstride, D, bits);
+  }
   if (spec.q_bits) {
     for (int64_t r = 0; r < qrows; ++r)
       std::copy_n(spec.q_bits->begin() + r * Hq * D, Hq * D, c.q.begin() + r * qstride);
@@ -424,7 +438,12 @@ HostCase build_case(const CaseSpec& spec, bool fill_values) {
   const CacheShape cs = c.cache_shape();
   // Codes ~ N(0, 1) * 32 so per-tensor scales near 1/32 give values near N(0, 1).
   std::vector<float> kval(D), vval(D);
-  for (int64_t b = 0; b < B && fill_values; ++b)
+  // Ties: each (sequence, KV head)'s token-0 key, which every key repeats (1)
+  // or stays near (2).
+  std::vector<float> k0(size_t(H * D)), unused(D);
+  for (int64_t b = 0; b < B && fill_values; ++b) {
+    for (int64_t h = 0; h < H && spec.logit_ties != 0; ++h)
+      draw.kv_normals(draw.row(Draws::k, b, 0, h), draw.row(Draws::v, b, 0, h), D, &k0[size_t(h * D)], unused.data());
     for (int64_t t = 0; t < std::max<int32_t>(spec.lens[b], 0); ++t) {
       const int64_t blk = c.block_tables[b * c.max_blocks + t / bs], off = t % bs;
       for (int64_t h = 0; h < H; ++h) {
@@ -432,7 +451,8 @@ HostCase build_case(const CaseSpec& spec, bool fill_values) {
         if (spec.scales == ScaleKind::per_token || v_kind == ScaleKind::per_token) {
           const uint64_t row = draw.row(Draws::token_scales, b, t, h);
           if (spec.scales == ScaleKind::per_token) {
-            tk = 0.5f + draw.uniform(row, 0);
+            // Exact ties: every key token 0's, its scale too (the stored codes then agree).
+            tk = 0.5f + draw.uniform(spec.logit_ties == 1 ? draw.row(Draws::token_scales, b, 0, h) : row, 0);
             c.k_scale[(blk * H + h) * bs + off] = 0.03125f * tk;
           }
           if (v_kind == ScaleKind::per_token && !latent) {
@@ -443,12 +463,17 @@ HostCase build_case(const CaseSpec& spec, bool fill_values) {
         if (spec.scales == ScaleKind::per_head) tk = c.k_scale[size_t(h)] / 0.03125f;
         if (v_kind == ScaleKind::per_head && !latent) tv = c.v_scale[size_t(h)] / 0.03125f;
         draw.kv_normals(draw.row(Draws::k, b, t, h), draw.row(Draws::v, b, t, h), D, kval.data(), vval.data());
+        if (spec.logit_ties != 0) {
+          const float spread = spec.logit_ties == 1 ? 0.0f : CaseSpec::kNearTieSpread;
+          for (int64_t d = 0; d < D; ++d) kval[d] = k0[size_t(h * D + d)] + spread * kval[d];
+        }
         for (int64_t d = 0; d < D; ++d) {
           put_element(views.k_cache, cs, false, blk, h, off, d, (kval[d] + key_shift) * 32.0f / tk);
           if (!latent) put_element(views.v_cache, cs, true, blk, h, off, d, vval[d] * 32.0f / tv);
         }
       }
     }
+  }
   if (spec.k_codes) c.k = *spec.k_codes;
   if (spec.v_codes) c.v = *spec.v_codes;
   if (spec.k_scale_values) c.k_scale = *spec.k_scale_values;

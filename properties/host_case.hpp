@@ -85,6 +85,21 @@ struct CaseSpec {
   // 0 before a variant's bias, so its softmax is uniform over what it sees),
   // and its absmax is 0 (a per-row quantization scale must not divide by it).
   bool zero_q_head = false;
+  // Query head 0 of every row a constant: every element 1 (plus the shift of
+  // extreme logits or near ties). Each of its logits is its key's element sum,
+  // and a per-row quantization puts every element at the largest code, not
+  // only the row's absmax. Never with zero_q_head.
+  bool constant_q_head = false;
+  // Ties of each row's logits (0 off). 1: every key of a (sequence, KV head) is
+  // token 0's, so a row's logits tie exactly (values still differ: the output
+  // is the mean of what the row sees). 2: near ties at a large offset: q and
+  // the keys share a component (+4 each, as extreme logits) and each key is
+  // token 0's plus kNearTieSpread times its own draw, so at the default scale
+  // a row's scaled logits sit near 16 sqrt(D) (about 180 at D 128) within
+  // about 1 of each other; logits rounded to 16 bits lose their differences
+  // there. Never with extreme_logits.
+  int logit_ties = 0;
+  static constexpr float kNearTieSpread = 0.25f;
   // The attention variant (kernels::AttentionVariant): window and soft cap, and
   // the sink logits and ALiBi slopes inline, one per query head (Hq values).
   int window_left = -1;
@@ -129,6 +144,11 @@ void fit_derived_fields(CaseSpec& s);
 // -+6e4: q.k is about 16 D in the scaled values (32 times that when the cache
 // has no scale).
 float extreme_logit_scale(int head_dim, ScaleKind scales);
+
+// The softmax scale that keeps a near-ties case's scaled logits within about 1
+// of each other: the default (0), but 1 / (32 sqrt(D)) when the cache has no
+// scale (its values are then 32 times the drawn ones).
+float near_tie_scale(int head_dim, ScaleKind scales);
 
 // The low spare blocks that put a spec's used pages at element 2^31 or past
 // of its K (or combined) buffer.

@@ -243,8 +243,18 @@ rc::Gen<CaseSpec> gen_kernel_case(const KernelDescription& d, DecodeGenLimits li
       s.opt.softmax_scale = extreme_logit_scale(s.head_dim, s.scales);
       s.sentinels.clear();
     }
-    // Sometimes query head 0 is all zeros: exact ties, and a row absmax of 0.
-    s.zero_q_head = *rc::gen::weightedOneOf<bool>({{9, rc::gen::just(false)}, {1, rc::gen::just(true)}});
+    // Sometimes every row's logits tie (every key of a sequence's head one
+    // vector) or near-tie (within about 1 of each other, near 16 sqrt(D)).
+    // Sentinels would stand out of the ties, so there are none.
+    if (s.extreme_logits == 0)
+      s.logit_ties = *rc::gen::weightedOneOf<int>({{14, rc::gen::just(0)}, {1, rc::gen::just(1)}, {1, rc::gen::just(2)}});
+    if (s.logit_ties != 0) s.sentinels.clear();
+    if (s.logit_ties == 2 && s.scales == ScaleKind::none) s.opt.softmax_scale = near_tie_scale(s.head_dim, s.scales);
+    // Sometimes query head 0 is all zeros (exact ties, and a row absmax of 0)
+    // or a constant (every element at a per-row quantization's largest code).
+    const int head0 = *rc::gen::weightedOneOf<int>({{8, rc::gen::just(0)}, {1, rc::gen::just(1)}, {1, rc::gen::just(2)}});
+    s.zero_q_head = head0 == 1;
+    s.constant_q_head = head0 == 2;
     // Sometimes block 0 is the engines' null block: poisoned, and where every
     // padded table entry points (a masked lane that reads block 0 reads NaN).
     s.null_block = *rc::gen::weightedOneOf<bool>({{2, rc::gen::just(false)}, {1, rc::gen::just(true)}});

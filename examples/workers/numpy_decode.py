@@ -66,9 +66,13 @@ DEFECTS = {
     "alibi-slope-per-kv-head": "ALiBi slopes indexed by KV head instead of query head: query head h gets slope h // G",
     "masked-lanes-read-block-0": "a 64-token tile's lanes past the context's last page read page 0 (the page id masked to 0), "
                                  "their values left to the zero softmax weight",
+    "logits-rounded-to-f16": "scaled logits stored in float16 before the softmax (as a kernel keeping scores in its "
+                             "input dtype): near each other at a large offset, their differences are lost",
+    "tile-max-tie-dropped": "a three-way branch on each 64-token tile's max against the running max with no case for "
+                            "equal: a tile whose max ties the running max is never added",
 }
 
-TILE_TOKENS = 64  # the tile of the masked-lanes-read-block-0 defect
+TILE_TOKENS = 64  # the tile of the masked-lanes-read-block-0 and tile-max-tie-dropped defects
 
 DESCRIPTION = pav_worker.description(
     "numpy_decode",
@@ -173,6 +177,8 @@ class NumpyDecode:
         chunk_pages = max(1, CHUNK_TOKENS // bs)
         if self.partial:  # one chunk per partition
             chunk_pages = max(1, -(-self.split_tokens // bs))
+        if self.defect == "tile-max-tie-dropped":
+            chunk_pages = max(1, TILE_TOKENS // bs)
         for s in range(num_seqs):
             length = self.seq_len(call, s)
             seq_pages = call.pages(s)
@@ -218,6 +224,8 @@ class NumpyDecode:
                     x = np.matmul(qg[..., :dv], k[..., :dv].transpose(0, 2, 1)) * scale
                 else:
                     x = np.matmul(qg, k.transpose(0, 2, 1)) * scale
+                if self.defect == "logits-rounded-to-f16":
+                    x = x.astype(np.float16).astype(np.float32)
                 if cap is not None and self.defect == "soft-cap-after-mask":
                     # Masked with a large negative, then capped: masked keys come out at -cap.
                     x = np.where(seen_by[None], x, np.float32(-1e30))
@@ -233,6 +241,9 @@ class NumpyDecode:
                 if self.partial:
                     parts.append(self.partition(logits, v, call.cache_dtype))
                     continue
+                if self.defect == "tile-max-tie-dropped":  # the equal case missing: such a tile is not added
+                    tied = logits.max(axis=2) == m
+                    logits = np.where(tied[..., None], -np.inf, logits)
                 m_new = np.maximum(m, logits.max(axis=2))
                 safe = np.where(np.isfinite(m_new), m_new, 0)
                 alpha = np.where(np.isfinite(m), np.exp(m - safe), 0)
