@@ -6,11 +6,13 @@
 // properties against kernels whose check or description lies.
 #include <gtest/gtest.h>
 
+#include <dlfcn.h>
 #include <elf.h>
 #include <fcntl.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <limits>
 #include <cstdio>
@@ -40,6 +42,22 @@
 #include "properties/kernel_gen.hpp"
 #include "properties/runner_compare.hpp"
 #include "properties/runner_kernel.hpp"
+
+// pipe2 fails on demand: this executable's pipe2 takes the C library's place
+// for the worker adapter (linked in statically) and forwards every call but
+// the one armed, which fails with EMFILE as a process out of descriptors would.
+namespace {
+std::atomic<int> pipes_until_failure{0};  // 0: never; n: the n-th call from now fails
+}  // namespace
+
+extern "C" int pipe2(int fds[2], int flags) {
+  static const auto real = reinterpret_cast<int (*)(int*, int)>(::dlsym(RTLD_NEXT, "pipe2"));
+  if (pipes_until_failure.load() > 0 && pipes_until_failure.fetch_sub(1) == 1) {
+    errno = EMFILE;
+    return -1;
+  }
+  return real(fds, flags);
+}
 
 namespace {
 
@@ -203,6 +221,47 @@ TEST(Npy, MalformedFilesAreRefusedWithTheReason) {
   }
 }
 
+// Reading and writing .npy files closes every descriptor they open, on each
+// refusal too: an oversized file, a file that grows while it is read (a
+// /proc file, whose size says 0), a directory, a device, a symlink; a write
+// into a device or past a file size limit.
+TEST(Npy, EveryReadAndWriteClosesWhatItOpens) {
+  const fs::path dir = scratch_dir("npy-fds");
+  std::vector<float> data(1024, 1.0f);
+  const TensorView v = TensorView::contiguous_of(data.data(), DType::f32, {1024});
+  const fs::path f = dir / "a.npy";
+  fs::remove(dir / "link");
+  fs::create_symlink(f, dir / "link");
+  const int before = pav::testing::open_descriptors();
+  adapters::npy::write(f.string(), v);
+  EXPECT_EQ(adapters::npy::read(f.string()).shape, (std::vector<int64_t>{1024}));
+  std::ofstream((dir / "big.npy").string(), std::ios::binary) << std::string(adapters::npy::kMaxHeaderBytes + 64, 'x');
+  EXPECT_EQ(pav::testing::open_descriptors(), before);
+  struct Refused {
+    std::string path, why;
+    int64_t max_bytes;
+  };
+  for (const Refused& r : {Refused{(dir / "big.npy").string(), "more than the", 16}, Refused{"/proc/self/status", "grew while", 1 << 20},
+                           Refused{dir.string(), "a directory", 1 << 20}, Refused{"/dev/null", "a character device", 1 << 20},
+                           Refused{(dir / "link").string(), "a symbolic link", 1 << 20}}) {
+    SCOPED_TRACE(r.path);
+    try {
+      (void)adapters::npy::read(r.path, r.max_bytes);
+      ADD_FAILURE() << "read";
+    } catch (const adapters::npy::Error& e) {
+      EXPECT_NE(std::string(e.what()).find(r.why), std::string::npos) << e.what();
+    }
+    EXPECT_EQ(pav::testing::open_descriptors(), before) << "a refused read left its file open";
+  }
+  EXPECT_THROW(adapters::npy::write("/dev/null", v), adapters::npy::Error);
+  {
+    pav::testing::FileSizeLimit limit(4096);
+    EXPECT_THROW(adapters::npy::write((dir / "b.npy").string(), v), adapters::npy::Error);
+  }
+  EXPECT_EQ(pav::testing::open_descriptors(), before) << "a failed write left its file open";
+  fs::remove_all(dir);
+}
+
 TEST(Npy, CopyIntoNamesTheDifference) {
   std::vector<float> buf(6);
   const TensorView v = TensorView::contiguous_of(buf.data(), DType::f32, {2, 3});
@@ -291,6 +350,52 @@ KernelDescription small_description() {
   d.has_check = true;
   d.profile = {adapters::QQuant::none, adapters::PRound::none, DType::none};
   return d;
+}
+
+// canonicalize sorts every list of a description (two descriptions that list
+// the same things in another order then compare equal, across a restart too).
+TEST(Description, CanonicalizeSortsEveryList) {
+  KernelDescription d = small_description();
+  d.q_dtypes = {DType::f16, DType::bf16};
+  d.cache_dtypes = {DType::bf16, DType::fp8_e5m2, DType::fp8_e4m3fn};
+  d.cache_layouts = {kernels::CacheLayout::hnd, kernels::CacheLayout::packed};
+  d.v_layouts = {VLayout::trans, VLayout::plain};
+  d.kv_storage = {adapters::KvStorage::latent, adapters::KvStorage::separate};
+  d.mla_dims = {{512, 64}, {128, 64}};
+  d.page_tables = {kernels::PageTable::csr, kernels::PageTable::block_table};
+  d.scale_kinds = {adapters::Scales::per_token, adapters::Scales::none};
+  d.block_sizes = {32, 16};
+  d.head_dims = {128, 64};
+  d.gqa_ratios = {8, 1};
+  d.features = {adapters::Feature::alibi, adapters::Feature::window};
+  adapters::canonicalize(d);
+  auto sorted = [](const auto& v) { return v.size() >= 2 && std::is_sorted(v.begin(), v.end()); };
+  EXPECT_TRUE(sorted(d.q_dtypes));
+  EXPECT_TRUE(sorted(d.cache_dtypes));
+  EXPECT_TRUE(sorted(d.cache_layouts));
+  EXPECT_TRUE(sorted(d.v_layouts));
+  EXPECT_TRUE(sorted(d.kv_storage));
+  EXPECT_TRUE(sorted(d.mla_dims));
+  EXPECT_TRUE(sorted(d.page_tables));
+  EXPECT_TRUE(sorted(d.scale_kinds));
+  EXPECT_TRUE(sorted(d.block_sizes));
+  EXPECT_TRUE(sorted(d.head_dims));
+  EXPECT_TRUE(sorted(d.gqa_ratios));
+  EXPECT_TRUE(sorted(d.features));
+}
+
+// The output dtype a kernel declares: the call's own (none, "same"), f32, bf16
+// or f16; an fp8 or integer output is refused by name.
+TEST(Description, OutDtypeIsSameOrASixteenOrThirtyTwoBitFloat) {
+  KernelDescription d = small_description();
+  for (DType t : {DType::none, DType::f32, DType::bf16, DType::f16}) {
+    d.out_dtype = t;
+    EXPECT_EQ(adapters::description_problem(d), "") << kernels::to_string(t);
+  }
+  for (DType t : {DType::fp8_e4m3fn, DType::fp8_e5m2, DType::i32}) {
+    d.out_dtype = t;
+    EXPECT_EQ(adapters::description_problem(d).rfind("out_dtype: ", 0), 0u) << kernels::to_string(t);
+  }
 }
 
 TEST(Description, JsonRoundTripsPavsOwnAndASmallOne) {
@@ -1023,6 +1128,25 @@ TEST(WorkerAdapter, NanOutputPassesTheAdapterAndFailsTheStandard) {
   ASSERT_TRUE(bad.result.ok()) << bad.result.message;
   EXPECT_FALSE(bad.judged_ok);
   EXPECT_NE(bad.verdict.find("(1 NaN, 0 inf"), std::string::npos) << bad.verdict;
+}
+
+// A worker whose pipes cannot be made (the first or the second of the two) is a
+// kernel that cannot run, named by the failing call, and every descriptor the
+// attempt opened is closed.
+TEST(WorkerAdapter, APipeThatCannotBeMadeIsUnavailableAndLeaksNothing) {
+  for (const int failing : {1, 2}) {
+    SCOPED_TRACE("pipe " + std::to_string(failing) + " fails");
+    const int before = pav::testing::open_descriptors();
+    pipes_until_failure = failing;
+    try {
+      (void)adapters::open_kernel(fault_worker("none"));
+      ADD_FAILURE() << "opened";
+    } catch (const adapters::KernelUnavailable& e) {
+      EXPECT_NE(std::string(e.what()).find("pipe: Too many open files"), std::string::npos) << e.what();
+    }
+    pipes_until_failure = 0;
+    EXPECT_EQ(pav::testing::open_descriptors(), before) << "a descriptor of the attempt was left open";
+  }
 }
 
 TEST(WorkerAdapter, AWorkerThatNeverDescribesItselfIsASpecError) {

@@ -287,6 +287,19 @@ Array parse(std::string_view b) {
   return a;
 }
 
+namespace {
+
+// Closes a descriptor read from when it goes out of scope.
+struct ClosedOnExit {
+  explicit ClosedOnExit(int f) : fd(f) {}
+  ~ClosedOnExit() { ::close(fd); }
+  ClosedOnExit(const ClosedOnExit&) = delete;
+  ClosedOnExit& operator=(const ClosedOnExit&) = delete;
+  int fd;
+};
+
+}  // namespace
+
 Array read(const std::string& path, int64_t max_data_bytes) {
   // O_NOFOLLOW: a symlink (to /dev/zero, out of the folder) is refused;
   // O_NONBLOCK: opening a FIFO does not wait for a writer. Then only a regular
@@ -297,14 +310,12 @@ Array read(const std::string& path, int64_t max_data_bytes) {
     throw Error(e == ELOOP ? fmt::format("{}: a symbolic link (outputs must be regular files)", path)
                            : fmt::format("{}: {}", path, std::strerror(e)));
   }
+  // Closed on every way out, the refusals included (a worker writing oversized
+  // outputs case after case must not run pav out of descriptors).
+  const ClosedOnExit closer{fd};
   struct stat st {};
-  if (::fstat(fd, &st) != 0) {
-    const int e = errno;
-    ::close(fd);
-    throw Error(fmt::format("{}: {}", path, std::strerror(e)));
-  }
+  if (::fstat(fd, &st) != 0) throw Error(fmt::format("{}: {}", path, std::strerror(errno)));
   if (!S_ISREG(st.st_mode)) {
-    ::close(fd);
     const char* kind = S_ISFIFO(st.st_mode)  ? "a FIFO"
                        : S_ISCHR(st.st_mode) ? "a character device"
                        : S_ISBLK(st.st_mode) ? "a block device"
@@ -319,21 +330,15 @@ Array read(const std::string& path, int64_t max_data_bytes) {
   std::string bytes(size_t(st.st_size) + 1, '\0');  // one byte more: a file that grows is seen
   size_t got = 0;
   for (;;) {
-    if (got == bytes.size()) {
-      ::close(fd);
-      throw Error(fmt::format("{}: grew while it was read", path));
-    }
+    if (got == bytes.size()) throw Error(fmt::format("{}: grew while it was read", path));
     const ssize_t r = ::read(fd, bytes.data() + got, bytes.size() - got);
     if (r < 0) {
       if (errno == EINTR) continue;
-      const int e = errno;
-      ::close(fd);
-      throw Error(fmt::format("{}: read failed: {}", path, std::strerror(e)));
+      throw Error(fmt::format("{}: read failed: {}", path, std::strerror(errno)));
     }
     if (r == 0) break;
     got += size_t(r);
   }
-  ::close(fd);
   bytes.resize(got);
   try {
     return parse(bytes);

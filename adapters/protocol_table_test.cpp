@@ -209,6 +209,11 @@ const std::vector<Row>& table() {
       // ---- the C ABI, in process: status codes ---------------------------------------------
       {"lib_ok", Via::lib, "modes:none", "decode", Stage::call, "PAV_OK", Verdict::pass, ""},
       {"lib_check_accept", Via::lib, "modes:none", "check", Stage::call, "PAV_OK", Verdict::pass, ""},
+      {"lib_no_fini", Via::lib, "no_fini:none", "decode", Stage::call, "PAV_OK, no pav_kernel_fini (optional)",
+       Verdict::pass, ""},
+      {"lib_no_fini_describe_error", Via::lib, "no_fini:describe-error", "describe", Stage::open,
+       "PAV_ERROR, no pav_kernel_fini (optional)", Verdict::bad_input,
+       "pav_kernel_describe failed (3): fault plugin cannot describe itself: describe-error"},
       {"lib_check_reject", Via::lib, "modes:check-reject", "check", Stage::call, "PAV_REJECT", Verdict::rejected,
        "kernel refused the call: fault plugin refuses: check-reject"},
       {"lib_check_reject_silent", Via::lib, "modes:check-reject-silent", "check", Stage::call,
@@ -328,6 +333,8 @@ std::string spec_of(const Row& row, const std::string& state) {
            adapters::shell_quote(state) + " -- --path uniform";
   if (f.rfind("modes:", 0) == 0)
     return "lib:" + adapters::shell_quote(PAV_TEST_FAULT_MODES) + " --fault " + f.substr(6) + " --path uniform";
+  if (f.rfind("no_fini:", 0) == 0)
+    return "lib:" + adapters::shell_quote(PAV_TEST_FAULT_NO_FINI) + " --fault " + f.substr(8) + " --path uniform";
   static const std::map<std::string, std::string> libraries = {
       {"bad_text", PAV_TEST_FAULT_BAD_TEXT},
       {"describe", PAV_TEST_FAULT_DESCRIBE},

@@ -4,15 +4,20 @@
 // in a log, the comma-list parser and the UTF-8 cleaning of kernel-supplied text.
 #include <gtest/gtest.h>
 
+#include <dlfcn.h>
 #include <fcntl.h>
 #include <pty.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <mutex>
+#include <set>
 #include <sstream>
 #include <thread>
+#include <utility>
 
 #include "common/durable_file.hpp"
 #include "common/fault_testing.hpp"
@@ -22,6 +27,38 @@
 #include "common/version.hpp"
 
 namespace fs = std::filesystem;
+
+namespace {
+
+// The files (device, inode) this process has fsync'ed: the fsync below takes
+// the C library's place for the durable writer (linked into this executable
+// statically), records what it syncs, and forwards the call.
+std::mutex synced_mutex;
+std::set<std::pair<dev_t, ino_t>> synced_files;
+
+bool was_synced(const fs::path& p) {
+  struct stat st {};
+  if (::stat(p.c_str(), &st) != 0) return false;
+  const std::lock_guard<std::mutex> lock(synced_mutex);
+  return synced_files.count({st.st_dev, st.st_ino}) != 0;
+}
+
+void forget_synced() {
+  const std::lock_guard<std::mutex> lock(synced_mutex);
+  synced_files.clear();
+}
+
+}  // namespace
+
+extern "C" int fsync(int fd) {
+  static const auto real = reinterpret_cast<int (*)(int)>(::dlsym(RTLD_NEXT, "fsync"));
+  struct stat st {};
+  if (::fstat(fd, &st) == 0) {
+    const std::lock_guard<std::mutex> lock(synced_mutex);
+    synced_files.insert({st.st_dev, st.st_ino});
+  }
+  return real(fd);
+}
 
 namespace {
 
@@ -148,6 +185,36 @@ TEST(DurableFile, AShorterWriteOverALongerFileLeavesNoTail) {
   }
   EXPECT_TRUE(fs::is_symlink(dir / "link"));
   EXPECT_EQ(slurp(dir / "target"), "");
+  fs::remove_all(dir);
+}
+
+// Every path syncs the file it writes before it is relied on (the new file
+// before its rename, and the folder after it; a file written in place through
+// a symlink) and closes every descriptor it opened, whether it succeeds or
+// fails (a full device, a file size limit, a missing folder).
+TEST(DurableFile, EveryPathSyncsWhatItWritesAndClosesWhatItOpens) {
+  const fs::path dir = scratch("sync");
+  pav::write_file_atomically(dir / "target", "old");
+  fs::create_symlink(dir / "target", dir / "link");
+  const int before = pav::testing::open_descriptors();
+  for (const fs::path& f : {dir / "new.json", dir / "target", dir / "link"}) {
+    SCOPED_TRACE(f.string());
+    forget_synced();
+    pav::write_file_atomically(f, "content\n");
+    EXPECT_TRUE(was_synced(f)) << "the file was not synced";
+    if (!fs::is_symlink(f)) EXPECT_TRUE(was_synced(dir)) << "the folder was not synced after the rename";
+    EXPECT_EQ(pav::testing::open_descriptors(), before);
+  }
+  (void)expect_io_error([] { pav::write_file_atomically("/dev/full", "data\n"); });
+  EXPECT_EQ(pav::testing::open_descriptors(), before) << "the in-place path's error leaked a descriptor";
+  {
+    pav::testing::FileSizeLimit limit(10);
+    (void)expect_io_error([&] { pav::write_file_atomically(dir / "big.json", std::string(100, 'b')); });
+    (void)expect_io_error([&] { pav::write_file_atomically(dir / "link", std::string(100, 'b')); });
+  }
+  EXPECT_EQ(pav::testing::open_descriptors(), before) << "an error of a write leaked a descriptor";
+  (void)expect_io_error([&] { pav::write_file_atomically(dir / "no" / "f.json", "x"); });
+  EXPECT_EQ(pav::testing::open_descriptors(), before);
   fs::remove_all(dir);
 }
 

@@ -117,4 +117,16 @@ class UnwritableDir {
   bool mounted_ = false;
 };
 
+// The file descriptors this process holds now (entries of /proc/self/fd, less
+// the one the listing itself opens): equal before and after a call that must
+// close what it opened, on its error paths too.
+inline int open_descriptors() {
+  int n = 0;
+  for (const auto& e : std::filesystem::directory_iterator("/proc/self/fd")) {
+    (void)e;
+    ++n;
+  }
+  return n - 1;
+}
+
 }  // namespace pav::testing

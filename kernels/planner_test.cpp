@@ -155,6 +155,20 @@ RC_GTEST_PROP(PlannerProps, FreshnessDetectsAnyLengthChange, ()) {
   RC_ASSERT(plan_is_fresh(p.view(), live.data(), int64_t(live.size())) == both_empty);
 }
 
+// A plan made for another number of sequences is never fresh: one sequence
+// fewer (the lengths it holds still match the live ones it is shown) or one
+// more (an empty sequence appended, which would need no task).
+RC_GTEST_PROP(PlannerProps, FreshnessNeedsTheSameBatch, ()) {
+  const Shape s = *gen_shape();
+  WorkPlan p = build(s.lens, s.hkv, s.cu, s.maxp, s.budget);
+  const int64_t B = int64_t(s.lens.size());
+  RC_ASSERT(plan_is_fresh(p.view(), s.lens.data(), B));
+  if (B > 1) RC_ASSERT_FALSE(plan_is_fresh(p.view(), s.lens.data(), B - 1));
+  auto more = s.lens;
+  more.push_back(0);
+  RC_ASSERT_FALSE(plan_is_fresh(p.view(), more.data(), B + 1));
+}
+
 // The plan check names each defect where it is: every padding row and every
 // task row of a valid plan, broken one field at a time, is named by its own
 // index with the values it holds.

@@ -113,6 +113,20 @@ TEST(Validate, MessageNamesClauseFieldAndValue) {
   }
 }
 
+// A rejection with one dtype and no expected one (a query dtype pav does not
+// take) names the dtype itself, not a flag's "set".
+TEST(Validate, AOneDtypeRejectionNamesTheDtype) {
+  TinyCall t;
+  t.call.q.dtype = DType::f32;
+  try {
+    validate_planned(t.call, nullptr, t.make_uniform_scratch());
+    FAIL() << "an f32 query accepted";
+  } catch (const RejectError& e) {
+    EXPECT_EQ(e.clause(), Clause::q_dtype);
+    EXPECT_NE(std::string(e.what()).find("q.dtype = f32"), std::string::npos) << e.what();
+  }
+}
+
 // Each scratch tensor of the wrong dtype is named, with the dtype it has and the
 // one it must have, in that order.
 TEST(Validate, ScratchDtypeMessagesNameTheTensorAndBothDtypes) {

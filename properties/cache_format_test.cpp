@@ -1197,6 +1197,22 @@ TEST(LargeCache, UsedPagesSitPastTwoToTheThirtyOneAndTheReferenceIsUnmoved) {
 }
 
 
+// Every element of query head 0 of every row of c has the bits `head0`, and
+// at least `share` of the other heads' elements have other bits.
+void expect_head0_is(const props::HostCase& c, uint16_t head0, double share) {
+  const CaseSpec& s = c.spec;
+  const int64_t hq = int64_t(s.hkv) * s.group, D = s.head_dim, rows = int64_t(s.lens.size()) * s.q_len;
+  int64_t other_values = 0;
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t h = 0; h < hq; ++h)
+      for (int64_t d = 0; d < D; ++d) {
+        const uint16_t bits = c.q[size_t((r * hq + h) * D + d)];
+        if (h == 0) EXPECT_EQ(bits, head0) << r << " " << d;
+        else other_values += bits != head0;
+      }
+  EXPECT_GT(double(other_values), share * double(rows * (hq - 1) * D));
+}
+
 // zero_q_head: query head 0 of every row is all zeros (after the extreme
 // shift too), the other heads are not; the field survives a case file.
 TEST(CaseBuilder, ZeroQHeadZeroesHeadZeroOfEveryRow) {
@@ -1204,17 +1220,7 @@ TEST(CaseBuilder, ZeroQHeadZeroesHeadZeroOfEveryRow) {
     CaseSpec s = base_spec();
     s.zero_q_head = true;
     s.extreme_logits = extreme;
-    const props::HostCase c = props::build_case(s);
-    const int64_t hq = int64_t(s.hkv) * s.group, D = s.head_dim, rows = int64_t(s.lens.size()) * s.q_len;
-    int64_t nonzero_elsewhere = 0;
-    for (int64_t r = 0; r < rows; ++r)
-      for (int64_t h = 0; h < hq; ++h)
-        for (int64_t d = 0; d < D; ++d) {
-          const uint16_t bits = c.q[size_t((r * hq + h) * D + d)];
-          if (h == 0) EXPECT_EQ(bits, 0) << r << " " << d;
-          else nonzero_elsewhere += bits != 0;
-        }
-    EXPECT_GT(nonzero_elsewhere, rows * (hq - 1) * D / 2);
+    expect_head0_is(props::build_case(s), 0, 0.5);
     EXPECT_TRUE(props::case_from_json(props::case_to_json(s, {}), "x.json").zero_q_head);
   }
   EXPECT_FALSE(props::case_from_json(props::case_to_json(base_spec(), {}), "x.json").zero_q_head);
@@ -1240,17 +1246,7 @@ TEST(CaseBuilder, ConstantQHeadFillsHeadZeroOfEveryRow) {
     s.constant_q_head = true;
     s.extreme_logits = extreme;
     s.logit_ties = ties;
-    const props::HostCase c = props::build_case(s);
-    const int64_t hq = int64_t(s.hkv) * s.group, D = s.head_dim, rows = int64_t(s.lens.size()) * s.q_len;
-    int64_t other_values = 0;
-    for (int64_t r = 0; r < rows; ++r)
-      for (int64_t h = 0; h < hq; ++h)
-        for (int64_t d = 0; d < D; ++d) {
-          const uint16_t bits = c.q[size_t((r * hq + h) * D + d)];
-          if (h == 0) EXPECT_EQ(bits, kernels::f32_to_bf16(want)) << r << " " << d;
-          else other_values += bits != kernels::f32_to_bf16(want);
-        }
-    EXPECT_GT(other_values, rows * (hq - 1) * D * 9 / 10);
+    expect_head0_is(props::build_case(s), kernels::f32_to_bf16(want), 0.9);
     EXPECT_TRUE(props::case_from_json(props::case_to_json(s, {}), "x.json").constant_q_head);
   }
   EXPECT_FALSE(props::case_from_json(props::case_to_json(base_spec(), {}), "x.json").constant_q_head);

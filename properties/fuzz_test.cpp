@@ -5,6 +5,8 @@
 // property a case file names.
 #include <gtest/gtest.h>
 
+#include <chrono>
+
 #include <cstdio>
 #include <filesystem>
 #include <set>
@@ -221,6 +223,36 @@ TEST(FuzzEngine, RunsExactlyTheCaseBudgetWhenNothingFails) {
   EXPECT_EQ(r.runs[0].cases, 60);
   EXPECT_EQ(r.runs[0].cases_per_job, (std::vector<int64_t>{20, 20, 20}));
   EXPECT_TRUE(json_files(dir).empty());
+  std::filesystem::remove_all(dir);
+}
+
+// A time budget over several properties is shared: each property gets its
+// part (the budget over the number of properties), runs cases in it, and the
+// run ends near the whole budget, neither the first property taking it all
+// nor a later one starved. The bounds are generous: a planner case takes
+// milliseconds, so each part ends within a case of its deadline.
+TEST(FuzzEngine, ATimeBudgetIsSharedByEveryProperty) {
+  const auto dir = scratch_dir("timed");
+  FuzzOptions o;
+  o.minutes = 0.04;  // 2.4 s: 1.2 s for each of the two
+  o.seed = 7;
+  o.jobs = 1;
+  o.save_dir = dir.string();
+  o.progress = false;
+  std::FILE* log = std::tmpfile();
+  const auto t0 = std::chrono::steady_clock::now();
+  const FuzzReport r = run_fuzz(o, {find_property("planner"), find_property("gate-mirror")}, log, nullptr);
+  const double total = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  std::fclose(log);
+  EXPECT_TRUE(r.passed());
+  ASSERT_EQ(r.runs.size(), 2u);
+  for (const PropertyRun& run : r.runs) {
+    SCOPED_TRACE(run.property);
+    EXPECT_GT(run.cases, 0);
+    EXPECT_GE(run.seconds, 1.15) << "the property stopped before its part of the budget";
+    EXPECT_LT(run.seconds, 2.0) << "the property took more than its part of the budget";
+  }
+  EXPECT_LT(total, 4.5);
   std::filesystem::remove_all(dir);
 }
 

@@ -831,6 +831,20 @@ TEST_F(PavCli, AFullDiskFailsTheWriteHonestly) {
     EXPECT_TRUE(f.rfind("filler", 0) == 0 || f.rfind(".std", 0) == 0) << "left behind: " << f;
 }
 
+// A passing pav fuzz whose --report cannot be written (a file size limit on the
+// child, past the start-up checks) exits 3, "could not run", naming the file:
+// a run whose record is lost is no pass.
+TEST_F(PavCli, AFuzzPassWhoseReportIsLostCouldNotRun) {
+  const fs::path report = dir_ / "report.json";
+  Launch l{{"fuzz", "--property", "planner", "--cases", "3", "--seed", "1", "--quiet", "--report", report.string()}};
+  l.file_size_limit = 256;
+  const Outcome o = launch(l);
+  EXPECT_EQ(o.code, 3) << o.err;
+  EXPECT_EQ(o.signal, 0);
+  EXPECT_NE(o.err.find("cannot write " + report.string()), std::string::npos) << o.err;
+  EXPECT_FALSE(fs::exists(report));
+}
+
 // A file size limit (ulimit -f) on the child: the write fails, pav says so.
 TEST_F(PavCli, AFileSizeLimitFailsTheWriteHonestly) {
   std::string lengths;

@@ -17,6 +17,10 @@
 //   PAV_FAULT_ABI_TOO_OLD     reports an ABI version older than pav still loads
 //   PAV_FAULT_MISSING_DESCRIBE, PAV_FAULT_MISSING_ABI_VERSION   that required symbol is absent
 //   PAV_FAULT_NO_INIT         no pav_kernel_init: pav refuses words, and describe then fails
+//   PAV_FAULT_NO_FINI         (not a fault) no pav_kernel_fini, which the ABI leaves optional:
+//                             the library keeps its instances until the process ends (built
+//                             with PAV_FAULT_MODES: a describe that fails then leaves pav an
+//                             instance it cannot finish)
 //                             (the glue has no instance to describe)
 //   PAV_FAULT_MODES           the fault is chosen at init by the words --fault MODE (one of
 //                             fixture::kPluginFaults, fault_modes.hpp) ahead of the kernel's own:
@@ -31,12 +35,23 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <vector>
 
 #include "adapters/pav_kernel.hpp"
 #include "adapters/plugins/plugin_glue.hpp"
 #include "adapters/testdata/fault_modes.hpp"
 
 namespace {
+
+#ifdef PAV_FAULT_NO_FINI
+// Every instance init made, kept reachable until the process ends (there is no
+// fini, and pav never unloads a library). Never destroyed: a static vector
+// would be torn down at exit while the process may still hold its instances.
+std::vector<void*>& instances() {
+  static auto* made = new std::vector<void*>;
+  return *made;
+}
+#endif
 
 #ifdef PAV_FAULT_MODES
 using pav::adapters::CallResult;
@@ -144,11 +159,19 @@ PAV_KERNEL_EXPORT int pav_kernel_init(int argc, const char* const* argv, void** 
     if (std::strcmp(argv[i], "--fault") == 0 && std::strcmp(argv[i + 1], "init-bad-status") == 0)
       return status_with(9, argv[i + 1], err, err_size);
 #endif
+#ifdef PAV_FAULT_NO_FINI
+  const int rc = pav::adapters::plugin::init(make, argc, argv, instance, err, err_size);
+  if (rc == PAV_OK) instances().push_back(*instance);
+  return rc;
+#else
   return pav::adapters::plugin::init(make, argc, argv, instance, err, err_size);
+#endif
 }
 #endif
 
+#ifndef PAV_FAULT_NO_FINI
 PAV_KERNEL_EXPORT void pav_kernel_fini(void* instance) { pav::adapters::plugin::fini(instance); }
+#endif
 
 #ifdef PAV_FAULT_ABI_OLD
 namespace {
