@@ -398,6 +398,21 @@ TEST(Description, OutDtypeIsSameOrASixteenOrThirtyTwoBitFloat) {
   }
 }
 
+// Every name of every cache-format list goes through the JSON reader as itself:
+// a description naming them all reads back equal.
+TEST(Description, JsonRoundTripsEveryCacheFormatName) {
+  KernelDescription d = small_description();
+  d.cache_layouts = {kernels::CacheLayout::packed, kernels::CacheLayout::nhd, kernels::CacheLayout::hnd};
+  d.v_layouts = {VLayout::plain, VLayout::trans};
+  d.kv_storage = {adapters::KvStorage::separate, adapters::KvStorage::combined, adapters::KvStorage::latent};
+  d.mla_dims = {{512, 64}};
+  d.head_dims = {64, 128, 576};
+  d.page_tables = {kernels::PageTable::block_table, kernels::PageTable::csr};
+  adapters::canonicalize(d);
+  ASSERT_EQ(adapters::description_problem(d), "");
+  EXPECT_EQ(adapters::description_from_json(adapters::to_json(d)), d);
+}
+
 TEST(Description, JsonRoundTripsPavsOwnAndASmallOne) {
   for (bool planned : {true, false}) {
     adapters::PavKernelOptions o;

@@ -5,6 +5,7 @@
 #include <rapidcheck/gtest.h>
 
 #include <cmath>
+#include <limits>
 #include <cstdint>
 #include <vector>
 
@@ -142,6 +143,17 @@ TEST(StatsMcnemar, EqualCountsDropTheContinuityCorrection) {
 TEST(StatsMcnemar, RejectsNegativeCounts) {
   EXPECT_THROW(mcnemar(-1, 3), std::invalid_argument);
   EXPECT_THROW(mcnemar(3, -1), std::invalid_argument);
+}
+
+// b + c must be a count: at the 64-bit limit it is taken, one past it refused
+// (never wrapped into a negative n).
+TEST(StatsMcnemar, RefusesCountsWhoseSumOverflows) {
+  constexpr std::int64_t kMax = std::numeric_limits<std::int64_t>::max();
+  EXPECT_EQ(mcnemar(kMax - 1, 1).n, kMax);
+  EXPECT_EQ(mcnemar(0, kMax).n, kMax);
+  EXPECT_THROW(mcnemar(kMax, 1), std::invalid_argument);
+  EXPECT_THROW(mcnemar(1, kMax), std::invalid_argument);
+  EXPECT_THROW(mcnemar(kMax, kMax), std::invalid_argument);
 }
 
 TEST(StatsMcnemar, TenMillionDiscordantMatchesLogSpaceSum) {

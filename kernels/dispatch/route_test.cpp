@@ -86,6 +86,7 @@ TEST(Route, DenseSiteWithAFreshPlanIsPlanned) {
   Router r(Settings{true, true}, log.sink());
   const Route route = r.route(t.call, Site::dense, &*f.md);
   EXPECT_EQ(route.kind, RouteKind::planned);
+  EXPECT_EQ(route.reason, RouteReason::accepted);
   EXPECT_EQ(route.plan, f.md->plan());
   EXPECT_EQ(route_label(route), "planned[2 seqs]");
   (void)r.route(t.call, Site::dense, &*f.md);
