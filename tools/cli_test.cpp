@@ -955,6 +955,28 @@ TEST_F(PavCli, VerifyStopsCleanlyOnSigint) {
   EXPECT_EQ(o.out.find("\ndecode "), std::string::npos) << "the decode check must not start after the stop";
 }
 
+// pav compare names its two kernels before the run starts: when its progress
+// (stderr) shows the first case, the A/B header is already in its stdout (a
+// file here, fully buffered: the header must have been flushed, not left to
+// the end of the run). The run is then stopped.
+TEST_F(PavCli, CompareNamesItsKernelsBeforeTheRunStarts) {
+  std::string seen_out;
+  bool saw_progress = false;
+  Launch l{{"compare", "--kernel", "pav:cpu", "--kernel", "pav:cpu", "--cases", "1000000", "--out-dir", dir_.string()}};
+  l.timeout_s = 30;
+  l.during = [&](pid_t pid, const fs::path& out, const fs::path& err) {
+    wait_for(err, "[compare]", 0.0);
+    saw_progress = slurp(err).find("[compare]") != std::string::npos;
+    seen_out = slurp(out);
+    kill(pid, SIGINT);
+  };
+  const Outcome o = launch(l);
+  ASSERT_TRUE(saw_progress) << o.err;
+  EXPECT_NE(seen_out.find("\nA         pav-cpu-planned"), std::string::npos) << "stdout when the run had started:\n" << seen_out;
+  EXPECT_NE(seen_out.find("\nB         pav-cpu-planned"), std::string::npos) << seen_out;
+  EXPECT_EQ(o.code, 3) << o.err;
+}
+
 // Two kernels on identical cases: the verification fails when either kernel is
 // wrong on any case, on whichever side it stands; it passes only when both are
 // right on every case. SIGINT stops it cleanly, and a stop is not a pass.
