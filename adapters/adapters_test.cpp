@@ -19,6 +19,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <functional>
 #include <fstream>
 #include <set>
 #include <sstream>
@@ -382,6 +383,31 @@ TEST(Description, CanonicalizeSortsEveryList) {
   EXPECT_TRUE(sorted(d.head_dims));
   EXPECT_TRUE(sorted(d.gqa_ratios));
   EXPECT_TRUE(sorted(d.features));
+}
+
+// A description with any one of its required lists (or its name) empty is
+// refused, naming that list first.
+TEST(Description, EveryEmptyListIsNamed) {
+  using Edit = std::function<void(KernelDescription&)>;
+  const std::vector<std::pair<std::string, Edit>> edits = {
+      {"name", [](KernelDescription& d) { d.name.clear(); }},
+      {"q_dtypes", [](KernelDescription& d) { d.q_dtypes.clear(); }},
+      {"cache_dtypes", [](KernelDescription& d) { d.cache_dtypes.clear(); }},
+      {"cache_layouts", [](KernelDescription& d) { d.cache_layouts.clear(); }},
+      {"kv_storage", [](KernelDescription& d) { d.kv_storage.clear(); }},
+      {"page_tables", [](KernelDescription& d) { d.page_tables.clear(); }},
+      {"v_layouts", [](KernelDescription& d) { d.v_layouts.clear(); }},
+      {"scale_kinds", [](KernelDescription& d) { d.scale_kinds.clear(); }},
+      {"block_sizes", [](KernelDescription& d) { d.block_sizes.clear(); }},
+      {"head_dims", [](KernelDescription& d) { d.head_dims.clear(); }},
+      {"gqa_ratios", [](KernelDescription& d) { d.gqa_ratios.clear(); }},
+  };
+  ASSERT_EQ(adapters::description_problem(small_description()), "");
+  for (const auto& [field, edit] : edits) {
+    KernelDescription d = small_description();
+    edit(d);
+    EXPECT_EQ(adapters::description_problem(d).rfind(field + ": empty", 0), 0u) << adapters::description_problem(d);
+  }
 }
 
 // The output dtype a kernel declares: the call's own (none, "same"), f32, bf16
@@ -811,6 +837,7 @@ TEST(LibAdapter, BrokenPluginsAndBadWordsAreSpecErrors) {
 // A truncated copy of a plugin is refused before dlopen maps it (mapping it
 // ends the process with SIGBUS when a page past the end is touched).
 TEST(LibAdapter, ATruncatedPluginIsRefusedBeforeItIsLoaded) {
+  const int descriptors = pav::testing::open_descriptors();
   const std::string whole = slurp(PAV_TEST_CPU_PLUGIN);
   ASSERT_GT(whole.size(), 100000u);
   // Where the last loadable segment ends, read here from the ELF headers.
@@ -833,6 +860,7 @@ TEST(LibAdapter, ATruncatedPluginIsRefusedBeforeItIsLoaded) {
   const fs::path text = dir / "libtext.so";
   std::ofstream(text) << std::string(200, '#') << " not a library\n";
   expect_spec_error(plugin(text.c_str()), "not an ELF file");
+  EXPECT_EQ(pav::testing::open_descriptors(), descriptors) << "a refused library's file was left open";
 }
 
 // A library built against version 1 of the header keeps working: it is handed
