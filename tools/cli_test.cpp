@@ -1546,6 +1546,25 @@ TEST_F(PavCli, JobsTheSystemCannotGiveAreCouldNotRun) {
   EXPECT_TRUE(files_in(dir_ / "ce").empty());
 }
 
+// Memory the system cannot give (an address-space limit of 500 MiB under a
+// case that needs about 770 MB of host buffers, within pav's own limit) is
+// "could not run": exit 3 saying out of memory, never a failure verdict or an
+// abort.
+TEST_F(PavCli, MemoryTheSystemCannotGiveIsCouldNotRun) {
+#ifdef __SANITIZE_ADDRESS__
+  GTEST_SKIP() << "not under AddressSanitizer: its shadow memory cannot fit an address-space limit";
+#endif
+  const fs::path big = dir_ / "big.json";
+  std::ofstream(big) << R"({"format": "pav-case/1", "lens": [3000000], "head_dim": 128, "path": "uniform"})";
+  Launch l{{"replay", big.string()}};
+  l.address_space_limit = rlim_t(500) << 20;
+  l.timeout_s = 120;
+  const Outcome o = launch(l);
+  EXPECT_EQ(o.signal, 0) << o.err;
+  EXPECT_EQ(o.code, 3) << o.out << o.err;
+  EXPECT_NE(o.err.find("pav replay: could not run: out of memory"), std::string::npos) << o.err;
+}
+
 // A defect found wins over its case file that could not be saved (a full
 // folder): exit 1, and the report says the case was NOT saved and why. A save
 // folder that takes no files, named by --save or PAV_COUNTEREXAMPLE_DIR, is
