@@ -51,6 +51,11 @@ TEST(Metadata, EveryVariantAttachesAndRefreshesAtCapture) {
   for (const ForwardMetadata* md : {&plain, &graph, &draft, &micro}) {
     EXPECT_TRUE(fresh(*md)) << to_string(md->variant());
   }
+  // Each builder records its own variant.
+  EXPECT_EQ(plain.variant(), BuilderVariant::plain);
+  EXPECT_EQ(graph.variant(), BuilderVariant::graph_capture);
+  EXPECT_EQ(draft.variant(), BuilderVariant::draft);
+  EXPECT_EQ(micro.variant(), BuilderVariant::micro_batch);
   EXPECT_EQ(graph.phase(), Phase::capture);
   EXPECT_EQ(cache.size(), 2u);  // micro-batch slot 1 has its own plan
   EXPECT_EQ(b.planner_launches(), 4u);
