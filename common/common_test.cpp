@@ -229,7 +229,9 @@ TEST(DurableFile, RefusesDirectoriesAndMissingFolders) {
 
 TEST(WritableCheck, AcceptsAFolderToBeCreatedAndCreatesNothing) {
   const fs::path dir = scratch("check");
+  const int descriptors = pav::testing::open_descriptors();
   pav::check_writable_dir(dir / "a" / "b", "--save");
+  EXPECT_EQ(pav::testing::open_descriptors(), descriptors) << "the probe file was left open";
   EXPECT_FALSE(fs::exists(dir / "a")) << "the check must not create the folder";
   EXPECT_TRUE(entries(dir).empty()) << "the probe file was left behind";
   pav::check_writable_dir(dir, "--save");
