@@ -440,10 +440,10 @@ HostCase build_case(const CaseSpec& spec, bool fill_values) {
   std::vector<float> kval(D), vval(D);
   // Ties: each (sequence, KV head)'s token-0 key, which every key repeats (1)
   // or stays near (2).
-  std::vector<float> k0(size_t(H * D)), unused(D);
+  std::vector<float> k0(size_t(H * D));
   for (int64_t b = 0; b < B && fill_values; ++b) {
     for (int64_t h = 0; h < H && spec.logit_ties != 0; ++h)
-      draw.kv_normals(draw.row(Draws::k, b, 0, h), draw.row(Draws::v, b, 0, h), D, &k0[size_t(h * D)], unused.data());
+      for (int64_t d = 0; d < D; ++d) k0[size_t(h * D + d)] = draw.normal(draw.row(Draws::k, b, 0, h), d);
     for (int64_t t = 0; t < std::max<int32_t>(spec.lens[b], 0); ++t) {
       const int64_t blk = c.block_tables[b * c.max_blocks + t / bs], off = t % bs;
       for (int64_t h = 0; h < H; ++h) {

@@ -17,11 +17,11 @@
 //   PAV_FAULT_ABI_TOO_OLD     reports an ABI version older than pav still loads
 //   PAV_FAULT_MISSING_DESCRIBE, PAV_FAULT_MISSING_ABI_VERSION   that required symbol is absent
 //   PAV_FAULT_NO_INIT         no pav_kernel_init: pav refuses words, and describe then fails
+//                             (the glue has no instance to describe)
 //   PAV_FAULT_NO_FINI         (not a fault) no pav_kernel_fini, which the ABI leaves optional:
 //                             the library keeps its instances until the process ends (built
 //                             with PAV_FAULT_MODES: a describe that fails then leaves pav an
 //                             instance it cannot finish)
-//                             (the glue has no instance to describe)
 //   PAV_FAULT_MODES           the fault is chosen at init by the words --fault MODE (one of
 //                             fixture::kPluginFaults, fault_modes.hpp) ahead of the kernel's own:
 //                             init-error, init-unavailable, init-bad-status (returns 9),
@@ -159,13 +159,11 @@ PAV_KERNEL_EXPORT int pav_kernel_init(int argc, const char* const* argv, void** 
     if (std::strcmp(argv[i], "--fault") == 0 && std::strcmp(argv[i + 1], "init-bad-status") == 0)
       return status_with(9, argv[i + 1], err, err_size);
 #endif
-#ifdef PAV_FAULT_NO_FINI
   const int rc = pav::adapters::plugin::init(make, argc, argv, instance, err, err_size);
+#ifdef PAV_FAULT_NO_FINI
   if (rc == PAV_OK) instances().push_back(*instance);
-  return rc;
-#else
-  return pav::adapters::plugin::init(make, argc, argv, instance, err, err_size);
 #endif
+  return rc;
 }
 #endif
 
