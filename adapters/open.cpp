@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 // open_kernel: --kernel text to an adapter.
+#include "adapters/in_process.hpp"
 #include "adapters/kernel.hpp"
 #include "adapters/lib_kernel.hpp"
 #include "adapters/pav_kernel.hpp"
@@ -18,6 +19,10 @@ std::unique_ptr<KernelUnderTest> open_kernel(const std::string& spec, const Open
     if (split_words(rest).empty()) throw KernelSpecError("--kernel exec: no command after 'exec:'");
     if (options.isolate) throw KernelSpecError("--isolate applies to lib: kernels (a worker is a process already)");
     return open_worker_kernel(rest, spec, options);
+  }
+  if (scheme == "inproc") {
+    if (options.isolate) throw KernelSpecError("--isolate applies to lib: kernels, not to in-process ones");
+    return open_in_process_kernel(rest);
   }
   std::vector<std::string> words = split_words(rest);
   if (scheme == "lib") {

@@ -1,37 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 // The pav executable: the dispatcher (tools/command.cpp) over the commands
-// linked in, each of which registers itself.
-#include "tools/backend_option.hpp"
+// linked in (pav_commands), each of which registers itself.
 #include "tools/command.hpp"
-#include <cstdlib>
-
-#ifdef PAV_HAVE_GPU
-#include "kernels/hip/gpu_backend.hpp"
-#include "kernels/hip/host_staged.hpp"
-#endif
-
-namespace pav::cli {
-
-bool register_gpu() {
-#ifdef PAV_HAVE_GPU
-  static const bool registered = kernels::gpu::register_host_staged_backend();
-  return registered;
-#else
-  return false;
-#endif
-}
-
-std::string device_description(kernels::Backend backend) {
-  std::string out = "host CPU";
-#ifdef PAV_HAVE_GPU
-  if (backend == kernels::Backend::gpu) out = kernels::gpu::device_name();
-#endif
-  if (backend == kernels::Backend::gpu)
-    for (const char* var : {"CUDA_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES"})
-      if (const char* v = std::getenv(var)) out += std::string(" (") + var + "=" + v + ")";
-  return out;
-}
-
-}  // namespace pav::cli
 
 int main(int argc, char** argv) { return pav::cli::run_main(argc, argv); }

@@ -1,0 +1,201 @@
+// SPDX-License-Identifier: Apache-2.0
+// pav._pav: the extension behind `import pav`. It registers Python callables
+// as in-process kernels under test (adapters/in_process.hpp) and runs pav's
+// own commands in this process, so a Python kernel goes through the same
+// properties, shrinking, saving, replay and reports as a lib: or exec: one.
+// The call's tensors reach Python as NumPy arrays over pav's own memory (no
+// copy, no file); python/pav/_inprocess.py turns them into the worker
+// helper's Call and checks what the kernel gives back.
+#include <pybind11/pybind11.h>
+#include <pybind11/numpy.h>
+#include <pybind11/stl.h>
+
+#include <atomic>
+#include <cstdio>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "adapters/in_process.hpp"
+#include "adapters/kernel.hpp"
+#include "adapters/worker_protocol.hpp"
+#include "tools/command.hpp"
+#include "tools/stop.hpp"
+
+namespace py = pybind11;
+using nlohmann::json;
+
+namespace {
+
+using pav::adapters::CallResult;
+using pav::adapters::DecodeRequest;
+using pav::adapters::KernelDescription;
+using pav::adapters::Outcome;
+using pav::kernels::DType;
+using pav::kernels::TensorView;
+
+py::object to_py(const json& j) {
+  switch (j.type()) {
+    case json::value_t::null: return py::none();
+    case json::value_t::boolean: return py::bool_(j.get<bool>());
+    case json::value_t::number_integer: return py::int_(j.get<int64_t>());
+    case json::value_t::number_unsigned: return py::int_(j.get<uint64_t>());
+    case json::value_t::number_float: return py::float_(j.get<double>());
+    case json::value_t::string: return py::str(j.get_ref<const std::string&>());
+    case json::value_t::array: {
+      py::list l;
+      for (const json& e : j) l.append(to_py(e));
+      return l;
+    }
+    case json::value_t::object: {
+      py::dict d;
+      for (const auto& [k, v] : j.items()) d[py::str(k)] = to_py(v);
+      return d;
+    }
+    default: return py::none();
+  }
+}
+
+// The NumPy element type a dtype crosses as (the worker protocol's: bf16 as
+// its raw uint16 bits, fp8 as uint8 codes).
+py::dtype numpy_dtype(DType t) {
+  switch (t) {
+    case DType::f32: return py::dtype("<f4");
+    case DType::f16: return py::dtype("<f2");
+    case DType::bf16: return py::dtype("<u2");
+    case DType::fp8_e4m3fn:
+    case DType::fp8_e4m3fnuz:
+    case DType::fp8_e5m2: return py::dtype("u1");
+    case DType::i32: return py::dtype("<i4");
+    case DType::i64: return py::dtype("<i8");
+    case DType::none: break;
+  }
+  throw std::invalid_argument("a tensor of unknown dtype");
+}
+
+// A NumPy array over a view's own memory, at its strides. Inputs are read-only.
+py::array array_of(const TensorView& v, bool writable) {
+  const int64_t esize = pav::kernels::dtype_size(v.dtype);
+  std::vector<py::ssize_t> shape(v.shape.begin(), v.shape.begin() + v.rank), strides;
+  for (int i = 0; i < v.rank; ++i) strides.push_back(py::ssize_t(v.stride[i] * esize));
+  // The capsule owns nothing: the array is valid during the call only.
+  py::array a(numpy_dtype(v.dtype), shape, strides, v.data, py::capsule(v.data, [](void*) {}));
+  if (!writable) py::detail::array_proxy(a.ptr())->flags &= ~py::detail::npy_api::NPY_ARRAY_WRITEABLE_;
+  return a;
+}
+
+std::string python_error_text(const py::error_already_set& e) { return std::string(e.what()).substr(0, 2000); }
+
+// A Python callable as a kernel under test. `runner` is a
+// pav._inprocess.Runner: check(request) -> None or a reason, decode(request,
+// arrays) -> None or (status, message).
+class PythonKernel final : public pav::adapters::KernelUnderTest {
+ public:
+  PythonKernel(py::object runner, KernelDescription d, std::string spec)
+      : runner_(std::move(runner)), description_(std::move(d)), spec_(std::move(spec)) {}
+  ~PythonKernel() override {
+    py::gil_scoped_acquire gil;
+    runner_ = py::object();
+  }
+
+  const KernelDescription& description() const override { return description_; }
+  std::string adapter() const override { return "python"; }
+  std::string spec() const override { return spec_; }
+
+  CallResult check(const DecodeRequest& r) override {
+    const json request = pav::adapters::protocol::check_request(0, r);
+    py::gil_scoped_acquire gil;
+    try {
+      const py::object reason = runner_.attr("check")(to_py(request));
+      if (reason.is_none()) return CallResult::success();
+      return {Outcome::rejected, py::str(reason)};
+    } catch (const py::error_already_set& e) {
+      return {Outcome::fault, "the check raised: " + python_error_text(e)};
+    }
+  }
+
+  CallResult decode(const DecodeRequest& r) override {
+    calls_.fetch_add(1);
+    const json request = pav::adapters::protocol::decode_request(0, "", r);
+    py::gil_scoped_acquire gil;
+    try {
+      py::dict arrays;
+      for (const auto& t : pav::adapters::protocol::inputs_of(r)) arrays[t.name] = array_of(t.view, false);
+      arrays["out"] = array_of(r.call.out, true);
+      if (r.lse.present()) arrays["lse"] = array_of(r.lse, true);
+      const py::object result = runner_.attr("decode")(to_py(request), arrays);
+      if (result.is_none()) return CallResult::success();
+      const auto pair = result.cast<std::pair<std::string, std::string>>();
+      Outcome o = Outcome::fault;
+      if (pair.first != "fault" && !pav::adapters::protocol::outcome_of_status(pair.first, o)) o = Outcome::fault;
+      return {o, pair.second};
+    } catch (const py::error_already_set& e) {
+      return {Outcome::fault, "the in-process runner raised: " + python_error_text(e)};
+    } catch (const std::exception& e) {
+      return {Outcome::fault, std::string("the call could not be handed to Python: ") + e.what()};
+    }
+  }
+
+  int64_t decode_calls() const override { return calls_.load(); }
+
+ private:
+  py::object runner_;
+  KernelDescription description_;
+  std::string spec_;
+  std::atomic<int64_t> calls_{0};
+};
+
+// The description as pav reads it, with the worker protocol's checks. A
+// description that breaks the contract raises ValueError naming the field.
+KernelDescription read_description(const std::string& description_json) {
+  try {
+    return pav::adapters::description_from_json(json::parse(description_json));
+  } catch (const json::exception& e) {
+    throw py::value_error(std::string("description: not JSON: ") + e.what());
+  } catch (const pav::adapters::KernelSpecError& e) {
+    throw py::value_error(e.what());
+  }
+}
+
+void register_kernel(const std::string& key, py::object runner, const std::string& description_json,
+                     const std::string& spec) {
+  KernelDescription d = read_description(description_json);
+  pav::adapters::register_in_process_kernel(key, std::make_shared<PythonKernel>(std::move(runner), d, spec));
+}
+
+// Runs `pav ARGS...` in this process with the GIL released (the kernel's
+// calls take it back). SIGINT and SIGTERM stop the run cleanly, as on the
+// command line; Python's handlers are back in place when it returns. Returns
+// (exit code, the signal that stopped it or "").
+std::pair<int, std::string> run(const std::vector<std::string>& args) {
+  std::vector<std::string> words = {"pav"};
+  words.insert(words.end(), args.begin(), args.end());
+  std::vector<char*> argv;
+  for (std::string& w : words) argv.push_back(w.data());
+  int rc = 0;
+  std::string stopped;
+  {
+    py::gil_scoped_release release;
+    pav::cli::StopScope scope;
+    rc = pav::cli::run_main(int(argv.size()), argv.data());
+    stopped = pav::cli::stop_signal_name();
+    std::fflush(stdout);
+    std::fflush(stderr);
+  }
+  return {rc, stopped};
+}
+
+}  // namespace
+
+PYBIND11_MODULE(_pav, m) {
+  m.doc() = "pav's engine in this process (use the pav package, not this module)";
+  m.def("register_kernel", &register_kernel, py::arg("key"), py::arg("runner"), py::arg("description_json"),
+        py::arg("spec"));
+  m.def("check_description", [](const std::string& j) { return pav::adapters::to_json(read_description(j)).dump(); },
+        py::arg("description_json"));
+  m.def("unregister_kernel", &pav::adapters::unregister_in_process_kernel, py::arg("key"));
+  m.def("run", &run, py::arg("args"));
+  m.def("version", [] { return pav::cli::version_line(); });
+}

@@ -1,0 +1,316 @@
+# SPDX-License-Identifier: Apache-2.0
+"""pav's commands as Python functions. Each runs the command of the same name
+in this process (`pav verify`, `pav fuzz`, `pav replay`, `pav compare`), with
+Python kernels registered as in-process kernels under test, and returns a
+Report holding the command's JSON report."""
+import inspect
+import itertools
+import json
+import os
+import shlex
+import sys
+import tempfile
+
+from pav import worker
+
+_keys = itertools.count()
+
+
+class UsageError(ValueError):
+    """pav refused the request (exit 2): a bad option, description or case file."""
+
+
+class CannotRun(RuntimeError):
+    """pav could not run (exit 3): an I/O error, no device, a lost report."""
+
+
+class Interrupted(KeyboardInterrupt):
+    """Ctrl-C (SIGINT) or SIGTERM stopped the run; `report` is what ran."""
+
+    def __init__(self, report):
+        super().__init__("pav %s stopped by a signal: %s" % (report.get("command", ""), report.get("verdict", "")))
+        self.report = report
+
+
+def _extension():
+    try:
+        from pav import _pav
+    except ImportError as e:
+        raise ImportError("pav's extension (pav._pav) is not built or not on the path: build the project "
+                          "(cmake --build --preset cpu) and put build/cpu/python on PYTHONPATH, or install it "
+                          "(docs/python.md): %s" % e) from None
+    return _pav
+
+
+def version():
+    """'pav VERSION (commit ...)', as `pav --version` prints it."""
+    return _extension().version()
+
+
+class Description:
+    """A kernel's description: the worker protocol's fields (docs/verify-your-kernel.md,
+    "The description"), starting from the worker helper's defaults (host memory,
+    bf16 and f16 q, lse written, a check entry, numerics profile none).
+    pav checks it as it checks a worker's: a field it does not know, a value
+    out of range or a broken rule raises UsageError naming the field.
+
+        Description("my_decode", cache_dtypes=["bf16"], block_sizes=[16], head_dims=[128], gqa_ratios=[1, 8])
+    """
+
+    def __init__(self, name=None, **fields):
+        if isinstance(name, Description):
+            name = name.fields
+        if isinstance(name, dict):
+            fields = dict(name, **fields)
+            name = fields.pop("name", None)
+        if not name:
+            raise UsageError("description: a name is needed")
+        self.fields = worker.description(name, **fields)
+        self.canonical = _canonical(self.fields)
+
+    def __getattr__(self, field):
+        fields = self.__dict__.get("fields", {})
+        if field in fields:
+            return fields[field]
+        raise AttributeError(field)
+
+    def __repr__(self):
+        return "Description(%s)" % json.dumps(self.fields)
+
+
+def _canonical(fields):
+    """The description as pav reads it (its checks applied), without registering a kernel."""
+    try:
+        return json.loads(_extension().check_description(json.dumps(fields)))
+    except ValueError as e:
+        raise UsageError(str(e)) from None
+
+
+class Kernel:
+    """A Python decode as a kernel under test: fn(call) with its description.
+
+    check: True (the default) refuses calls outside the description with the
+    worker helper's check (pav.worker.check_call), as the example workers do;
+    False declares no check entry; a callable check(request) -> None or a
+    reason is the kernel's own. replay_spec: the --kernel text that runs the
+    same kernel as a worker, recorded in saved cases so `pav replay` reruns
+    them from the command line; by default, for a function at the top level
+    of a file, `exec:python3 .../pav/serve.py FILE:NAME --description ...`.
+    """
+
+    def __init__(self, fn, description, check=True, replay_spec=None):
+        if not callable(fn):
+            raise UsageError("kernel: %r is not callable" % (fn,))
+        d = Description(description)
+        d.fields["check"] = check is not False
+        d.canonical = _canonical(d.fields)
+        self.fn, self.description, self.check = fn, d, check
+        self.replay_spec = replay_spec if replay_spec is not None else serve_spec(fn, d.fields)
+
+    def __call__(self, call):
+        return self.fn(call)
+
+
+def serve_spec(fn, fields):
+    """`exec:` text that runs fn as a worker (pav.serve), or a `python:` name
+    when fn cannot be found again from its file (a lambda, a closure, a bound
+    method): a case saved then replays only from Python."""
+    qual = getattr(fn, "__qualname__", "")
+    module = inspect.getmodule(fn)
+    try:
+        path = inspect.getsourcefile(fn)
+    except TypeError:
+        path = None
+    target = module
+    for part in qual.split("."):
+        target = getattr(target, part, None)
+    if not path or not qual or "<" in qual or target is not fn:
+        return "python:%s.%s" % (getattr(module, "__name__", "?"), qual or repr(fn))
+    serve = os.path.join(os.path.dirname(os.path.abspath(__file__)), "serve.py")
+    words = [sys.executable, serve, "%s:%s" % (os.path.abspath(path), qual), "--description",
+             json.dumps(fields, separators=(",", ":"))]
+    return "exec:" + " ".join(shlex.quote(w) for w in words)
+
+
+class Report(dict):
+    """A command's JSON report (the fields of `pav CMD --json`), with
+    `exit_code`, `passed` and the saved cases' paths at hand."""
+
+    def __init__(self, data, exit_code):
+        super().__init__(data)
+        self.exit_code = exit_code
+
+    @property
+    def passed(self):
+        return self.exit_code == 0 and bool(self.get("passed", True))
+
+    def __getattr__(self, field):
+        if field in self:
+            return self[field]
+        raise AttributeError(field)
+
+    def saved_cases(self):
+        """Paths of the counterexamples this run saved."""
+        paths = []
+        for run in _runs(self):
+            failure = run.get("failure") or {}
+            if failure.get("saved"):
+                paths.append(failure["saved"])
+        return paths
+
+    def failure_text(self):
+        """pav's verdict in a few lines: each failure, its seed and where its case is saved."""
+        lines = ["pav %s: %s" % (self.get("command", ""), self.get("verdict", "exit %d" % self.exit_code))]
+        for check in self.get("checks", []):
+            if check.get("first_failure"):
+                lines.append("  %s: %s" % (check["name"], check["first_failure"]))
+        for run in self.get("runs", []):
+            f = run.get("failure")
+            if f:
+                lines.append("  %s: seed %s: %s%s" % (run.get("property"), f.get("seed"), f.get("message"),
+                                                      " (saved %s)" % f["saved"] if f.get("saved") else ""))
+        for case in self.get("cases", []):
+            if not case.get("passed", True):
+                lines.append("  %s: %s" % (case.get("case"), case.get("verdict") or "FAIL"))
+        return "\n".join(lines)
+
+
+def _runs(report):
+    for check in report.get("checks", []):
+        detail = check.get("detail") or {}
+        if isinstance(detail, dict) and "property" in detail:
+            yield detail
+    yield from report.get("runs", [])
+
+
+class _Registered:
+    """Kernels registered for one command; unregistered when it ends."""
+
+    def __init__(self):
+        self.keys = []
+
+    def spec(self, kernel, description):
+        """--kernel text for a Kernel, a callable with its description, or a spec string."""
+        if isinstance(kernel, str):
+            if description is not None:
+                raise UsageError("a description is for a Python kernel, not for --kernel %s" % kernel)
+            return kernel
+        if not isinstance(kernel, Kernel):
+            if description is None:
+                raise UsageError("a Python kernel needs its description (pav.Description or a dict)")
+            kernel = Kernel(kernel, description)
+        elif description is not None:
+            raise UsageError("the pav.Kernel has its description already")
+        from pav.inprocess import Runner
+        key = "py%d" % next(_keys)
+        check = kernel.check if callable(kernel.check) else None
+        runner = Runner(kernel.fn, kernel.description.fields, check)
+        _extension().register_kernel(key, runner, json.dumps(kernel.description.fields), kernel.replay_spec)
+        self.keys.append(key)
+        return "inproc:" + key
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        for key in self.keys:
+            _extension().unregister_kernel(key)
+
+
+def _run(command, args):
+    """Runs `pav COMMAND ARGS --json-out TMP` here; the Report, or the error
+    its exit code stands for."""
+    ext = _extension()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    fd, path = tempfile.mkstemp(prefix="pav-report-", suffix=".json")
+    os.close(fd)
+    try:
+        rc, stopped = ext.run([command] + [str(a) for a in args] + ["--json-out", path])
+        try:
+            with open(path) as f:
+                data = json.load(f)
+        except (OSError, ValueError):
+            data = {}
+    finally:
+        os.unlink(path)
+    report = Report(data, rc)
+    if stopped:
+        raise Interrupted(report)
+    if rc == 2:
+        raise UsageError("pav %s refused the request (exit 2): see its message above" % command)
+    if rc == 3 or (rc not in (0, 1)):
+        raise CannotRun("pav %s could not run (exit %d): see its message above" % (command, rc))
+    return report
+
+
+def _common(args, seed, save_dir, quiet):
+    if seed is not None:
+        args += ["--seed", seed]
+    if save_dir is not None:
+        args += ["--save", save_dir]
+    if quiet:
+        args += ["--quiet"]
+    return args
+
+
+def verify(kernel, description=None, checks=None, cases=None, seed=None, save_dir=None, reject_cases=None,
+           stale_cases=None, quiet=True):
+    """`pav verify --kernel`: the decode check on generated calls the kernel
+    claims, the reject check (with a check entry), the stale-plan check (for a
+    kernel that runs pav's plan) and the quick drift sweep. checks: a list of
+    those names; cases: calls of the decode check. The first failure is shrunk
+    and saved under save_dir (default ./counterexamples)."""
+    with _Registered() as reg:
+        args = ["--kernel", reg.spec(kernel, description)]
+        if checks is not None:
+            args += ["--checks", ",".join(checks)]
+        for option, value in (("--decode-cases", cases), ("--reject-cases", reject_cases),
+                              ("--stale-cases", stale_cases)):
+            if value is not None:
+                args += [option, value]
+        return _run("verify", _common(args, seed, save_dir, quiet))
+
+
+def fuzz(kernel, description=None, cases=None, seconds=None, seed=None, properties=None, jobs=1, save_dir=None,
+         keep_going=False, quiet=True):
+    """`pav fuzz --kernel`: the kernel's properties under a case budget
+    (cases per property) or a time budget (seconds, all properties together);
+    the first failure is shrunk and saved under save_dir."""
+    if (cases is None) == (seconds is None):
+        raise UsageError("fuzz: give cases or seconds (one of them)")
+    with _Registered() as reg:
+        args = ["--kernel", reg.spec(kernel, description), "--jobs", jobs]
+        args += ["--cases", cases] if cases is not None else ["--minutes", repr(seconds / 60.0)]
+        for p in properties or []:
+            args += ["--property", p]
+        if keep_going:
+            args += ["--keep-going"]
+        return _run("fuzz", _common(args, seed, save_dir, quiet))
+
+
+def replay(case, kernel, description=None):
+    """`pav replay --kernel`: saved case files (a path or a list of paths)
+    through the kernel and the reference, each with its verdict."""
+    cases = [case] if isinstance(case, (str, os.PathLike)) else list(case)
+    if not cases:
+        raise UsageError("replay: no case file")
+    with _Registered() as reg:
+        return _run("replay", ["--kernel", reg.spec(kernel, description)] + [os.fspath(c) for c in cases])
+
+
+def compare(kernel_a, kernel_b, description_a=None, description_b=None, cases=None, seed=None, out_dir=None,
+            alpha=None, gate=False, quiet=True):
+    """`pav compare`: two kernels on identical generated cases, per-case
+    verdicts (compare-a.jsonl, compare-b.jsonl under out_dir) and McNemar's
+    paired test."""
+    with _Registered() as reg:
+        args = ["--kernel", reg.spec(kernel_a, description_a), "--kernel", reg.spec(kernel_b, description_b)]
+        for option, value in (("--cases", cases), ("--seed", seed), ("--out-dir", out_dir), ("--alpha", alpha)):
+            if value is not None:
+                args += [option, value]
+        if gate:
+            args += ["--gate"]
+        if quiet:
+            args += ["--quiet"]
+        return _run("compare", args)

@@ -1,0 +1,222 @@
+# SPDX-License-Identifier: Apache-2.0
+"""pav's Python module: a Python kernel's faults are verdicts with their case
+saved, replayed from Python and from the command line with the same verdict;
+a clean stop; descriptions checked as pav checks a worker's; reports with the
+command line's fields."""
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+
+import pav
+
+SOURCE = os.environ.get("PAV_SOURCE_DIR", os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
+PAV = os.environ.get("PAV_BINARY", "pav")
+sys.path.insert(0, os.path.join(SOURCE, "examples", "workers"))
+import numpy_decode  # noqa: E402
+
+GOOD = numpy_decode.NumpyDecode()
+DESCRIPTION = pav.Description(numpy_decode.DESCRIPTION)
+
+
+# ---- kernels, each at the top level so a saved case replays through pav.serve
+
+def decode_ok(call):
+    return GOOD.decode(call)
+
+
+def decode_in_place(call):
+    out, lse = GOOD.decode(call)
+    call.out[...] = pav.worker.narrow(np.asarray(out, dtype=np.float32), call.out_dtype)
+    if call.want_lse:
+        call.lse[...] = lse
+
+
+def raises(call):
+    raise ValueError("the kernel gave up")
+
+
+def wrong_shape(call):
+    out, lse = GOOD.decode(call)
+    return out.reshape(out.shape[0], -1), lse
+
+
+def wrong_dtype(call):
+    out, lse = GOOD.decode(call)
+    return out.astype(np.float64), lse
+
+
+def not_contiguous(call):
+    out, lse = GOOD.decode(call)
+    wide = np.zeros(out.shape + (2,), dtype=np.float32)
+    wide[..., 0] = out
+    return wide[..., 0], lse
+
+
+def nan_out(call):
+    out, lse = GOOD.decode(call)
+    out = np.array(out, dtype=np.float32)
+    out.flat[0] = np.nan
+    return out, lse
+
+
+def writes_nothing(call):
+    return None
+
+
+def gqa_interleaved(call):
+    return BAD_GQA.decode(call)
+
+
+BAD_GQA = numpy_decode.NumpyDecode(defect="gqa-interleaved")
+
+
+def run_cli(*args):
+    return subprocess.run([PAV] + list(args), capture_output=True, text=True, timeout=300)
+
+
+# ---- tests
+
+@pytest.mark.parametrize("fn", [decode_ok, decode_in_place])
+def test_a_correct_kernel_passes_written_in_place_or_returned(tmp_path, fn):
+    report = pav.verify(fn, DESCRIPTION, checks=["decode", "reject"], cases=6, reject_cases=40, seed=11,
+                        save_dir=str(tmp_path))
+    assert report.passed, report.failure_text()
+    assert report.exit_code == 0 and report.verdict == "PASS"
+    assert [c["name"] for c in report.checks] == ["decode", "reject"]
+    assert report.checks[0]["cases"] == 6
+    assert report.saved_cases() == [] and os.listdir(tmp_path) == []
+
+
+FAULTS = [
+    (raises, "ValueError: the kernel gave up"),
+    (wrong_shape, "out has shape"),
+    (wrong_dtype, "out has dtype float64"),
+    (not_contiguous, "out is not contiguous"),
+    (nan_out, None),
+    (writes_nothing, None),
+    (gqa_interleaved, None),
+]
+
+
+@pytest.mark.parametrize("fn, words", FAULTS, ids=[f.__name__ for f, _ in FAULTS])
+def test_each_fault_is_a_verdict_saved_and_replayed_from_python_and_the_cli(tmp_path, fn, words):
+    report = pav.verify(fn, DESCRIPTION, checks=["decode"], cases=40, seed=5, save_dir=str(tmp_path))
+    assert not report.passed and report.exit_code == 1 and report.verdict == "FAIL"
+    text = report.failure_text()
+    if words:
+        assert words in text
+    [case] = report.saved_cases()
+    assert os.path.dirname(case) == str(tmp_path) and os.path.isfile(case) and case in text
+    recorded = json.load(open(case))["meta"]["kernel"]
+    assert recorded["adapter"] == "python" and recorded["spec"].startswith("exec:")
+
+    again = pav.replay(case, fn, DESCRIPTION)
+    assert not again.passed and again.exit_code == 1
+    if words:
+        assert words in again.failure_text()
+
+    # The command line reruns it through the worker the case records.
+    cli = run_cli("replay", case, "--trust-case-kernel", "--json")
+    assert cli.returncode == 1, cli.stderr
+    [verdict] = json.loads(cli.stdout)["cases"]
+    assert verdict["passed"] is False
+    if words:
+        assert words in verdict["verdict"]
+    # ... and the correct kernel passes the same case, in process and as a worker.
+    assert pav.replay(case, decode_ok, DESCRIPTION).passed
+
+
+def test_the_report_has_the_command_lines_fields(tmp_path):
+    kernel = pav.Kernel(decode_ok, DESCRIPTION)
+    ours = pav.verify(kernel, checks=["decode"], cases=3, seed=3, save_dir=str(tmp_path))
+    cli = run_cli("verify", "--kernel", kernel.replay_spec, "--checks", "decode", "--decode-cases", "3",
+                  "--seed", "3", "--save", str(tmp_path), "--quiet", "--json")
+    assert cli.returncode == 0, cli.stderr
+    theirs = json.loads(cli.stdout)
+    assert list(ours.keys()) == list(theirs.keys())
+    assert list(ours["checks"][0].keys()) == list(theirs["checks"][0].keys())
+    assert ours["kernel"]["adapter"] == "python" and theirs["kernel"]["adapter"] == "exec"
+    assert ours["kernel"]["spec"] == theirs["kernel"]["spec"] == kernel.replay_spec
+
+
+def test_compare_gives_per_case_verdicts_and_mcnemar(tmp_path):
+    report = pav.compare(decode_ok, gqa_interleaved, DESCRIPTION, DESCRIPTION, cases=40, seed=2,
+                         out_dir=str(tmp_path))
+    assert report.exit_code == 0
+    text = json.dumps(report)
+    assert "mcnemar" in text.lower()
+    a = [json.loads(line) for line in open(tmp_path / "compare-a.jsonl")]
+    b = [json.loads(line) for line in open(tmp_path / "compare-b.jsonl")]
+    assert len(a) == len(b) == 40
+    assert all(r["correct"] for r in a) and not all(r["correct"] for r in b)
+
+
+def test_a_description_is_checked_as_a_workers_is():
+    with pytest.raises(pav.UsageError, match="no_such_field"):
+        pav.Description("k", no_such_field=1)
+    with pytest.raises(pav.UsageError, match="head_dims"):
+        pav.Description(DESCRIPTION, head_dims=[65])
+    with pytest.raises(pav.UsageError, match="name"):
+        pav.Description(None)
+    assert pav.Description(DESCRIPTION, gqa_ratios=[1, 8]).gqa_ratios == [1, 8]
+
+
+def test_a_kernel_needs_its_description_and_a_spec_takes_none():
+    with pytest.raises(pav.UsageError, match="description"):
+        pav.verify(decode_ok)
+    with pytest.raises(pav.UsageError, match="not callable"):
+        pav.Kernel(42, DESCRIPTION)
+    with pytest.raises(pav.UsageError, match="description is for a Python kernel"):
+        pav.verify("pav:cpu", DESCRIPTION)
+
+
+def test_a_bad_option_is_a_usage_error_and_the_kernel_is_unregistered(tmp_path):
+    with pytest.raises(pav.UsageError):
+        pav.verify(decode_ok, DESCRIPTION, checks=["no-such-check"], save_dir=str(tmp_path))
+    # Every key registered for a run is gone after it: a later run's spec names a fresh one.
+    cli = run_cli("verify", "--kernel", "inproc:py0", "--checks", "decode", "--decode-cases", "1")
+    assert cli.returncode == 2 and "no kernel of that name" in cli.stderr
+
+
+def test_a_kernel_without_a_file_records_a_python_name():
+    kernel = pav.Kernel(lambda call: GOOD.decode(call), DESCRIPTION)
+    assert kernel.replay_spec.startswith("python:")
+    assert pav.Kernel(decode_ok, DESCRIPTION).replay_spec.startswith("exec:")
+
+
+STOP_SCRIPT = textwrap.dedent("""
+    import os, signal, sys, threading
+    sys.path.insert(0, {tests!r})
+    import pav, test_inprocess as t
+    previous = signal.getsignal(signal.SIGINT)
+    def slow(call):
+        threading.Timer(0.5, os.kill, (os.getpid(), signal.SIGINT)).start() if not hasattr(slow, "armed") else None
+        slow.armed = True
+        return t.decode_ok(call)
+    try:
+        pav.fuzz(slow, t.DESCRIPTION, cases=1000000, save_dir={save!r})
+        print("NOT STOPPED")
+    except pav.Interrupted as e:
+        print("STOPPED", e.report["interrupted"], e.report["passed"], e.report["runs"][0]["cases"] > 0)
+    print("HANDLER BACK", signal.getsignal(signal.SIGINT) is previous)
+    try:
+        os.kill(os.getpid(), signal.SIGINT)
+        signal.sigtimedwait([], 0.2) if hasattr(signal, "sigtimedwait") else None
+        print("NO KEYBOARDINTERRUPT")
+    except KeyboardInterrupt:
+        print("KEYBOARDINTERRUPT")
+""")
+
+
+def test_ctrl_c_stops_the_run_with_its_summary_and_gives_pythons_handler_back(tmp_path):
+    script = STOP_SCRIPT.format(tests=os.path.dirname(os.path.abspath(__file__)), save=str(tmp_path))
+    r = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300)
+    assert "STOPPED True False True" in r.stdout, r.stdout + r.stderr
+    assert "HANDLER BACK True" in r.stdout and "KEYBOARDINTERRUPT" in r.stdout
+    assert "stopped by SIGINT" in r.stdout + r.stderr
