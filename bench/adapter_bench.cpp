@@ -15,7 +15,9 @@
 // --isolate (pav's own worker in a child process), exec with a NumPy worker
 // that only answers, and exec with one that also maps every input file. The
 // last four options point it at those pieces when it runs outside the build
-// tree (a build carried to another machine). --format picks the cache format
+// tree (a build carried to another machine). The Python extension runs the
+// same bench in its own process (bench/adapter/inprocess_bench.py), where
+// --kernel inproc:KEY names a Python kernel registered there. --format picks the cache format
 // of the case: packed (fp8 e4m3, the default), nhd, hnd, nhd-combined,
 // nhd-csr-page1 (bf16 caches), or mla (one bf16 latent head of 512 + 64 dims,
 // G 16, whatever --hkv, --group and --head-dim say).
@@ -133,7 +135,7 @@ Timing time_adapter(const Entry& e, const std::string& pav_binary, props::HostCa
 
 }  // namespace
 
-int main(int argc, char** argv) {
+int adapter_bench_main(int argc, char** argv) {
   CLI::App app{"Adapter overhead per decode call, with kernels that do no attention."};
   int calls = 200, tokens = 4096, batch = 4, hkv = 8, group = 8, head_dim = 128;
   std::vector<std::string> kernels_given;

@@ -189,6 +189,10 @@ std::pair<int, std::string> run(const std::vector<std::string>& args) {
 
 }  // namespace
 
+#ifdef PAV_ADAPTER_BENCH
+int adapter_bench_main(int argc, char** argv);
+#endif
+
 PYBIND11_MODULE(_pav, m) {
   m.doc() = "pav's engine in this process (use the pav package, not this module)";
   m.def("register_kernel", &register_kernel, py::arg("key"), py::arg("runner"), py::arg("description_json"),
@@ -198,4 +202,16 @@ PYBIND11_MODULE(_pav, m) {
   m.def("unregister_kernel", &pav::adapters::unregister_in_process_kernel, py::arg("key"));
   m.def("run", &run, py::arg("args"));
   m.def("version", [] { return pav::cli::version_line(); });
+#ifdef PAV_ADAPTER_BENCH
+  // bench/adapter_bench in this process (bench/adapter/inprocess_bench.py).
+  m.def("adapter_bench", [](std::vector<std::string> args) {
+    args.insert(args.begin(), "adapter_bench");
+    std::vector<char*> argv;
+    for (std::string& a : args) argv.push_back(a.data());
+    py::gil_scoped_release release;
+    const int rc = adapter_bench_main(int(argv.size()), argv.data());
+    std::fflush(stdout);
+    return rc;
+  });
+#endif
 }
