@@ -102,6 +102,9 @@ class Kernel:
         if not callable(fn):
             raise UsageError("kernel: %r is not callable" % (fn,))
         d = Description(description)
+        if d.fields.get("memory", "host") != "host":
+            raise UsageError("kernel %s: an in-process kernel gets pav's host memory (memory host); a GPU kernel "
+                             "moves the tensors itself (call.torch(name).cuda(), out.cpu())" % d.fields["name"])
         d.fields["check"] = check is not False
         d.canonical = _canonical(d.fields)
         self.fn, self.description, self.check = fn, d, check

@@ -5,7 +5,7 @@ pav hands the callable one `pav.worker.Call` per decode call, built over pav's
 own memory (no file, no copy). The callable either writes `call.out` (and
 `call.lse`) in place and returns None, or returns `out` or `(out, lse)`:
 NumPy arrays or torch tensors, of exactly the call's output shape, C-contiguous,
-on the CPU for a kernel of host memory, in the output's dtype or float32
+on the CPU (pav's memory is the host's), in the output's dtype or float32
 (rounded to it to nearest even, as a worker's float32 output is). Anything
 else is the kernel's fault and a verdict, as is an exception it raises.
 
@@ -33,7 +33,7 @@ def _is_torch(x):
     return type(x).__module__.split(".")[0] == "torch"
 
 
-def _store(dest, value, name, dtype, memory):
+def _store(dest, value, name, dtype):
     """Checks a returned output and copies it into pav's array `dest` (stored
     form of `dtype`). Raises OutputError naming what is wrong."""
     if not hasattr(value, "shape") or not hasattr(value, "dtype"):
@@ -42,11 +42,9 @@ def _store(dest, value, name, dtype, memory):
     if shape != tuple(dest.shape):
         raise OutputError("%s has shape %s; the call's %s is %s" % (name, list(shape), name, list(dest.shape)))
     if _is_torch(value):
-        device = value.device
-        if memory == "host" and device.type != "cpu":
-            raise OutputError("%s is on %s; the kernel declares memory host" % (name, device))
-        if memory == "device" and device.type == "cpu":
-            raise OutputError("%s is on the CPU; the kernel declares memory device" % name)
+        if value.device.type != "cpu":
+            raise OutputError("%s is on %s; pav's outputs are in host memory (return %s.cpu())" %
+                              (name, value.device, name))
         contiguous = value.is_contiguous()
         strides = list(value.stride())
         got = _TORCH_NAMES.get(str(value.dtype))
@@ -71,7 +69,7 @@ def _store(dest, value, name, dtype, memory):
         dest[...] = worker.narrow(np.asarray(value, dtype=np.float32), dtype)
 
 
-def take_outputs(call, result, memory="host"):
+def take_outputs(call, result):
     """Puts what the kernel returned into call.out and call.lse (nothing when it
     returned None: it wrote them in place). Raises OutputError."""
     if result is None:
@@ -82,9 +80,9 @@ def take_outputs(call, result, memory="host"):
         out, lse = result
     else:
         out, lse = result, None
-    _store(call.out, out, "out", call.out_dtype, memory)
+    _store(call.out, out, "out", call.out_dtype)
     if call.want_lse and lse is not None:
-        _store(call.lse, lse, "lse", "f32", memory)
+        _store(call.lse, lse, "lse", "f32")
 
 
 class Runner:
@@ -94,7 +92,6 @@ class Runner:
     def __init__(self, fn, description, check=None):
         self.fn = fn
         self.description = description
-        self.memory = description.get("memory", "host")
         self.check_fn = check
 
     def check(self, request):
@@ -106,7 +103,7 @@ class Runner:
         call = worker.Call(request, arrays)
         try:
             result = self.fn(call)
-            take_outputs(call, result, self.memory)
+            take_outputs(call, result)
         except OutputError as e:
             return ("error", str(e))
         except Exception as e:  # the kernel's own failure: a verdict, with its traceback for people

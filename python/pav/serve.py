@@ -45,13 +45,13 @@ def load_function(target):
     return fn
 
 
-def served(fn, memory):
+def served(fn):
     """fn as a worker decode: out and lse arrays to write, NaN until written,
     the outputs checked as in process and handed to serve() as float32."""
     def decode(call):
         call.out = worker.narrow(np.full(call.out_shape, np.nan, dtype=np.float32), call.out_dtype)
         call.lse = np.full(call.lse_shape, np.nan, dtype=np.float32) if call.want_lse else None
-        inprocess.take_outputs(call, fn(call), memory)
+        inprocess.take_outputs(call, fn(call))
         out = call.out if call.out_dtype == "f32" else worker.widen(call.out, call.out_dtype)
         return out, call.lse
     return decode
@@ -64,7 +64,7 @@ def main(argv=None):
     args = parser.parse_args(argv)
     description = json.loads(args.description)
     fn = load_function(args.target)
-    worker.serve(worker.Kernel(description, served(fn, description.get("memory", "host"))))
+    worker.serve(worker.Kernel(description, served(fn)))
 
 
 if __name__ == "__main__":

@@ -496,7 +496,8 @@ class Call:
             return None
         with warnings.catch_warnings():  # pav's inputs are read-only; the kernel must not write them
             warnings.simplefilter("ignore", UserWarning)
-            t = torch.from_numpy(array)
+            # bf16 bits cross as int16 (torch takes no uint16 arrays), then viewed as bf16.
+            t = torch.from_numpy(array.view(np.int16) if array.dtype == np.uint16 else array)
         if dtype == "bf16":
             return t.view(torch.bfloat16)
         fp8 = {"fp8_e4m3fn": "float8_e4m3fn", "fp8_e4m3fnuz": "float8_e4m3fnuz", "fp8_e5m2": "float8_e5m2"}
