@@ -58,6 +58,11 @@ def not_contiguous(call):
     return wide[..., 0], lse
 
 
+def writes_input(call):
+    call.k_cache[...] = 0
+    return GOOD.decode(call)
+
+
 def nan_out(call):
     out, lse = GOOD.decode(call)
     out = np.array(out, dtype=np.float32)
@@ -98,6 +103,7 @@ FAULTS = [
     (wrong_shape, "out has shape"),
     (wrong_dtype, "out has dtype float64"),
     (not_contiguous, "out is not contiguous"),
+    (writes_input, "read-only"),
     (nan_out, None),
     (writes_nothing, None),
     (gqa_interleaved, None),
@@ -178,12 +184,15 @@ def test_a_kernel_needs_its_description_and_a_spec_takes_none():
         pav.verify("pav:cpu", DESCRIPTION)
 
 
-def test_a_bad_option_is_a_usage_error_and_the_kernel_is_unregistered(tmp_path):
+def test_a_bad_option_is_a_usage_error_and_every_kernel_is_unregistered_after_its_run(tmp_path, capfd):
     with pytest.raises(pav.UsageError):
         pav.verify(decode_ok, DESCRIPTION, checks=["no-such-check"], save_dir=str(tmp_path))
-    # Every key registered for a run is gone after it: a later run's spec names a fresh one.
-    cli = run_cli("verify", "--kernel", "inproc:py0", "--checks", "decode", "--decode-cases", "1")
-    assert cli.returncode == 2 and "no kernel of that name" in cli.stderr
+    report = pav.verify(decode_ok, DESCRIPTION, checks=["decode"], cases=1, save_dir=str(tmp_path))
+    assert report.passed
+    last = "inproc:py%d" % (next(pav.api._keys) - 1)  # the key the run above registered
+    capfd.readouterr()
+    rc, _ = pav.api._extension().run(["verify", "--kernel", last, "--checks", "decode", "--decode-cases", "1"])
+    assert rc == 2 and "no kernel of that name" in capfd.readouterr().err
 
 
 def test_a_kernel_without_a_file_records_a_python_name():
@@ -207,6 +216,8 @@ STOP_SCRIPT = textwrap.dedent("""
     except pav.Interrupted as e:
         print("STOPPED", e.report["interrupted"], e.report["passed"], e.report["runs"][0]["cases"] > 0)
     print("HANDLER BACK", signal.getsignal(signal.SIGINT) is previous)
+    again = pav.verify(t.decode_ok, t.DESCRIPTION, checks=["decode"], cases=3, save_dir={save!r})
+    print("NEXT RUN", again.verdict, again.checks[0]["cases"])
     try:
         os.kill(os.getpid(), signal.SIGINT)
         signal.sigtimedwait([], 0.2) if hasattr(signal, "sigtimedwait") else None
@@ -221,4 +232,5 @@ def test_ctrl_c_stops_the_run_with_its_summary_and_gives_pythons_handler_back(tm
     r = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300)
     assert "STOPPED True False True" in r.stdout, r.stdout + r.stderr
     assert "HANDLER BACK True" in r.stdout and "KEYBOARDINTERRUPT" in r.stdout
+    assert "NEXT RUN PASS 3" in r.stdout  # an earlier stop does not stop the next run
     assert "stopped by SIGINT" in r.stdout + r.stderr
