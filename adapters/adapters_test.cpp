@@ -263,6 +263,52 @@ TEST(Npy, EveryReadAndWriteClosesWhatItOpens) {
   fs::remove_all(dir);
 }
 
+// The worker's inputs stay in their files between calls: rewritten where the
+// bytes differ, not at all when they repeat; never through a planted link; a
+// full file system or a size limit is an error, never a signal.
+TEST(Npy, AKeptFileIsRewrittenOnlyWhereItsBytesDiffer) {
+  const fs::path dir = scratch_dir("npy-kept");
+  std::vector<float> data(1024, 1.0f);
+  const int before = pav::testing::open_descriptors();
+  auto read_back = [](const fs::path& f) {
+    const adapters::npy::Array a = adapters::npy::read(f.string());
+    std::vector<float> v(a.data.size() / sizeof(float));
+    std::memcpy(v.data(), a.data.data(), a.data.size());
+    return std::make_pair(a.shape, v);
+  };
+  {
+    adapters::npy::KeptFile k((dir / "k.npy").string());
+    const TensorView v = TensorView::contiguous_of(data.data(), DType::f32, {1024});
+    EXPECT_TRUE(k.put(v));
+    EXPECT_FALSE(k.put(v)) << "the same bytes again: nothing to write";
+    data[1023] = 2.0f;  // the last byte differs: found and written
+    EXPECT_TRUE(k.put(v));
+    EXPECT_EQ(read_back(dir / "k.npy").second, data);
+    data[0] = 3.0f;
+    EXPECT_TRUE(k.put(v));
+    EXPECT_EQ(read_back(dir / "k.npy").second, data);
+    const TensorView half = TensorView::contiguous_of(data.data(), DType::f32, {2, 256});
+    EXPECT_TRUE(k.put(half));  // another shape, another size
+    const auto [shape, values] = read_back(dir / "k.npy");
+    EXPECT_EQ(shape, (std::vector<int64_t>{2, 256}));
+    EXPECT_EQ(values, std::vector<float>(data.begin(), data.begin() + 512));
+    EXPECT_FALSE(k.put(half));
+  }
+  fs::create_symlink(dir / "elsewhere.npy", dir / "planted.npy");
+  {
+    adapters::npy::KeptFile planted((dir / "planted.npy").string());
+    EXPECT_THROW(planted.put(TensorView::contiguous_of(data.data(), DType::f32, {4})), adapters::npy::Error);
+    EXPECT_FALSE(fs::exists(dir / "elsewhere.npy")) << "written through a link";
+  }
+  {
+    pav::testing::FileSizeLimit limit(4096);
+    adapters::npy::KeptFile big((dir / "big.npy").string());
+    EXPECT_THROW(big.put(TensorView::contiguous_of(data.data(), DType::f32, {1024})), adapters::npy::Error);
+  }
+  EXPECT_EQ(pav::testing::open_descriptors(), before) << "a kept file left its descriptor open";
+  fs::remove_all(dir);
+}
+
 TEST(Npy, CopyIntoNamesTheDifference) {
   std::vector<float> buf(6);
   const TensorView v = TensorView::contiguous_of(buf.data(), DType::f32, {2, 3});
@@ -1163,6 +1209,35 @@ TEST(WorkerAdapter, PavsOwnWriteFailureIsAnIoErrorNotAVerdict) {
     EXPECT_THROW((void)props.front().check_seed(1, 10, ctx), IoError);
   }
   EXPECT_TRUE(run_one(*w, short_spec()).result.ok()) << "the worker runs on once pav can write again";
+}
+
+// The calls' folder is made once and kept; a worker that removed it or left
+// a link in its place gets a new one: nothing is removed or written through
+// the link, and the call runs on inputs written afresh.
+TEST(WorkerAdapter, AReplacedCallFolderIsMadeAgainNeverFollowed) {
+  adapters::OpenOptions o;
+  const fs::path exchange = scratch_dir("exchange-replaced");
+  o.exchange_dir = exchange.string();
+  auto w = adapters::open_kernel(fault_worker("none"), o);
+  ASSERT_TRUE(run_one(*w, short_spec()).result.ok());
+  std::vector<fs::path> roots;
+  for (const auto& e : fs::directory_iterator(exchange)) roots.push_back(e.path());
+  ASSERT_EQ(roots.size(), 1u);
+  const fs::path call = roots[0] / "call";
+  ASSERT_TRUE(fs::is_directory(call));
+  const fs::path other = scratch_dir("exchange-other");
+  std::ofstream((other / "out.npy").string()) << "kept";
+  fs::remove_all(call);
+  fs::create_directory_symlink(other, call);
+  const Ran again = run_one(*w, short_spec());
+  EXPECT_TRUE(again.result.ok()) << again.result.message;
+  EXPECT_TRUE(again.judged_ok) << again.verdict;
+  EXPECT_TRUE(fs::is_directory(fs::symlink_status(call))) << "the link is still there";
+  EXPECT_TRUE(fs::exists(other / "out.npy")) << "removed through the link";
+  EXPECT_EQ(std::distance(fs::directory_iterator(other), fs::directory_iterator{}), 1) << "written through the link";
+  w.reset();
+  fs::remove_all(exchange);
+  fs::remove_all(other);
 }
 
 TEST(WorkerAdapter, NanOutputPassesTheAdapterAndFailsTheStandard) {

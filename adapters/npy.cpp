@@ -2,12 +2,14 @@
 #include "adapters/npy.hpp"
 
 #include <fcntl.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/uio.h>
 #include <unistd.h>
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <array>
 #include <cerrno>
 #include <cstring>
@@ -195,6 +197,45 @@ std::string header(std::string_view descr, const std::vector<int64_t>& shape) {
     out += char((len >> 24) & 0xff);
   }
   return out + dict;
+}
+
+KeptFile::~KeptFile() {
+  if (map_) ::munmap(map_, size_);
+  if (fd_ >= 0) ::close(fd_);
+}
+
+bool KeptFile::put(const TensorView& v) {
+  const std::string_view descr = descr_of(v.dtype);
+  if (descr.empty()) throw Error(path_ + ": no .npy type for dtype " + std::string(kernels::to_string(v.dtype)));
+  if (v.numel() > 0 && !c_order(v)) throw Error(path_ + ": a kept file takes views in C order");
+  std::vector<int64_t> shape(v.shape.begin(), v.shape.begin() + v.rank);
+  const std::string head = header(descr, shape);
+  const size_t bytes = size_t(std::max<int64_t>(v.numel(), 0)) * size_t(kernels::dtype_size(v.dtype));
+  const size_t total = head.size() + bytes;
+  if (map_ && size_ == total && std::memcmp(map_, head.data(), head.size()) == 0 &&
+      (bytes == 0 || std::memcmp(map_ + head.size(), v.data, bytes) == 0))
+    return false;
+  if (fd_ < 0) {
+    fd_ = ::open(path_.c_str(), O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+    if (fd_ < 0) throw Error(fmt::format("{}: cannot create: {}", path_, std::strerror(errno)));
+  }
+  if (size_ != total) {
+    if (map_) ::munmap(map_, size_);
+    map_ = nullptr;
+    size_ = 0;
+    if (::ftruncate(fd_, off_t(total)) != 0)
+      throw Error(fmt::format("{}: cannot size to {} bytes: {}", path_, total, std::strerror(errno)));
+    // Reserved now: a full tmpfs fails here, not as SIGBUS on a mapped write.
+    if (const int rc = ::posix_fallocate(fd_, 0, off_t(total)); rc != 0)
+      throw Error(fmt::format("{}: cannot reserve {} bytes: {}", path_, total, std::strerror(rc)));
+    void* m = ::mmap(nullptr, total, PROT_READ | PROT_WRITE, MAP_SHARED, fd_, 0);
+    if (m == MAP_FAILED) throw Error(fmt::format("{}: cannot map: {}", path_, std::strerror(errno)));
+    map_ = static_cast<uint8_t*>(m);
+    size_ = total;
+  }
+  std::memcpy(map_, head.data(), head.size());
+  if (bytes > 0) std::memcpy(map_ + head.size(), v.data, bytes);
+  return true;
 }
 
 void write(const std::string& path, const TensorView& v) {

@@ -46,6 +46,33 @@ bool c_order(const kernels::TensorView& view);
 // naming the path on an I/O error or a dtype with no descr.
 void write(const std::string& path, const kernels::TensorView& view);
 
+// A .npy file kept between calls: its writer maps it and rewrites it in
+// place, and only when a view's bytes differ from what it holds, so a call
+// that repeats the inputs of the call before writes nothing, and a new call
+// copies into pages already there (no new file, no page allocation). The
+// path is pav's own: the file is made once (never through a link a worker
+// planted) and written through the writer's mapping, never by name again.
+class KeptFile {
+ public:
+  explicit KeptFile(std::string path) : path_(std::move(path)) {}
+  ~KeptFile();
+  KeptFile(const KeptFile&) = delete;
+  KeptFile& operator=(const KeptFile&) = delete;
+  // Makes the file hold the view (which must be in C order, see c_order) with
+  // descr_of(view.dtype). True when it wrote, false when the file held these
+  // bytes already. Throws Error naming the path (a full file system, a file
+  // size limit: the space is reserved before any byte is written through the
+  // mapping, so it fails here and never as a signal).
+  bool put(const kernels::TensorView& view);
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+  int fd_ = -1;
+  uint8_t* map_ = nullptr;
+  size_t size_ = 0;
+};
+
 // Parses a whole file's bytes / reads a file. Throws Error saying what is wrong
 // (bad magic, unknown version, malformed header, data size not matching the
 // shape); the descr is not interpreted beyond its item size.

@@ -17,6 +17,8 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <map>
+#include <memory>
 #include <mutex>
 #include <thread>
 
@@ -118,14 +120,29 @@ class WorkerKernel final : public KernelUnderTest {
   CallResult decode(const DecodeRequest& r) override {
     std::lock_guard<std::mutex> lock(mu_);
     ++decode_calls_;
-    std::string dir;
+    const std::string dir = root_ + "/call";
     CallResult res = guarded([&]() -> CallResult {
       const int64_t id = ++next_id_;
-      dir = fmt::format("{}/{}", root_, id);
-      make_call_folder(dir);
+      // The folder is made once; made again (its inputs with it) when the
+      // worker removed or replaced it.
+      struct stat st {};
+      if (::lstat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode) || st.st_ino != call_folder_.first ||
+          st.st_dev != call_folder_.second) {
+        inputs_.clear();
+        make_call_folder(dir);
+        if (::lstat(dir.c_str(), &st) != 0)
+          throw IoError(fmt::format("--exchange-dir: the call folder {} vanished: {}", dir, std::strerror(errno)));
+        call_folder_ = {st.st_ino, st.st_dev};
+      }
+      remove_outputs(dir);
+      // The inputs stay in their files between calls: a file is rewritten
+      // only where the call's bytes differ from the call before's.
       for (const protocol::NamedTensor& t : protocol::inputs_of(r)) {
+        auto it = inputs_.find(t.name);
+        if (it == inputs_.end())
+          it = inputs_.emplace(t.name, std::make_unique<npy::KeptFile>(dir + "/" + t.name + ".npy")).first;
         try {
-          npy::write(dir + "/" + t.name + ".npy", protocol::sent_as_span(t.view) ? protocol::span_view(t.view) : t.view);
+          it->second->put(protocol::sent_as_span(t.view) ? protocol::span_view(t.view) : t.view);
         } catch (const npy::Error& e) {
           // pav's own write (a full --exchange-dir, an I/O error): no verdict
           // about the kernel, the run cannot go on (exit 3).
@@ -144,10 +161,7 @@ class WorkerKernel final : public KernelUnderTest {
       if (r.lse.present()) read_output(dir + "/lse.npy", r.lse, "lse.npy");
       return CallResult::success();
     });
-    if (!dir.empty()) {
-      std::error_code ec;
-      fs::remove_all(dir, ec);
-    }
+    remove_outputs(dir);
     return res;
   }
 
@@ -184,7 +198,7 @@ class WorkerKernel final : public KernelUnderTest {
     return res;
   }
 
-  // The call's folder, new: whatever the worker left under that name is
+  // The calls' folder, new: whatever the worker left under that name is
   // removed first (never followed), so no input lands in a FIFO or through a
   // link it planted.
   static void make_call_folder(const std::string& dir) {
@@ -192,6 +206,13 @@ class WorkerKernel final : public KernelUnderTest {
     fs::remove_all(dir, ec);
     if (::mkdir(dir.c_str(), 0700) != 0)
       throw IoError(fmt::format("--exchange-dir: cannot make the call's folder {}: {}", dir, std::strerror(errno)));
+  }
+
+  // The outputs of a call, and whatever a worker left under their names
+  // (never followed): a call never reads the output of the call before.
+  static void remove_outputs(const std::string& dir) {
+    std::error_code ec;
+    for (const char* name : {"out.npy", "lse.npy", "out.npy.part", "lse.npy.part"}) fs::remove_all(dir + "/" + name, ec);
   }
 
   // A string member of a reply ("" when absent); a member of another type is
@@ -505,6 +526,9 @@ class WorkerKernel final : public KernelUnderTest {
   int to_worker_ = -1, from_worker_ = -1;
   std::string buffer_;
   int64_t next_id_ = 0;
+  // The inputs' files, kept between calls, and the folder's identity (inode, device).
+  std::map<std::string, std::unique_ptr<npy::KeptFile>> inputs_;
+  std::pair<ino_t, dev_t> call_folder_{0, 0};
   int64_t log_mark_ = 0;
   int64_t restarts_ = 0;
   std::mutex mu_;
