@@ -193,7 +193,7 @@ std::string description_problem(const KernelDescription& d) {
   if (d.max_kv_heads < 0) return "max_kv_heads: negative";
   if (d.max_context_len < 0) return "max_context_len: negative";
   if (d.max_split_ceiling < 0) return "max_split_ceiling: negative";
-  if (reference::profile_error(d.profile.numerics()))
+  if (kernels::profile_error(d.profile.numerics()))
     return fmt::format("profile.partial: {} (expected f32, bf16, f16, fp8_e4m3fn, fp8_e4m3fnuz, fp8_e5m2 or none)",
                        kernels::to_string(d.profile.partial));
   // fp8 rounding of Q or P is to the cache's e4m3 flavour: every cache dtype must have one.
@@ -202,7 +202,7 @@ std::string description_problem(const KernelDescription& d) {
     for (DType t : d.cache_dtypes)
       if (!kernels::is_fp8(t))
         return fmt::format("profile: q_quant {} / p_round {} round to the cache's e4m3 flavour, but cache_dtypes holds {}",
-                           reference::to_string(d.profile.q_quant), reference::to_string(d.profile.p_round),
+                           kernels::to_string(d.profile.q_quant), kernels::to_string(d.profile.p_round),
                            kernels::to_string(t));
   return {};
 }
@@ -300,8 +300,8 @@ json to_json(const KernelDescription& d) {
   for (Feature f : d.features) j["variants"].push_back(to_string(f));
   j["thread_safe"] = d.thread_safe;
   j["check"] = d.has_check;
-  j["profile"] = {{"q_quant", reference::to_string(d.profile.q_quant)},
-                  {"p_round", reference::to_string(d.profile.p_round)},
+  j["profile"] = {{"q_quant", kernels::to_string(d.profile.q_quant)},
+                  {"p_round", kernels::to_string(d.profile.p_round)},
                   {"partial", d.profile.partial == DType::none ? std::string("none")
                                                                : std::string(kernels::to_string(d.profile.partial))}};
   return j;
@@ -441,12 +441,12 @@ KernelDescription description_from_json(const json& j) {
     if (!p.at(k).is_string()) throw KernelSpecError(std::string("profile.") + k + ": expected a name, got " + quoted(p.at(k)));
     return p.at(k).get<std::string>();
   };
-  if (!reference::parse_q_quant(name_of("q_quant"), d.profile.q_quant))
+  if (!kernels::parse_q_quant(name_of("q_quant"), d.profile.q_quant))
     throw KernelSpecError("profile.q_quant: unknown value '" + utf8_clean(name_of("q_quant"), 80) + "' (expected fp8_per_row, cache_dtype or none)");
-  if (!reference::parse_p_round(name_of("p_round"), d.profile.p_round))
+  if (!kernels::parse_p_round(name_of("p_round"), d.profile.p_round))
     throw KernelSpecError("profile.p_round: unknown value '" + utf8_clean(name_of("p_round"), 80) +
                           "' (expected fp8_running_max, fp8, bf16, f16 or none)");
-  if (name_of("partial") != "none" && !reference::parse_partial_dtype(name_of("partial"), d.profile.partial))
+  if (name_of("partial") != "none" && !kernels::parse_partial_dtype(name_of("partial"), d.profile.partial))
     throw KernelSpecError("profile.partial: unknown value '" + utf8_clean(name_of("partial"), 80) + "' (expected f32, bf16, f16, fp8_e4m3fn, fp8_e4m3fnuz, fp8_e5m2 or none)");
   if (const std::string why = description_problem(d); !why.empty()) throw KernelSpecError("description: " + why);
   canonicalize(d);
@@ -474,8 +474,8 @@ std::string summary(const KernelDescription& d) {
       list_text(d.v_layouts), list_text(d.scale_kinds),
       d.mixed_scales ? " (K and V apart)" : "", list_text(d.block_sizes),
       list_text(d.head_dims), list_text(d.gqa_ratios), d.min_q_len, d.max_q_len, to_string(d.split),
-      d.split_ceiling ? " (takes a ceiling)" : "", reference::to_string(d.profile.q_quant),
-      reference::to_string(d.profile.p_round),
+      d.split_ceiling ? " (takes a ceiling)" : "", kernels::to_string(d.profile.q_quant),
+      kernels::to_string(d.profile.p_round),
       d.profile.partial == DType::none ? "none" : kernels::to_string(d.profile.partial),
       d.has_check ? ", has check" : "") +
          (d.features.empty() ? std::string() : ", variants " + list_text(d.features)) +

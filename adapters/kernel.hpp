@@ -18,8 +18,8 @@
 #include "common/durable_file.hpp"
 #include "kernels/cache_format.hpp"
 #include "kernels/call.hpp"
+#include "kernels/numerics_profile.hpp"
 #include "kernels/planner.hpp"
-#include "reference/profile.hpp"
 
 namespace pav::adapters {
 
@@ -41,8 +41,8 @@ struct MlaDims {
 enum class Feature : uint8_t { window, soft_cap, sinks, alibi };
 // The base of the lse a kernel writes: natural log or log2.
 enum class LseBase : uint8_t { e, two };
-using reference::PRound;
-using reference::QQuant;
+using kernels::PRound;
+using kernels::QQuant;
 
 // What the kernel declares about its arithmetic; the reference and the
 // comparison standard follow it. partial is none for a kernel that never
@@ -52,7 +52,7 @@ struct Profile {
   PRound p_round = PRound::none;
   kernels::DType partial = kernels::DType::none;
   bool operator==(const Profile&) const = default;
-  reference::NumericsProfile numerics() const {
+  kernels::NumericsProfile numerics() const {
     return {q_quant, p_round, partial == kernels::DType::none ? kernels::DType::f32 : partial};
   }
 };

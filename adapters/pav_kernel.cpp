@@ -89,7 +89,7 @@ KernelDescription pav_kernel_description(const PavKernelOptions& o) {
   kernels::DecodeOptions opt;
   opt.compute = kernels::arch_fp8(o.arch);
   opt.partial = o.partial;
-  const reference::NumericsProfile p = reference::pav_profile(opt);
+  const kernels::NumericsProfile p = kernels::pav_profile(opt);
   d.profile = {p.q_quant, p.p_round, p.partial};
   canonicalize(d);
   return d;

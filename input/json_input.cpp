@@ -181,8 +181,8 @@ class DomBuilder {
   }
 
   bool open(json&& container) {
-    if (int(frames_.size()) >= kernels::kMaxJsonDepth)
-      return stop(fmt::format("nested deeper than {} levels", kernels::kMaxJsonDepth));
+    if (int(frames_.size()) >= kMaxJsonDepth)
+      return stop(fmt::format("nested deeper than {} levels", kMaxJsonDepth));
     json* node = place(std::move(container));
     frames_.push_back({node, {}, false, false});
     return true;
@@ -314,8 +314,8 @@ std::string read_all(std::istream& in, const std::string& source, int64_t max_by
 }
 
 json read_json_file(const std::string& path) {
-  auto in = open_input(path, kernels::kMaxJsonFileBytes);
-  return parse_json(read_all(in, path, kernels::kMaxJsonFileBytes), path);
+  auto in = open_input(path, kMaxJsonFileBytes);
+  return parse_json(read_all(in, path, kMaxJsonFileBytes), path);
 }
 
 void for_each_line(std::istream& in, const std::string& source,
@@ -324,7 +324,7 @@ void for_each_line(std::istream& in, const std::string& source,
   long number = 1;
   bool too_long = false;
   auto finish = [&] {
-    if (too_long) fail(fmt::format("{}:{}", source, number), "", fmt::format("line longer than {} bytes", kernels::kMaxJsonlLineBytes));
+    if (too_long) fail(fmt::format("{}:{}", source, number), "", fmt::format("line longer than {} bytes", kMaxJsonlLineBytes));
     if (line.find_first_not_of(" \t\r\n\f\v") != std::string::npos) on_line(line, number);
     line.clear();
     ++number;
@@ -338,12 +338,12 @@ void for_each_line(std::istream& in, const std::string& source,
     std::size_t start = 0;
     for (std::size_t i = 0; i < std::size_t(n); ++i) {
       if (buf[i] != '\n') continue;
-      if (int64_t(line.size() + (i - start)) > kernels::kMaxJsonlLineBytes) too_long = true;
+      if (int64_t(line.size() + (i - start)) > kMaxJsonlLineBytes) too_long = true;
       if (!too_long) line.append(buf + start, i - start);
       finish();
       start = i + 1;
     }
-    if (int64_t(line.size() + (std::size_t(n) - start)) > kernels::kMaxJsonlLineBytes) too_long = true;
+    if (int64_t(line.size() + (std::size_t(n) - start)) > kMaxJsonlLineBytes) too_long = true;
     if (!too_long) line.append(buf + start, std::size_t(n) - start);
     if (too_long) finish();  // refuse now, not after reading the rest of the line
   }

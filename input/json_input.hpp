@@ -30,7 +30,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "kernels/limits.hpp"
+#include "input/limits.hpp"
 
 namespace pav::input {
 
@@ -49,16 +49,16 @@ struct ReadError : std::runtime_error {
 
 // At most `max` characters of text ("..." appended when cut), with control
 // characters and non-ASCII bytes escaped, so a message stays one short line.
-std::string excerpt(std::string_view text, std::size_t max = kernels::kMaxExcerptChars);
-inline std::string excerpt(const std::string& text, std::size_t max = kernels::kMaxExcerptChars) {
+std::string excerpt(std::string_view text, std::size_t max = kMaxExcerptChars);
+inline std::string excerpt(const std::string& text, std::size_t max = kMaxExcerptChars) {
   return excerpt(std::string_view(text), max);
 }
-inline std::string excerpt(const char* text, std::size_t max = kernels::kMaxExcerptChars) {
+inline std::string excerpt(const char* text, std::size_t max = kMaxExcerptChars) {
   return excerpt(std::string_view(text), max);
 }
 // A JSON value as compact JSON text, at most `max` characters; it walks no more
 // of the value than it prints.
-std::string excerpt(const json& value, std::size_t max = kernels::kMaxExcerptChars);
+std::string excerpt(const json& value, std::size_t max = kMaxExcerptChars);
 
 // "SOURCE: FIELD: why", or "SOURCE: why" when field is empty.
 [[noreturn]] void fail(const std::string& source, const std::string& field, const std::string& why);

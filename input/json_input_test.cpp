@@ -10,11 +10,12 @@
 #include <filesystem>
 #include <sstream>
 
+#include "input/limits.hpp"
+
 namespace pav::input {
 namespace {
 
 namespace fs = std::filesystem;
-using kernels::kMaxJsonDepth;
 
 // The message of the InputError f throws; "(no error)" when it throws none.
 template <class F>
@@ -76,7 +77,7 @@ TEST(JsonInput, MessagesQuoteAShortExcerptOfHugeValues) {
   const Object o(doc, "big.json");
   const std::string e1 = error_of([&] { o.integer<int>("id", 0, 1); });
   EXPECT_LT(e1.size(), 200u);
-  EXPECT_EQ(e1, "big.json: id: expected an integer, got a string \"" + std::string(kernels::kMaxExcerptChars - 1, 'x') +
+  EXPECT_EQ(e1, "big.json: id: expected an integer, got a string \"" + std::string(kMaxExcerptChars - 1, 'x') +
                     "...");
   const std::string e2 = error_of([&] { o.only({"id"}); });
   EXPECT_LT(e2.size(), 200u) << e2.substr(0, 300);
@@ -159,10 +160,10 @@ TEST(JsonInput, FilesAreCheckedBeforeTheyAreRead) {
   {
     std::ofstream f(big);
   }
-  fs::resize_file(big, kernels::kMaxJsonFileBytes);  // sparse: at the limit
+  fs::resize_file(big, kMaxJsonFileBytes);  // sparse: at the limit
   EXPECT_NE(error_of([&] { read_json_file(big); }).find("malformed JSON"), std::string::npos)
       << "a file at the limit is read (and is not JSON)";
-  fs::resize_file(big, kernels::kMaxJsonFileBytes + 1);
+  fs::resize_file(big, kMaxJsonFileBytes + 1);
   const auto t0 = std::chrono::steady_clock::now();
   EXPECT_EQ(error_of([&] { read_json_file(big); }),
             big + ": 67108865 bytes, more than the limit of 67108864 bytes");
@@ -185,7 +186,7 @@ TEST(JsonInput, JsonlLinesAreNumberedAndALongLineIsRefusedByNumber) {
   EXPECT_EQ(seen[1], (std::pair<std::string, long>{"{\"a\":2}\r", 4}));
   EXPECT_EQ(seen[2], (std::pair<std::string, long>{"{\"a\":3}", 5}));
 
-  const std::string at_limit(size_t(kernels::kMaxJsonlLineBytes), ' ');
+  const std::string at_limit(size_t(kMaxJsonlLineBytes), ' ');
   std::istringstream ok("x\n" + at_limit + "\ny\n");
   long lines = 0;
   for_each_line(ok, "l.jsonl", [&](std::string_view, long) { ++lines; });

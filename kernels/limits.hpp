@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 #pragma once
 // pav's resource limits, in one place: what one decode call, one work plan and
-// one input file may be. Every reader and option parser checks its values
+// the text a kernel under test supplies may be. (What one input file may be is
+// the JSON reader's: input/limits.hpp.) Every reader and option parser checks its values
 // against these before it allocates or computes anything from them, so a
 // hostile or mistyped input is refused in milliseconds with the field named,
 // never run out of memory or into an integer overflow. docs/limits.md lists
@@ -59,19 +60,5 @@ inline constexpr int64_t kMaxKernelMessageBytes = 2048;
 inline constexpr int64_t kMaxWorkerStderrBytes = 2048;
 // One reply line of a worker (or request line of pav kernel-worker).
 inline constexpr int64_t kMaxWorkerLineBytes = int64_t(64) << 20;
-
-// ---- input files --------------------------------------------------------------------
-
-// A JSON document (case file, drift sweep, bench run): checked with stat before
-// it is read.
-inline constexpr int64_t kMaxJsonFileBytes = int64_t(64) << 20;
-// A JSONL file (accuracy runs, traces) is read line by line: one line at most
-// this long, the whole file at most kMaxJsonlFileBytes.
-inline constexpr int64_t kMaxJsonlLineBytes = int64_t(16) << 20;
-inline constexpr int64_t kMaxJsonlFileBytes = int64_t(1) << 30;
-// Nesting of arrays and objects in any JSON input (pav's formats need 4).
-inline constexpr int kMaxJsonDepth = 64;
-// Characters of an offending value quoted in an error message.
-inline constexpr int kMaxExcerptChars = 60;
 
 }  // namespace pav::kernels

@@ -10,7 +10,7 @@
 // softmax, so memory stays bounded by the chunk size whatever the context.
 //
 // It computes what the kernel under test declares in its numerics profile
-// (reference/profile.hpp): Q is used as given or quantized per row to fp8, as
+// (kernels/numerics_profile.hpp): Q is used as given or quantized per row to fp8, as
 // the profile says; P is never rounded here (the comparison standard models P
 // rounding as an error term instead).
 //
@@ -30,10 +30,16 @@
 #include <vector>
 
 #include "kernels/call.hpp"
+#include "kernels/numerics_profile.hpp"
 #include "kernels/types.hpp"
-#include "reference/profile.hpp"
 
 namespace pav::reference {
+
+// The numerics profile is the kernel's declaration (kernels/numerics_profile.hpp);
+// the reference computes to it.
+using kernels::NumericsProfile;
+using kernels::PRound;
+using kernels::QQuant;
 
 enum class Precision : uint8_t { fp32, fp64 };
 

@@ -12,9 +12,9 @@
 #include <string>
 #include <vector>
 
+#include "kernels/numerics_profile.hpp"
 #include "reference/compare.hpp"
 #include "reference/decode.hpp"
-#include "reference/profile.hpp"
 #include "reference/test_call.hpp"
 #include "reference/test_kernel.hpp"
 

@@ -12,6 +12,7 @@
 #include <sstream>
 
 #include "input/json_input.hpp"
+#include "input/limits.hpp"
 #include "kernels/limits.hpp"
 #include "kernels/planner.hpp"
 #include "kernels/planner_balanced.hpp"
@@ -214,7 +215,7 @@ TEST(HostileFindings, HugeInputsAreRefusedInMilliseconds) {
   Scratch s;
   const auto big = (s.dir / "big.json").string();
   { std::ofstream(big) << "{\"lens\": ["; }
-  fs::resize_file(big, kernels::kMaxJsonFileBytes + 1);  // sparse: as long as 104 M lengths would be
+  fs::resize_file(big, input::kMaxJsonFileBytes + 1);  // sparse: as long as 104 M lengths would be
   auto t0 = std::chrono::steady_clock::now();
   EXPECT_NE(error_of([&] { props::load_case_spec(big); }).find("more than the limit of 67108864 bytes"), std::string::npos);
   EXPECT_LT(seconds_since(t0), 0.5);

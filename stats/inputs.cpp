@@ -8,6 +8,7 @@
 #include <limits>
 
 #include "input/json_input.hpp"
+#include "input/limits.hpp"
 
 namespace pav::stats {
 
@@ -59,12 +60,12 @@ CorrectnessRun parse_correctness(std::istream& in, const std::string& source) {
 }
 
 CorrectnessRun read_correctness(const std::string& path) {
-  auto in = input::open_input(path, kernels::kMaxJsonlFileBytes);
+  auto in = input::open_input(path, input::kMaxJsonlFileBytes);
   return parse_correctness(in, path);
 }
 
 BenchRun parse_bench(std::istream& in, const std::string& source) {
-  const json v = input::parse_json(input::read_all(in, source, kernels::kMaxJsonFileBytes), source);
+  const json v = input::parse_json(input::read_all(in, source, input::kMaxJsonFileBytes), source);
   const Object o(v, source);
   BenchRun run;
   run.source = source;
@@ -78,7 +79,7 @@ BenchRun parse_bench(std::istream& in, const std::string& source) {
 }
 
 BenchRun read_bench(const std::string& path) {
-  auto in = input::open_input(path, kernels::kMaxJsonFileBytes);
+  auto in = input::open_input(path, input::kMaxJsonFileBytes);
   return parse_bench(in, path);
 }
 
@@ -96,7 +97,7 @@ std::vector<TraceStep> parse_trace(std::istream& in, const std::string& source) 
 }
 
 std::vector<TraceStep> read_trace(const std::string& path) {
-  auto in = input::open_input(path, kernels::kMaxJsonlFileBytes);
+  auto in = input::open_input(path, input::kMaxJsonlFileBytes);
   return parse_trace(in, path);
 }
 

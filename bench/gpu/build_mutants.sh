@@ -1,14 +1,16 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: Apache-2.0
 # GPU mutant binaries without a second build tree: for each ci/mutants/gpu-*.patch
-# (pav-preset nvidia), compile the one patched source with the nvidia build's own
-# command, swap it into a copy of its static library, and relink gpu_test with the
-# build's own link command. Needs a built nvidia preset (gpu_test linked).
+# (pav-preset nvidia), compile the sources it changes (those it patches and those
+# including a header it patches: bench/gpu/mutant_sources.sh) with the nvidia
+# build's own commands, swap them into a copy of their static library, and relink
+# gpu_test with the build's own link command. Needs a built nvidia preset
+# (gpu_test linked).
 #
 #   bench/gpu/build_mutants.sh OUTDIR [PATTERN] [-j N] [--rev COMMIT]
 #
 # --rev: take the source and the patches from that commit rather than the working
-# tree (the build's other objects must match it: only the patched file is rebuilt).
+# tree (the build's other objects must match it: only the changed sources are rebuilt).
 # Writes OUTDIR/NAME.tar.xz (NAME/gpu_test stripped, NAME/filter: the gtest filter of
 # pav-tests, NAME/what: pav-mutant) for bench/gpu/device_call.sh step m, or
 # `ci/gpu.sh --run-mutants` once unpacked. Exit 1 when a patch does not apply or
@@ -30,6 +32,8 @@ done
 mkdir -p "$out"; out=$(cd "$out" && pwd)
 work=$build/mutant-work
 mkdir -p "$work"
+# shellcheck source=bench/gpu/mutant_sources.sh
+source "$root/bench/gpu/mutant_sources.sh"
 header() { sed -n "s/^$2:[[:space:]]*//p" "$1" | head -1; }
 gtest_filter_of() { echo "$1" | tr '|' '\n' | sed 's/[\\^$]//g; s/$/*/' | paste -sd: -; }
 link_cmd=$(cd "$build" && ninja -t commands gpu_test | tail -1)
@@ -37,34 +41,40 @@ link_cmd=${link_cmd%% && cd *}  # the link alone, not the test discovery after i
 [[ $link_cmd == *"-o kernels/hip/tests/gpu_test"* ]] || { echo "build_mutants: unexpected link command" >&2; exit 3; }
 
 one() {
-  local patch=$1 name src file obj cmd
+  local patch=$1 name file obj cmd
+  local -a sources
   name=$(basename "$patch" .patch)
   local dir=$work/$name
   rm -rf "$dir"; mkdir -p "$dir/tree"
-  file=$(grep -m1 '^+++ b/' "$patch" | sed 's|^+++ b/||')
-  if [[ $(grep -c '^+++ b/' "$patch") != 1 ]]; then echo "BROKEN  $name (touches more than one file)"; return 1; fi
-  mkdir -p "$dir/tree/$(dirname "$file")"
-  if [[ -n $rev ]]; then git -C "$root" show "$rev:$file" >"$dir/tree/$file"; else cp "$root/$file" "$dir/tree/$file"; fi
+  # The kernels' sources: a patch of a header changes every source including it.
+  if [[ -n $rev ]]; then git -C "$root" archive "$rev" kernels | tar x -C "$dir/tree"; else cp -r "$root/kernels" "$dir/tree/"; fi
   if ! (cd "$dir/tree" && sed '1,/^---$/d' "$patch" | patch -p1 -s --forward); then
     echo "BROKEN  $name (patch does not apply)"; return 1
   fi
-  # The production compile command of that source, pointed at the patched copy.
-  cmd=$(python3 - "$build/compile_commands.json" "$root/$file" <<'EOF'
+  mapfile -t sources < <(mutant_sources "$patch" "$dir/tree")
+  ((${#sources[@]})) || { echo "BROKEN  $name (changes no source of pav_gpu)"; return 1; }
+  cp "$build/kernels/hip/libpav_gpu.a" "$dir/libpav_gpu.a"
+  for file in "${sources[@]}"; do
+    # The production compile command of that source, pointed at the patched
+    # copy, the copy's headers ahead of the tree's.
+    cmd=$(python3 - "$build/compile_commands.json" "$root/$file" <<'EOF2'
 import json, sys
 for e in json.load(open(sys.argv[1])):
     if e["file"] == sys.argv[2] and "pav_gpu.dir" in e["command"]:
         print(e["command"]); break
-EOF
+EOF2
 )
-  [[ -n $cmd ]] || { echo "BROKEN  $name (no compile command for $file)"; return 1; }
-  obj=$(sed -E 's/.* -o ([^ ]+).*/\1/' <<<"$cmd")
-  cmd=${cmd/"$root/$file"/"$dir/tree/$file"}
-  cmd=${cmd/" -o $obj"/" -o $dir/$(basename "$obj")"}
-  if ! (cd "$build" && eval "nice -n 10 $cmd") >"$dir/build.log" 2>&1; then
-    echo "BROKEN  $name (compile failed: $dir/build.log)"; return 1
-  fi
-  cp "$build/kernels/hip/libpav_gpu.a" "$dir/libpav_gpu.a"
-  (cd "$dir" && ar r libpav_gpu.a "$(basename "$obj")") >>"$dir/build.log" 2>&1
+    [[ -n $cmd ]] || { echo "BROKEN  $name (no compile command for $file)"; return 1; }
+    [[ $cmd == *" -I$root "* ]] || { echo "BROKEN  $name (no -I$root in the compile command of $file)"; return 1; }
+    obj=$(sed -E 's/.* -o ([^ ]+).*/\1/' <<<"$cmd")
+    cmd=${cmd/"$root/$file"/"$dir/tree/$file"}
+    cmd=${cmd/" -o $obj"/" -o $dir/$(basename "$obj")"}
+    cmd=${cmd/" -I$root "/" -I$dir/tree -I$root "}
+    if ! (cd "$build" && eval "nice -n 10 $cmd") >>"$dir/build.log" 2>&1; then
+      echo "BROKEN  $name (compile of $file failed: $dir/build.log)"; return 1
+    fi
+    (cd "$dir" && ar r libpav_gpu.a "$(basename "$obj")") >>"$dir/build.log" 2>&1
+  done
   local link=${link_cmd//kernels\/hip\/libpav_gpu.a/$dir\/libpav_gpu.a}
   link=${link/"-o kernels/hip/tests/gpu_test"/"-o $dir/pkg/$name/gpu_test"}
   mkdir -p "$dir/pkg/$name"

@@ -10,11 +10,11 @@
 # (its objects and static libraries, debug info stripped; the Debian rapidcheck,
 # gtest, TBB and fmt libraries), the kernels/ sources and every
 # ci/mutants/gpu-*.patch. build applies each patch to a copy of the sources,
-# compiles the one patched file with nvcc (the nvidia preset's flags), swaps
-# the object into libpav_gpu.a and links gpu_test with the machine's g++:
-# only the defect differs from the suite's own binary. Two control binaries
-# (each of the two sources compiled there unpatched) must pass the suite: a
-# mutant counts as caught only where they do. The layout of MUTDIR is the one
+# compiles the sources it changes (mutant_sources.sh) with nvcc (the nvidia
+# preset's flags), swaps the objects into libpav_gpu.a and links gpu_test with
+# the machine's g++: only the defect differs from the suite's own binary. Two
+# control binaries (the decode sources, and the refresh, compiled there
+# unpatched) must pass the suite: a mutant counts as caught only where they do. The layout of MUTDIR is the one
 # bench/gpu/device_call.sh step m runs (mut/NAME/...).
 set -uo pipefail
 mode=${1:-}; shift || true
@@ -49,6 +49,7 @@ for e in json.load(open(sys.argv[1])):
         print(" ".join(keep)); break
 PY
   cp "$0" "$kit/mutant_kit.sh"
+  cp "$root/bench/gpu/mutant_sources.sh" "$kit/"
   du -sh "$kit"
   exit 0
 fi
@@ -61,25 +62,32 @@ nvcc=${NVCC:-/usr/local/cuda/bin/nvcc}
 cudalib=/usr/local/cuda/lib64; [[ -d $cudalib ]] || cudalib=/usr/local/cuda/targets/x86_64-linux/lib
 header() { sed -n "s/^$2:[[:space:]]*//p" "$1" | head -1; }
 gtest_filter_of() { echo "$1" | tr '|' '\n' | sed 's/[\\^$]//g; s/$/*/' | paste -sd: -; }
-# one PATCH: the mutant's binary in $out/NAME; one control FILE: FILE unpatched,
-# in $out/../control-NAME (not a mutant: its suite must pass).
+# shellcheck source=bench/gpu/mutant_sources.sh
+source "$kit/mutant_sources.sh"
+# one PATCH: the mutant's binary in $out/NAME, the sources it changes compiled
+# again; one control NAME FILE...: those files unpatched, in $out/../control-NAME
+# (not a mutant: its suite must pass).
 one() {
   local patch=$1 name file stem dir dest
+  local -a files
   if [[ $patch == control ]]; then
-    file=$2; name=control-$(basename "$file" .hip); dir=$out/.work/$name; dest=$out/../$name
+    name=control-$2; files=("${@:3}"); dir=$out/.work/$name; dest=$out/../$name
     rm -rf "$dir"; mkdir -p "$dir"; cp -r "$kit/src" "$dir/src"
   else
     name=$(basename "$patch" .patch); dir=$out/.work/$name; dest=$out/$name
     rm -rf "$dir"; mkdir -p "$dir"; cp -r "$kit/src" "$dir/src"
-    file=$(grep -m1 '^+++ b/' "$patch" | sed 's|^+++ b/||')
     (cd "$dir/src" && sed '1,/^---$/d' "$patch" | patch -p1 -s --forward) || { echo "BROKEN  $name (patch does not apply)"; return 1; }
+    mapfile -t files < <(mutant_sources "$patch" "$dir/src")
+    ((${#files[@]})) || { echo "BROKEN  $name (changes no source of pav_gpu)"; return 1; }
   fi
-  stem=$(basename "$file")
-  # shellcheck disable=SC2046
-  "$nvcc" $(cat "$kit/nvcc_flags") -I"$dir/src" -x cu -c "$dir/src/$file" -o "$dir/$stem.o" >"$dir/build.log" 2>&1 ||
-    { echo "BROKEN  $name (compile failed)"; tail -5 "$dir/build.log"; return 1; }
   cp "$kit/lib/libpav_gpu.a" "$dir/libpav_gpu.a"
-  (cd "$dir" && ar r libpav_gpu.a "$stem.o") >>"$dir/build.log" 2>&1
+  for file in "${files[@]}"; do
+    stem=$(basename "$file")
+    # shellcheck disable=SC2046
+    "$nvcc" $(cat "$kit/nvcc_flags") -I"$dir/src" -x cu -c "$dir/src/$file" -o "$dir/$stem.o" >>"$dir/build.log" 2>&1 ||
+      { echo "BROKEN  $name (compile of $file failed)"; tail -5 "$dir/build.log"; return 1; }
+    (cd "$dir" && ar r libpav_gpu.a "$stem.o") >>"$dir/build.log" 2>&1
+  done
   local L=$kit/lib
   mkdir -p "$dest"
   g++ -O2 -static-libstdc++ -static-libgcc "$kit"/obj/*.o -o "$dest/gpu_test" -L"$cudalib" \
@@ -95,7 +103,13 @@ one() {
   echo "built   $name"
 }
 status=0; pids=()
-for f in kernels/hip/decode.hip kernels/hip/refresh.hip; do one control "$f" & pids+=($!); done
+# Two controls: the decode sources (the entries and every body) and the refresh.
+decode_sources=()
+for f in "$kit"/src/kernels/hip/*.hip; do
+  [[ $f == */refresh.hip || $f == */runtime.hip ]] || decode_sources+=("kernels/hip/$(basename "$f")")
+done
+one control decode "${decode_sources[@]}" & pids+=($!)
+one control refresh kernels/hip/refresh.hip & pids+=($!)
 for patch in "$kit"/patches/gpu-*.patch; do
   [[ $(header "$patch" pav-preset) == nvidia ]] || continue
   one "$patch" & pids+=($!)

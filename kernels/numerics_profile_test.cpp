@@ -1,13 +1,11 @@
 // SPDX-License-Identifier: Apache-2.0
 // Numerics profiles: the stable names, their parsers, and pav's own profile.
-#include "reference/profile.hpp"
+#include "kernels/numerics_profile.hpp"
 
 #include <gtest/gtest.h>
 
-namespace pav::reference {
+namespace pav::kernels {
 namespace {
-
-using kernels::DType;
 
 TEST(NumericsProfile, NamesAreStable) {
   // These spellings are written to case files and cross the kernel ABI and the
@@ -87,4 +85,4 @@ TEST(NumericsProfile, ErrorNamesABadPartialDtype) {
 }
 
 }  // namespace
-}  // namespace pav::reference
+}  // namespace pav::kernels
