@@ -165,6 +165,14 @@ void register_kernel(const std::string& key, py::object runner, const std::strin
   pav::adapters::register_in_process_kernel(key, std::make_shared<PythonKernel>(std::move(runner), d, spec));
 }
 
+// argv for a main-like entry: words[0] is the program's name. The pointers
+// point into words.
+std::vector<char*> argv_of(std::vector<std::string>& words) {
+  std::vector<char*> argv;
+  for (std::string& w : words) argv.push_back(w.data());
+  return argv;
+}
+
 // Runs `pav ARGS...` in this process with the GIL released (the kernel's
 // calls take it back). SIGINT and SIGTERM stop the run cleanly, as on the
 // command line; Python's handlers are back in place when it returns. Returns
@@ -172,8 +180,7 @@ void register_kernel(const std::string& key, py::object runner, const std::strin
 std::pair<int, std::string> run(const std::vector<std::string>& args) {
   std::vector<std::string> words = {"pav"};
   words.insert(words.end(), args.begin(), args.end());
-  std::vector<char*> argv;
-  for (std::string& w : words) argv.push_back(w.data());
+  std::vector<char*> argv = argv_of(words);
   int rc = 0;
   std::string stopped;
   {
@@ -206,8 +213,7 @@ PYBIND11_MODULE(_pav, m) {
   // bench/adapter_bench in this process (bench/adapter/inprocess_bench.py).
   m.def("adapter_bench", [](std::vector<std::string> args) {
     args.insert(args.begin(), "adapter_bench");
-    std::vector<char*> argv;
-    for (std::string& a : args) argv.push_back(a.data());
+    std::vector<char*> argv = argv_of(args);
     py::gil_scoped_release release;
     const int rc = adapter_bench_main(int(argv.size()), argv.data());
     std::fflush(stdout);

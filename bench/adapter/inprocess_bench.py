@@ -37,6 +37,12 @@ def null_returned(call):
     return out, lse
 
 
+def null_lib():
+    """The null plugin of the build this extension belongs to (BUILD/bench)."""
+    build = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(api.__file__))))
+    return os.path.join(build, "bench", "libpav_null_kernel.so")
+
+
 def main(argv):
     ext = api._extension()
     if not hasattr(ext, "adapter_bench"):
@@ -49,10 +55,8 @@ def main(argv):
         if "--kernel" not in args:
             # The built-in set after the Python entries, in the same run.
             here = os.path.dirname(os.path.abspath(__file__))
-            build = os.path.dirname(os.path.dirname(os.path.abspath(api.__file__)))
-            null_kernel = os.path.join(os.path.dirname(build), "bench", "libpav_null_kernel.so")
             worker = "exec:%s %s" % (sys.executable, os.path.join(here, "null_worker.py"))
-            builtin = ["lib:" + null_kernel, worker, worker + " --load"]
+            builtin = ["lib:" + null_lib(), worker, worker + " --load"]
         else:
             builtin = []
         for label, spec in entries:

@@ -63,13 +63,11 @@ def main():
         json.dump(fuzz, f, indent=2)
     print(json.dumps(fuzz))
 
+    import inprocess_bench
     import null_worker
-    null = pav.Kernel(lambda call: call.out.fill(0) or (call.lse.fill(float("-inf")) if call.want_lse else None),
-                      pav.Description(null_worker.DESCRIPTION), check=False)
-    build = os.path.dirname(os.path.dirname(os.path.abspath(api.__file__)))
+    null = pav.Kernel(inprocess_bench.null_in_place, pav.Description(null_worker.DESCRIPTION), check=False)
     with api._Registered() as reg:
-        specs = [reg.spec(kernel, None), worker, reg.spec(null, None),
-                 "lib:" + os.path.join(os.path.dirname(build), "bench", "libpav_null_kernel.so"),
+        specs = [reg.spec(kernel, None), worker, reg.spec(null, None), "lib:" + inprocess_bench.null_lib(),
                  "exec:%s %s" % (sys.executable, os.path.join(HERE, "null_worker.py"))]
         for label, spec in zip(["torch cuda in process", "torch cuda exec", "null in process", "null lib",
                                 "null exec"], specs):

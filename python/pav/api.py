@@ -101,17 +101,12 @@ class Kernel:
     def __init__(self, fn, description, check=True, replay_spec=None):
         if not callable(fn):
             raise UsageError("kernel: %r is not callable" % (fn,))
-        d = Description(description)
+        d = Description(description, check=check is not False)
         if d.fields.get("memory", "host") != "host":
             raise UsageError("kernel %s: an in-process kernel gets pav's host memory (memory host); a GPU kernel "
                              "moves the tensors itself (call.torch(name).cuda(), out.cpu())" % d.fields["name"])
-        d.fields["check"] = check is not False
-        d.canonical = _canonical(d.fields)
         self.fn, self.description, self.check = fn, d, check
         self.replay_spec = replay_spec if replay_spec is not None else serve_spec(fn, d.fields)
-
-    def __call__(self, call):
-        return self.fn(call)
 
 
 def serve_spec(fn, fields):
@@ -242,7 +237,7 @@ def _run(command, args):
         raise Interrupted(report)
     if rc == 2:
         raise UsageError("pav %s refused the request (exit 2): see its message above" % command)
-    if rc == 3 or (rc not in (0, 1)):
+    if rc not in (0, 1):
         raise CannotRun("pav %s could not run (exit %d): see its message above" % (command, rc))
     return report
 
