@@ -20,6 +20,7 @@
 #include "common/utf8_text.hpp"
 #include "kernels/limits.hpp"
 #ifdef PAV_HAVE_GPU
+#include "adapters/device_copies.hpp"
 #include "kernels/hip/gpu_backend.hpp"
 #endif
 
@@ -219,31 +220,21 @@ class DeviceStage {
       stage(kernels::TensorView::contiguous_of(r.plan->reduce_info, kernels::DType::i32, {r.plan->num_seqs, 2}),
             args_.reduce_info);
     }
-    args_.stream = stream_.get();
+    args_.stream = copies_.stream();
   }
   pav_decode_args& args() { return args_; }
   void copy_back() {
-    stream_.synchronize();
-    fetch(host_.call.out, args_.out);
-    if (host_.lse.present()) fetch(host_.lse, args_.lse);
+    copies_.synchronize();
+    copies_.fetch(host_.call.out, args_.out.data);
+    if (host_.lse.present()) copies_.fetch(host_.lse, args_.lse.data);
   }
 
  private:
-  static size_t bytes_of(const kernels::TensorView& v) {
-    return size_t(v.span()) * size_t(std::max(kernels::dtype_size(v.dtype), 1));
-  }
   void stage(const kernels::TensorView& v, pav_tensor& t) {
-    if (!v.present() || !v.data) return;
-    buffers_.emplace_back(std::max<size_t>(bytes_of(v), 1));
-    kernels::gpu::copy_to_device(buffers_.back().data(), v.data, bytes_of(v), stream_.get());
-    t.data = buffers_.back().data();
-  }
-  void fetch(const kernels::TensorView& v, const pav_tensor& t) {
-    kernels::gpu::copy_to_host(v.data, t.data, bytes_of(v), stream_.get());
+    if (void* dev = copies_.stage(v)) t.data = dev;
   }
   const DecodeRequest& host_;
-  kernels::gpu::Stream stream_;
-  std::vector<kernels::gpu::DeviceBuffer> buffers_;
+  DeviceCopies copies_;
   pav_decode_args args_;
 };
 #endif

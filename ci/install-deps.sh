@@ -2,7 +2,7 @@
 # SPDX-License-Identifier: Apache-2.0
 # Installs every build and test dependency of pav from Debian 12 packages.
 # Idempotent; run as root (or through sudo). Nothing is downloaded at build time.
-#   PAV_DEPS_GPU=0    skip the HIP toolchain (hipcc, libamdhip64-dev, rocm-device-libs)
+#   PAV_DEPS_GPU=0    skip the HIP toolchain (hipcc, libamdhip64-dev, rocm-device-libs, libdlpack-dev)
 #   PAV_DEPS_TORCH=1  also PyTorch (CPU), for the torch worker example's tests (labelled slow;
 #                     without it they are not registered)
 set -euo pipefail
@@ -26,8 +26,10 @@ if [[ "${PAV_DEPS_TORCH:-0}" != 0 ]]; then
   pkgs+=(python3-torch)
 fi
 if [[ "${PAV_DEPS_GPU:-1}" != 0 ]]; then
-  pkgs+=(hipcc libamdhip64-dev rocm-device-libs)
+  pkgs+=(hipcc libamdhip64-dev rocm-device-libs libdlpack-dev)
 fi
+# libdlpack-dev: the DLPack header, for a GPU build's Python module (device
+# tensors handed to an in-process kernel of device memory).
 
 missing=()
 for p in "${pkgs[@]}"; do

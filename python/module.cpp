@@ -13,11 +13,17 @@
 #include <atomic>
 #include <cstdio>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
 #include <nlohmann/json.hpp>
 
+#ifdef PAV_HAVE_GPU
+#include <dlpack/dlpack.h>
+
+#include "adapters/device_copies.hpp"
+#endif
 #include "adapters/in_process.hpp"
 #include "adapters/kernel.hpp"
 #include "adapters/worker_protocol.hpp"
@@ -86,6 +92,62 @@ py::array array_of(const TensorView& v, bool writable) {
   return a;
 }
 
+#ifdef PAV_HAVE_GPU
+// A DLPack tensor over device memory pav owns for the call ("dltensor"
+// capsule): the element type as the DLPack types name it (bf16 as bfloat16;
+// fp8 as its uint8 codes, which pav.inprocess views as torch's fp8 dtype).
+DLDataType dlpack_dtype(DType t) {
+  switch (t) {
+    case DType::f32: return {kDLFloat, 32, 1};
+    case DType::f16: return {kDLFloat, 16, 1};
+    case DType::bf16: return {kDLBfloat, 16, 1};
+    case DType::fp8_e4m3fn:
+    case DType::fp8_e4m3fnuz:
+    case DType::fp8_e5m2: return {kDLUInt, 8, 1};
+    case DType::i32: return {kDLInt, 32, 1};
+    case DType::i64: return {kDLInt, 64, 1};
+    case DType::none: break;
+  }
+  throw std::invalid_argument("a tensor of unknown dtype");
+}
+
+// What a capsule's DLManagedTensor owns: its shape and strides. The memory is
+// pav's and valid during the call only, as for host arrays.
+struct DLPackHolder {
+  DLManagedTensor managed{};
+  std::vector<int64_t> shape, strides;
+};
+
+py::capsule dlpack_of(const TensorView& v, void* device_data) {
+  auto* h = new DLPackHolder;
+  h->shape.assign(v.shape.begin(), v.shape.begin() + v.rank);
+  h->strides.assign(v.stride.begin(), v.stride.begin() + v.rank);
+  DLTensor& t = h->managed.dl_tensor;
+  t.data = device_data;
+  t.device = {pav::adapters::DeviceCopies::rocm() ? kDLROCM : kDLCUDA, pav::adapters::DeviceCopies::device()};
+  t.ndim = v.rank;
+  t.dtype = dlpack_dtype(v.dtype);
+  t.shape = h->shape.data();
+  t.strides = h->strides.data();
+  t.byte_offset = 0;
+  h->managed.manager_ctx = h;
+  h->managed.deleter = [](DLManagedTensor* m) { delete static_cast<DLPackHolder*>(m->manager_ctx); };
+  // A capsule nobody consumed still frees its holder; a consumer renames it
+  // "used_dltensor" and calls the deleter itself.
+  PyObject* c = PyCapsule_New(&h->managed, "dltensor", [](PyObject* cap) {
+    if (PyCapsule_IsValid(cap, "dltensor")) {
+      auto* m = static_cast<DLManagedTensor*>(PyCapsule_GetPointer(cap, "dltensor"));
+      m->deleter(m);
+    }
+  });
+  if (!c) {
+    delete h;
+    throw py::error_already_set();
+  }
+  return py::reinterpret_steal<py::capsule>(c);
+}
+#endif
+
 std::string python_error_text(const py::error_already_set& e) { return std::string(e.what()).substr(0, 2000); }
 
 // A Python callable as a kernel under test. `runner` is a
@@ -118,6 +180,11 @@ class PythonKernel final : public pav::adapters::KernelUnderTest {
 
   CallResult decode(const DecodeRequest& r) override {
     calls_.fetch_add(1);
+    // A kernel not declared thread-safe gets one call at a time, even where it
+    // lets the GIL go mid-call (the lock is taken before the GIL, never after).
+    std::unique_lock<std::mutex> lock(mu_, std::defer_lock);
+    if (!description_.thread_safe) lock.lock();
+    if (description_.memory == pav::adapters::Memory::device) return decode_on_device(r);
     const json request = pav::adapters::protocol::decode_request(0, "", r);
     py::gil_scoped_acquire gil;
     try {
@@ -125,14 +192,7 @@ class PythonKernel final : public pav::adapters::KernelUnderTest {
       for (const auto& t : pav::adapters::protocol::inputs_of(r)) arrays[t.name] = array_of(t.view, false);
       arrays["out"] = array_of(r.call.out, true);
       if (r.lse.present()) arrays["lse"] = array_of(r.lse, true);
-      const py::object result = runner_.attr("decode")(to_py(request), arrays);
-      if (result.is_none()) return CallResult::success();
-      const auto pair = result.cast<std::pair<std::string, std::string>>();
-      Outcome o = Outcome::fault;
-      if (pair.first != "fault" && !pav::adapters::protocol::outcome_of_status(pair.first, o)) o = Outcome::fault;
-      return {o, pair.second};
-    } catch (const py::error_already_set& e) {
-      return {Outcome::fault, "the in-process runner raised: " + python_error_text(e)};
+      return call_runner(request, arrays);
     } catch (const std::exception& e) {
       return {Outcome::fault, std::string("the call could not be handed to Python: ") + e.what()};
     }
@@ -141,7 +201,63 @@ class PythonKernel final : public pav::adapters::KernelUnderTest {
   int64_t decode_calls() const override { return calls_.load(); }
 
  private:
+  // runner.decode(request, arrays): None, or (status, message). The GIL is held.
+  CallResult call_runner(const json& request, const py::dict& arrays) {
+    try {
+      const py::object result = runner_.attr("decode")(to_py(request), arrays);
+      if (result.is_none()) return CallResult::success();
+      const auto pair = result.cast<std::pair<std::string, std::string>>();
+      Outcome o = Outcome::fault;
+      if (pair.first != "fault" && !pav::adapters::protocol::outcome_of_status(pair.first, o)) o = Outcome::fault;
+      return {o, pair.second};
+    } catch (const py::error_already_set& e) {
+      return {Outcome::fault, "the in-process runner raised: " + python_error_text(e)};
+    }
+  }
+
+  // memory = device: the call's tensors copied to the device as for a lib:
+  // kernel of device memory (the NaN poison in out travels too), handed over
+  // as DLPack tensors, and out and lse copied back once every stream of the
+  // device is done.
+  CallResult decode_on_device(const DecodeRequest& r) {
+#ifdef PAV_HAVE_GPU
+    const json request = pav::adapters::protocol::decode_request(0, "", r);
+    try {
+      pav::adapters::DeviceCopies copies;
+      const auto inputs = pav::adapters::protocol::inputs_of(r);
+      std::vector<void*> staged;
+      for (const auto& t : inputs) staged.push_back(copies.stage(t.view));
+      void* out = copies.stage(r.call.out);
+      void* lse = r.lse.present() ? copies.stage(r.lse) : nullptr;
+      copies.synchronize();
+      CallResult result;
+      {
+        py::gil_scoped_acquire gil;
+        try {
+          py::dict arrays;
+          for (size_t i = 0; i < inputs.size(); ++i) arrays[py::str(inputs[i].name)] = dlpack_of(inputs[i].view, staged[i]);
+          arrays["out"] = dlpack_of(r.call.out, out);
+          if (lse) arrays["lse"] = dlpack_of(r.lse, lse);
+          result = call_runner(request, arrays);
+        } catch (const std::exception& e) {
+          return {Outcome::fault, std::string("the call could not be handed to Python: ") + e.what()};
+        }
+      }
+      pav::adapters::DeviceCopies::wait_for_device();
+      copies.fetch(r.call.out, out);
+      if (lse) copies.fetch(r.lse, lse);
+      return result;
+    } catch (const pav::kernels::gpu::Error& e) {
+      return {Outcome::kernel_error, std::string("device error around the call: ") + e.what()};
+    }
+#else
+    (void)r;
+    return {Outcome::kernel_error, "device memory kernels need a GPU build of pav's Python module"};
+#endif
+  }
+
   py::object runner_;
+  std::mutex mu_;
   KernelDescription description_;
   std::string spec_;
   std::atomic<int64_t> calls_{0};
@@ -209,6 +325,15 @@ PYBIND11_MODULE(_pav, m) {
   m.def("unregister_kernel", &pav::adapters::unregister_in_process_kernel, py::arg("key"));
   m.def("run", &run, py::arg("args"));
   m.def("version", [] { return pav::cli::version_line(); });
+  // Why a kernel of device memory cannot run here ("" when it can).
+  m.def("device_memory_unavailable", []() -> std::string {
+#ifdef PAV_HAVE_GPU
+    if (!pav::adapters::DeviceCopies::usable()) return "no GPU device is usable here";
+    return "";
+#else
+    return "this build of pav's Python module has no GPU backend (build it with the nvidia or amd preset)";
+#endif
+  });
 #ifdef PAV_ADAPTER_BENCH
   // bench/adapter_bench in this process (bench/adapter/inprocess_bench.py).
   m.def("adapter_bench", [](std::vector<std::string> args) {

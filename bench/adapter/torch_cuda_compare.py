@@ -4,16 +4,23 @@
 device, through `import pav` in this process and through `exec:` as a worker,
 on the same cases:
 
-    PYTHONPATH=build/cpu/python python3 bench/adapter/torch_cuda_compare.py [--seconds 60] [--calls 40] [--out DIR]
+    PYTHONPATH=BUILD/python python3 bench/adapter/torch_cuda_compare.py [--seconds 60] [--jobs 1,8]
+        [--calls 40] [--gpu-plugin BUILD/adapters/libpav_gpu_kernel.so] [--out DIR]
 
-1. A timed fuzz of each (`pav.fuzz(..., seconds=S)` and `pav fuzz --kernel
-   exec:... --minutes`), the decode property from the same seed: cases run.
+The kernel runs three ways: in process on device memory (the description says
+`memory: "device"`: pav copies the call to the device and hands it over as
+DLPack tensors, as it does for a lib: kernel of device memory), in process on
+pav's host arrays (the kernel moves them to the device itself, as the worker
+does), and as the exec: worker.
+
+1. A timed fuzz of each, the decode property from the same seed, at each
+   --jobs: cases run (fuzz.json).
 2. Calls per second on one case (bench/adapter_bench's 4 x 4096 tokens, packed
-   fp8 cache) through each, beside the null lib: and exec: kernels' overhead.
+   fp8 cache) through each, beside pav's own GPU kernel as a lib: plugin of
+   device memory (--gpu-plugin) and the null lib:, exec: and in-process
+   kernels' overhead (calls.json, adapter_bench's JSON).
 
-The in-process kernel gets pav's host arrays and moves them to the device
-itself, as the worker does (pav_torch.Device), and returns its output on the
-host. Writes fuzz.json and calls.json (adapter_bench's JSON) under --out.
+A GPU build of pav's Python module is needed for the device-memory kernel.
 """
 import argparse
 import json
@@ -32,33 +39,47 @@ from pav import api  # noqa: E402
 import torch_decode  # noqa: E402
 
 
+def fuzz_cases(kernel, worker, seconds, jobs, out, pav_binary):
+    """Cases each way runs in a timed fuzz of the decode property from one seed."""
+    row = {"jobs": jobs}
+    for label, k in kernel.items():
+        t0 = time.time()
+        r = pav.fuzz(k, seconds=seconds, seed=2026, properties=["decode"], jobs=jobs,
+                     save_dir=os.path.join(out, "cases-%s-j%d" % (label, jobs)))
+        row[label] = {"cases": r["runs"][0]["cases"], "passed": r.passed, "wall_s": time.time() - t0}
+    t0 = time.time()
+    r = subprocess.run([pav_binary, "fuzz", "--kernel", worker, "--minutes", repr(seconds / 60), "--seed", "2026",
+                        "--property", "decode", "--jobs", str(jobs), "--save",
+                        os.path.join(out, "cases-exec-j%d" % jobs), "--quiet", "--json"], capture_output=True, text=True)
+    report = json.loads(r.stdout)
+    row["exec"] = {"cases": report["runs"][0]["cases"], "passed": report["passed"], "wall_s": time.time() - t0}
+    for label in kernel:
+        row["ratio_%s_to_exec" % label] = row[label]["cases"] / max(row["exec"]["cases"], 1)
+    return row
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--seconds", type=float, default=60)
+    parser.add_argument("--jobs", default="1,8", help="comma-separated --jobs of each timed fuzz")
     parser.add_argument("--calls", type=int, default=40)
     parser.add_argument("--device", default="cuda")
     parser.add_argument("--pav", default=os.environ.get("PAV_BINARY", "pav"))
+    parser.add_argument("--gpu-plugin", default=None, help="pav's GPU kernel plugin (libpav_gpu_kernel.so)")
     parser.add_argument("--out", default=".")
     opts = parser.parse_args()
     os.makedirs(opts.out, exist_ok=True)
     worker = "exec:%s %s --device %s" % (sys.executable, os.path.join(ROOT, "examples", "workers", "torch_decode.py"),
                                          opts.device)
-    kernel = pav.Kernel(torch_decode.TorchDecode(opts.device).decode, torch_decode.DESCRIPTION, replay_spec=worker)
-
-    t0 = time.time()
-    inproc = pav.fuzz(kernel, seconds=opts.seconds, seed=2026, properties=["decode"],
-                      save_dir=os.path.join(opts.out, "cases-inprocess"))
-    t1 = time.time()
-    r = subprocess.run([opts.pav, "fuzz", "--kernel", worker, "--minutes", repr(opts.seconds / 60), "--seed", "2026",
-                        "--property", "decode", "--save", os.path.join(opts.out, "cases-exec"), "--quiet", "--json"],
-                       capture_output=True, text=True)
-    t2 = time.time()
-    exec_report = json.loads(r.stdout)
-    fuzz = {"device": torch_decode.torch.cuda.get_device_name(0) if opts.device.startswith("cuda") else "cpu",
-            "seconds": opts.seconds,
-            "inprocess": {"cases": inproc["runs"][0]["cases"], "passed": inproc.passed, "wall_s": t1 - t0},
-            "exec": {"cases": exec_report["runs"][0]["cases"], "passed": exec_report["passed"], "wall_s": t2 - t1}}
-    fuzz["ratio"] = fuzz["inprocess"]["cases"] / max(fuzz["exec"]["cases"], 1)
+    decode = torch_decode.TorchDecode(opts.device).decode
+    kernel = {
+        "inprocess_device": pav.Kernel(decode, pav.Description(torch_decode.DESCRIPTION, memory="device"),
+                                       replay_spec=worker),
+        "inprocess_host": pav.Kernel(decode, torch_decode.DESCRIPTION, replay_spec=worker),
+    }
+    fuzz = {"device": torch_decode.torch.cuda.get_device_name(0), "seconds": opts.seconds,
+            "runs": [fuzz_cases(kernel, worker, opts.seconds, int(j), opts.out, opts.pav)
+                     for j in opts.jobs.split(",")]}
     with open(os.path.join(opts.out, "fuzz.json"), "w") as f:
         json.dump(fuzz, f, indent=2)
     print(json.dumps(fuzz))
@@ -67,11 +88,16 @@ def main():
     import null_worker
     null = pav.Kernel(inprocess_bench.null_in_place, pav.Description(null_worker.DESCRIPTION), check=False)
     with api._Registered() as reg:
-        specs = [reg.spec(kernel, None), worker, reg.spec(null, None), "lib:" + inprocess_bench.null_lib(),
-                 "exec:%s %s" % (sys.executable, os.path.join(HERE, "null_worker.py"))]
-        for label, spec in zip(["torch cuda in process", "torch cuda exec", "null in process", "null lib",
-                                "null exec"], specs):
-            print("%-22s %s" % (label, spec[:100]))
+        labels = ["torch device in process", "torch host in process", "torch exec"]
+        specs = [reg.spec(kernel["inprocess_device"], None), reg.spec(kernel["inprocess_host"], None), worker]
+        if opts.gpu_plugin:
+            labels.append("pav gpu lib")
+            specs.append("lib:" + os.path.abspath(opts.gpu_plugin))
+        labels += ["null in process", "null lib", "null exec"]
+        specs += [reg.spec(null, None), "lib:" + inprocess_bench.null_lib(),
+                  "exec:%s %s" % (sys.executable, os.path.join(HERE, "null_worker.py"))]
+        for label, spec in zip(labels, specs):
+            print("%-24s %s" % (label, spec[:100]))
         args = []
         for s in specs:
             args += ["--kernel", s]

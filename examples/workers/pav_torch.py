@@ -32,6 +32,8 @@ class Device:
         files; torch warns about that, and nothing here writes to them."""
         if a is None:
             return None
+        if pav_worker.is_torch(a):  # a kernel of device memory in pav's process: pav's tensor already
+            return a.to(self.device)
         shape, strides = a.shape, tuple(st // a.itemsize for st in a.strides)
         if not a.flags.c_contiguous and a.size > 0:
             # A strided view (a padded cache, a latent cache's first dims): its

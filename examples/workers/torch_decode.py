@@ -167,6 +167,8 @@ class TorchDecode(pav_torch.Device):
                 lse_acc = lse_new
             out[s * ql:(s + 1) * ql] = o_acc.reshape(hkv, ql, g, dv).permute(1, 0, 2, 3).reshape(ql, hq, dv)
             lse_out[s * ql:(s + 1) * ql] = lse_acc.reshape(hkv, ql, g).permute(1, 0, 2).reshape(ql, hq)
+        if pav_worker.is_torch(call.out):  # in pav's process on device memory: pav takes device tensors
+            return out, lse_out
         return out.cpu().numpy(), lse_out.cpu().numpy()
 
 

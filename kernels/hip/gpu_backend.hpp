@@ -40,6 +40,8 @@ void set_device(int device);
 int current_device();
 int multiprocessor_count();  // of the current device
 std::string device_name();   // of the current device
+// True in an AMD (ROCm) build, false in an NVIDIA (CUDA) one.
+bool amd_platform() noexcept;
 
 // ---- memory --------------------------------------------------------------------
 // Owns device memory; move-only. Allocation is the only call here that may not
@@ -69,6 +71,9 @@ void copy_to_host(void* dst, const void* src, size_t bytes, StreamHandle stream 
 void copy_on_device(void* dst, const void* src, size_t bytes, StreamHandle stream = nullptr);
 void fill_bytes(void* dst, uint8_t value, size_t bytes, StreamHandle stream = nullptr);
 void synchronize(StreamHandle stream);
+// Waits for all work on the current device, whatever stream (or other
+// runtime in this process) enqueued it.
+void synchronize_device();
 
 // ---- streams and graphs ----------------------------------------------------------
 class Stream {

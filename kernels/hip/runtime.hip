@@ -93,6 +93,15 @@ void fill_bytes(void* dst, uint8_t value, size_t bytes, StreamHandle stream) {
   check(hipMemsetAsync(dst, value, bytes, as_stream(stream)), "fill_bytes");
 }
 void synchronize(StreamHandle stream) { check(hipStreamSynchronize(as_stream(stream)), "synchronize"); }
+void synchronize_device() { check(hipDeviceSynchronize(), "synchronize_device"); }
+
+bool amd_platform() noexcept {
+#if defined(PAV_HIP_AMD)
+  return true;
+#else
+  return false;
+#endif
+}
 
 Stream::Stream() {
   hipStream_t s = nullptr;

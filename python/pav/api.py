@@ -102,9 +102,10 @@ class Kernel:
         if not callable(fn):
             raise UsageError("kernel: %r is not callable" % (fn,))
         d = Description(description, check=check is not False)
-        if d.fields.get("memory", "host") != "host":
-            raise UsageError("kernel %s: an in-process kernel gets pav's host memory (memory host); a GPU kernel "
-                             "moves the tensors itself (call.torch(name).cuda(), out.cpu())" % d.fields["name"])
+        if d.fields.get("memory", "host") == "device":
+            why = _extension().device_memory_unavailable()
+            if why:
+                raise CannotRun("kernel %s works on device memory: %s" % (d.fields["name"], why))
         self.fn, self.description, self.check = fn, d, check
         self.replay_spec = replay_spec if replay_spec is not None else serve_spec(fn, d.fields)
 

@@ -5,9 +5,15 @@ pav hands the callable one `pav.worker.Call` per decode call, built over pav's
 own memory (no file, no copy). The callable either writes `call.out` (and
 `call.lse`) in place and returns None, or returns `out` or `(out, lse)`:
 NumPy arrays or torch tensors, of exactly the call's output shape, C-contiguous,
-on the CPU (pav's memory is the host's), in the output's dtype or float32
-(rounded to it to nearest even, as a worker's float32 output is). Anything
-else is the kernel's fault and a verdict, as is an exception it raises.
+where pav's outputs are (the host's memory, or for a kernel of device memory
+pav's device), in the output's dtype or float32 (rounded to it to nearest
+even, as a worker's float32 output is). Anything else is the kernel's fault
+and a verdict, as is an exception it raises.
+
+A kernel of device memory (description `memory: "device"`) gets torch tensors
+on pav's device, over pav's device copies of the call (DLPack, no further
+copy): `call.torch(name)`, `call.out`, `call.lse`. pav waits for all of the
+device's work after the call before it reads the outputs.
 
 The same rules hold when the callable runs as a worker (pav.serve), so a case
 found in process replays from the command line with the same verdict.
@@ -29,8 +35,7 @@ class OutputError(Exception):
     """What a kernel gave back is not an output pav can take."""
 
 
-def _is_torch(x):
-    return type(x).__module__.split(".")[0] == "torch"
+_is_torch = worker.is_torch
 
 
 def _store(dest, value, name, dtype):
@@ -41,10 +46,15 @@ def _store(dest, value, name, dtype):
     shape = tuple(int(n) for n in value.shape)
     if shape != tuple(dest.shape):
         raise OutputError("%s has shape %s; the call's %s is %s" % (name, list(shape), name, list(dest.shape)))
+    on_device = _is_torch(dest)  # a kernel of device memory: pav's output is a device tensor
+    if on_device and not _is_torch(value):
+        raise OutputError("%s is a %s; pav's outputs are torch tensors on %s" % (name, type(value).__name__,
+                                                                              dest.device))
     if _is_torch(value):
-        if value.device.type != "cpu":
-            raise OutputError("%s is on %s; pav's outputs are in host memory (return %s.cpu())" %
-                              (name, value.device, name))
+        where = dest.device if on_device else "cpu"
+        if str(value.device) != str(where):
+            raise OutputError("%s is on %s; pav's outputs are on %s (return %s.to(\"%s\"))" %
+                              (name, value.device, where, name, where))
         contiguous = value.is_contiguous()
         strides = list(value.stride())
         got = _TORCH_NAMES.get(str(value.dtype))
@@ -59,6 +69,9 @@ def _store(dest, value, name, dtype):
     if got not in (dtype, "f32"):
         raise OutputError("%s has dtype %s; the call's %s is %s (float32 is taken and rounded)" %
                           (name, str(value.dtype).replace("torch.", ""), name, dtype))
+    if on_device:
+        dest.copy_(value.detach())  # float32 rounds to the output's dtype, to nearest even
+        return
     if _is_torch(value):
         import torch
         value = value.detach().cpu()
@@ -85,6 +98,45 @@ def take_outputs(call, result):
         _store(call.lse, lse, "lse", "f32")
 
 
+def device_tensors(request, capsules):
+    """The call's DLPack capsules (pav's device copies) as torch tensors, each
+    in its torch dtype (fp8 codes viewed as torch's fp8 dtype where it has one)."""
+    import torch.utils.dlpack
+    dtypes = {name: t["dtype"] for name, t in request["tensors"].items()}
+    dtypes["out"], dtypes["lse"] = request["outputs"]["out"]["dtype"], "f32"
+    tensors = {}
+    for name, capsule in capsules.items():
+        t = torch.utils.dlpack.from_dlpack(capsule)
+        want = worker.torch_dtype(dtypes[name])
+        tensors[name] = t if t.dtype == want else t.view(want)
+    return tensors
+
+
+def to_device(array, dtype, device):
+    """A host input (as the protocol stores it) copied to a torch device at its
+    own strides: its span is copied and viewed there as on the host, as pav's
+    device copies are."""
+    import torch
+    strides = tuple(st // array.itemsize for st in array.strides)
+    span = 1 + sum((n - 1) * st for n, st in zip(array.shape, strides)) if array.size else 0
+    flat = np.lib.stride_tricks.as_strided(array, (span,), (array.itemsize,), writeable=False)
+    host = torch.from_numpy(np.array(flat.view(np.int16) if dtype == "bf16" else flat))
+    t = host.to(device)
+    t = t.view(torch.bfloat16) if dtype == "bf16" else t
+    return t.as_strided(tuple(array.shape), strides)
+
+
+def device_call(call, device):
+    """A worker's call as a kernel of device memory sees it in pav's process:
+    every input on the device at its own strides, out and lse NaN there."""
+    import torch
+    arrays = {name: to_device(a, dtype, device) for name, (a, dtype) in call.raw.items()}
+    arrays["out"] = torch.full(call.out_shape, float("nan"), dtype=worker.torch_dtype(call.out_dtype), device=device)
+    if call.want_lse:
+        arrays["lse"] = torch.full(call.lse_shape, float("nan"), dtype=torch.float32, device=device)
+    return worker.Call(call.request, arrays)
+
+
 class Runner:
     """What pav's extension calls: check(request) -> None or a reason;
     decode(request, arrays) -> None, or (status, message) for a verdict."""
@@ -100,6 +152,8 @@ class Runner:
         return worker.check_call(self.description, request)
 
     def decode(self, request, arrays):
+        if self.description.get("memory") == "device":
+            arrays = device_tensors(request, arrays)
         call = worker.Call(request, arrays)
         try:
             result = self.fn(call)

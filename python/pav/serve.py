@@ -10,6 +10,8 @@ with `call.out` and `call.lse` arrays to write, and its outputs are held to
 the same rules (pav.inprocess), so a case saved by `pav.verify` or the pytest
 plugin replays from the command line with the same verdict. pav records this
 command in the cases it saves from a Python kernel (pav.Kernel's replay_spec).
+A kernel of device memory (its description says `memory: "device"`) gets the
+call's tensors on the current CUDA device, as in process.
 """
 import argparse
 import importlib.util
@@ -45,10 +47,18 @@ def load_function(target):
     return fn
 
 
-def served(fn):
+def served(fn, device=None):
     """fn as a worker decode: out and lse arrays to write, NaN until written,
-    the outputs checked as in process and handed to serve() as float32."""
+    the outputs checked as in process and handed to serve() as float32. With
+    a device (a kernel of device memory), fn gets the call on that torch
+    device as it would in process."""
     def decode(call):
+        if device is not None:
+            import torch
+            call = inprocess.device_call(call, device)
+            inprocess.take_outputs(call, fn(call))
+            torch.cuda.synchronize(device)
+            return call.out.float().cpu().numpy(), None if call.lse is None else call.lse.cpu().numpy()
         call.out = worker.narrow(np.full(call.out_shape, np.nan, dtype=np.float32), call.out_dtype)
         call.lse = np.full(call.lse_shape, np.nan, dtype=np.float32) if call.want_lse else None
         inprocess.take_outputs(call, fn(call))
@@ -63,8 +73,17 @@ def main(argv=None):
     parser.add_argument("--description", required=True, help="the kernel's description, as JSON")
     args = parser.parse_args(argv)
     description = json.loads(args.description)
+    device = None
+    if description.get("memory") == "device":
+        # pav sends a worker host files; the kernel gets them on the device,
+        # as in process.
+        import torch
+        if not torch.cuda.is_available():
+            raise SystemExit("pav.serve: the kernel works on device memory and torch sees no CUDA device here")
+        device = torch.device("cuda", torch.cuda.current_device())
+        description = dict(description, memory="host")
     fn = load_function(args.target)
-    worker.serve(worker.Kernel(description, served(fn)))
+    worker.serve(worker.Kernel(description, served(fn, device)))
 
 
 if __name__ == "__main__":

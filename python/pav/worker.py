@@ -119,8 +119,27 @@ def f32_to_bf16(x):
     return np.where(nan, (u >> 16) | 0x40, rounded).astype(np.uint16)
 
 
+def is_torch(x):
+    """True for a torch tensor (an in-process kernel of device memory gets them)."""
+    return type(x).__module__.split(".")[0] == "torch"
+
+
+def torch_dtype(dtype):
+    """The torch dtype of an input of the protocol's dtype name as a device
+    kernel's Call holds it: bf16 as torch.bfloat16, fp8 as its uint8 codes (as
+    on the host; Call.torch views them as torch's fp8 dtype)."""
+    import torch
+    names = {"f32": "float32", "f16": "float16", "bf16": "bfloat16", "i32": "int32", "i64": "int64"}
+    return getattr(torch, names[dtype]) if dtype in names else torch.uint8
+
+
 def widen(array, dtype):
-    """An input of a float dtype as float32 values (bf16 arrives as raw bits)."""
+    """An input of a float dtype as float32 values (bf16 arrives as raw bits;
+    a torch tensor is in its own dtype)."""
+    if is_torch(array):
+        if dtype not in ("bf16", "f16", "f32"):
+            raise ValueError("not a float dtype: %r" % dtype)
+        return array.float()
     if dtype == "bf16":
         return bf16_to_f32(array)
     if dtype in ("f16", "f32"):
@@ -312,6 +331,7 @@ class Call:
         are mapped from the request's files), or the tensors by name as arrays
         over pav's own memory at their strides, with "out" (and "lse") the
         outputs to write (a kernel in pav's process, pav.inprocess)."""
+        self.request = request
         folder = request.get("dir")
         tensors = request["tensors"]
         args = request["args"]
@@ -325,7 +345,7 @@ class Call:
             else:
                 # Mapped, not read: a decode touches only its sequences' pages.
                 a = np.load(os.path.join(folder, t["file"]), mmap_mode="r", allow_pickle=False)
-            if a.dtype != NPY_TYPES[t["dtype"]]:
+            if a.dtype != (torch_dtype(t["dtype"]) if is_torch(a) else NPY_TYPES[t["dtype"]]):
                 raise ValueError("%s: file dtype %s does not carry %s" % (name, a.dtype, t["dtype"]))
             if arrays is None and t.get("storage", "shape") == "span":
                 a = span_view(a, t["shape"], t["strides"], name)
@@ -339,9 +359,9 @@ class Call:
         self.raw = {}  # every input as sent: name -> (array, dtype name)
 
         q, q_dtype = load("q")
-        self.q = widen(q, q_dtype)
+        self._q_stored, self._q = q, None  # widened on first use of call.q
         self.q_dtype = q_dtype
-        self.head_dim = self.q.shape[2]
+        self.head_dim = q.shape[2]
         self.cache_layout = args.get("cache_layout", "packed")
         if self.cache_layout not in CACHE_LAYOUTS:
             raise ValueError("unknown cache layout %r" % self.cache_layout)
@@ -404,8 +424,8 @@ class Call:
         self.soft_cap = float(args.get("soft_cap", 0.0))       # 0: no cap
         sinks, _ = load("sinks")
         slopes, _ = load("alibi_slopes")
-        self.sinks = None if sinks is None else np.asarray(sinks, dtype=np.float32)      # [Hq] or None
-        self.alibi_slopes = None if slopes is None else np.asarray(slopes, dtype=np.float32)
+        self.sinks = None if sinks is None else widen(sinks, "f32")           # [Hq] or None
+        self.alibi_slopes = None if slopes is None else widen(slopes, "f32")
         self.max_partitions = int(args.get("max_partitions", 0))
         outputs = request["outputs"]
         self.out_dtype = outputs["out"]["dtype"]
@@ -419,6 +439,19 @@ class Call:
             os.path.join(folder, outputs["lse"]["file"])
         self.out = None if arrays is None else arrays["out"]
         self.lse = None if arrays is None else arrays.get("lse")
+
+    @property
+    def q(self):
+        """q as float32 values [num_seqs*q_len, Hq, D], widened from the
+        stored dtype on first use (a kernel that reads call.torch("q") or
+        raw["q"] never pays for it)."""
+        if self._q is None:
+            self._q = widen(self._q_stored, self.q_dtype)
+        return self._q
+
+    @q.setter
+    def q(self, value):
+        self._q = value
 
     @property
     def num_seqs(self):
@@ -494,11 +527,14 @@ class Call:
             array, dtype = self.raw.get(name, (None, None))
         if array is None:
             return None
-        with warnings.catch_warnings():  # pav's inputs are read-only; the kernel must not write them
-            warnings.simplefilter("ignore", UserWarning)
-            # bf16 bits cross as int16 (torch takes no uint16 arrays), then viewed as bf16.
-            t = torch.from_numpy(array.view(np.int16) if array.dtype == np.uint16 else array)
-        if dtype == "bf16":
+        if is_torch(array):  # device memory: already pav's tensor (bf16 as torch.bfloat16)
+            t = array
+        else:
+            with warnings.catch_warnings():  # pav's inputs are read-only; the kernel must not write them
+                warnings.simplefilter("ignore", UserWarning)
+                # bf16 bits cross as int16 (torch takes no uint16 arrays), then viewed as bf16.
+                t = torch.from_numpy(array.view(np.int16) if array.dtype == np.uint16 else array)
+        if dtype == "bf16" and t.dtype != torch.bfloat16:
             return t.view(torch.bfloat16)
         fp8 = {"fp8_e4m3fn": "float8_e4m3fn", "fp8_e4m3fnuz": "float8_e4m3fnuz", "fp8_e5m2": "float8_e5m2"}
         if dtype in fp8 and hasattr(torch, fp8[dtype]):
