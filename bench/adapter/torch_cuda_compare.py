@@ -91,8 +91,9 @@ def main():
         labels = ["torch device in process", "torch host in process", "torch exec"]
         specs = [reg.spec(kernel["inprocess_device"], None), reg.spec(kernel["inprocess_host"], None), worker]
         if opts.gpu_plugin:
+            # Its uniform path: adapter_bench hands a kernel no work plan.
             labels.append("pav gpu lib")
-            specs.append("lib:" + os.path.abspath(opts.gpu_plugin))
+            specs.append("lib:" + os.path.abspath(opts.gpu_plugin) + " --path uniform")
         labels += ["null in process", "null lib", "null exec"]
         specs += [reg.spec(null, None), "lib:" + inprocess_bench.null_lib(),
                   "exec:%s %s" % (sys.executable, os.path.join(HERE, "null_worker.py"))]
