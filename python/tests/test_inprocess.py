@@ -235,3 +235,36 @@ def test_ctrl_c_stops_the_run_with_its_summary_and_gives_pythons_handler_back(tm
     assert "HANDLER BACK True" in r.stdout and "SIGINT RAISED KEYBOARDINTERRUPT" in r.stdout
     assert "NEXT RUN PASS 3" in r.stdout  # an earlier stop does not stop the next run
     assert "stopped by SIGINT" in r.stdout + r.stderr
+
+
+# ---- one call at a time unless the kernel says it is thread-safe
+
+class _Overlap:
+    """Counts how many calls are inside the kernel at once. time.sleep lets
+    the GIL go, as NumPy's large operations and a GPU framework's waits do."""
+
+    def __init__(self):
+        import threading
+        self.lock, self.inside, self.most = threading.Lock(), 0, 0
+
+    def __call__(self, call):
+        import time
+        with self.lock:
+            self.inside += 1
+            self.most = max(self.most, self.inside)
+        time.sleep(0.01)
+        with self.lock:
+            self.inside -= 1
+        return GOOD.decode(call)
+
+
+@pytest.mark.parametrize("thread_safe", [False, True])
+def test_a_kernel_not_declared_thread_safe_gets_one_call_at_a_time(tmp_path, thread_safe):
+    kernel = _Overlap()
+    report = pav.fuzz(kernel, pav.Description(DESCRIPTION, thread_safe=thread_safe), cases=12, seed=9, jobs=4,
+                      properties=["decode"], save_dir=str(tmp_path))
+    assert report.passed, report.failure_text()
+    if thread_safe:
+        assert kernel.most > 1  # the jobs do overlap: the check below can fail
+    else:
+        assert kernel.most == 1
