@@ -35,6 +35,7 @@
 #include "common/durable_file.hpp"
 #include "common/fault_testing.hpp"
 #include "common/utf8_text.hpp"
+#include "input/json_input.hpp"
 #include "kernels/limits.hpp"
 #include "properties/case_format.hpp"
 #include "properties/fuzz.hpp"
@@ -172,7 +173,7 @@ TEST(WorkerProtocol, StridedInputsGoAsTheirSpan) {
   try {
     protocol::load_tensor(bad, dir.string(), "k_cache");
     ADD_FAILURE() << "an unknown storage was accepted";
-  } catch (const std::runtime_error& e) {
+  } catch (const pav::input::InputError& e) {
     EXPECT_NE(std::string(e.what()).find("storage"), std::string::npos) << e.what();
   }
   // Contiguous: no storage field, the file holds the shape.
@@ -768,6 +769,42 @@ TEST(Contract, TablesScalesLseAndPlan) {
   EXPECT_EQ(violation(ceil, no_ceiling), "");
 }
 
+// The block rules of a call's layout have one home (kernels::holds_num_blocks
+// and kernels::page_table_problem): V and per-token scales hold exactly
+// num_blocks (K's dim 0), a used table entry names a block below it. Each edge
+// from the contract check here; the same edges from the kernels' validation
+// (ValidateLimits.TablesBlocksAndHeads) and from the plugin refusal
+// (LibAdapter.PluginRefusalHoldsTheBlockRulesAtTheirEdges).
+TEST(Contract, TheBlockRulesHoldAtNumBlocksAndNowhereElse) {
+  const KernelDescription d = small_description();
+  const props::CaseSpec s = small_spec();
+  for (const int64_t delta : {int64_t(-1), int64_t(0), int64_t(1)}) {
+    SCOPED_TRACE(delta);
+    const std::string v = violation(s, d, [delta](props::KernelCall& k) {
+      auto& c = k.request.call;
+      c.v_cache.shape[0] = c.k_cache.shape[0] + delta;
+    });
+    const std::string scales = violation(s, d, [delta](props::KernelCall& k) {
+      auto& c = k.request.call;
+      c.k_scale.shape[0] = c.v_scale.shape[0] = c.k_cache.shape[0] + delta;
+    });
+    if (delta == 0) {
+      EXPECT_EQ(v, "");
+      EXPECT_EQ(scales, "");
+    } else {
+      EXPECT_NE(v.find("v_cache: shape"), std::string::npos) << v;
+      EXPECT_NE(scales.find("k_scale: "), std::string::npos) << scales;
+    }
+  }
+  for (const int64_t id : {int64_t(-1), int64_t(0)}) {
+    const std::string why = violation(s, d, [id](props::KernelCall& k) {
+      auto& c = k.request.call;
+      c.block_tables.as<int32_t>()[0] = int32_t(id < 0 ? -1 : c.k_cache.shape[0]);
+    });
+    EXPECT_NE(why.find("block_tables[0][0]"), std::string::npos) << why;
+  }
+}
+
 TEST(Contract, PlanKernelsGetAFittingPlan) {
   adapters::PavKernelOptions o;
   o.cu = 32;
@@ -1019,6 +1056,46 @@ TEST(LibAdapter, PluginTextIsValidUtf8AndReadWithinItsBuffer) {
 
 // The ABI arguments a plugin receives are checked before they are read: a
 // table with a negative stride is refused, never walked.
+// The plugin refusal (pav_kernel_check of pav's own library) and the same
+// kernels in process hold the block rules at the edges the contract check and
+// the kernels' validation hold them (Contract.TheBlockRulesHoldAtNumBlocksAndNowhereElse).
+TEST(LibAdapter, PluginRefusalHoldsTheBlockRulesAtTheirEdges) {
+  for (const std::string& spec : {plugin(PAV_TEST_CPU_PLUGIN, "--path uniform"), std::string("pav:cpu --path uniform")}) {
+    SCOPED_TRACE(spec);
+    auto k = adapters::open_kernel(spec);
+    props::HostCase c = props::build_case(small_spec());
+    props::KernelCall kc;
+    props::prepare_kernel_call(kc, c, k->description());
+    kernels::DecodeCall& call = kc.request.call;
+    const int64_t nb = call.k_cache.shape[0];
+    ASSERT_TRUE(k->check(kc.request).ok()) << k->check(kc.request).message;
+    for (const int64_t delta : {int64_t(-1), int64_t(1)}) {
+      SCOPED_TRACE(delta);
+      call.v_cache.shape[0] = nb + delta;
+      const CallResult v = k->check(kc.request);
+      EXPECT_EQ(v.outcome, Outcome::rejected);
+      EXPECT_NE(v.message.find("v_blocks"), std::string::npos) << v.message;
+      call.v_cache.shape[0] = nb;
+      call.k_scale.shape[0] = call.v_scale.shape[0] = nb + delta;
+      const CallResult sc = k->check(kc.request);
+      EXPECT_EQ(sc.outcome, Outcome::rejected);
+      EXPECT_NE(sc.message.find("scale_shape"), std::string::npos) << sc.message;
+      call.k_scale.shape[0] = call.v_scale.shape[0] = nb;
+    }
+    EXPECT_TRUE(k->check(kc.request).ok());
+    int32_t& first = call.block_tables.as<int32_t>()[0];
+    first = int32_t(nb - 1);
+    EXPECT_TRUE(k->check(kc.request).ok()) << k->check(kc.request).message;
+    for (const int32_t id : {int32_t(nb), int32_t(-1)}) {
+      first = id;
+      const CallResult r = k->check(kc.request);
+      EXPECT_EQ(r.outcome, Outcome::rejected);
+      EXPECT_NE(r.message.find(fmt::format("block_tables[0][0] = {} outside 0..{}", id, nb - 1)), std::string::npos)
+          << r.message;
+    }
+  }
+}
+
 TEST(LibAdapter, APluginRefusesArgumentsItCannotReadSafely) {
   auto lib = adapters::open_kernel(plugin(PAV_TEST_CPU_PLUGIN, "--path uniform"));
   props::HostCase c = props::build_case(small_spec());
@@ -1163,8 +1240,38 @@ TEST(WorkerServer, HostileRequestsGetErrorRepliesNotCrashes) {
   huge["id"] = 5;
   huge["tensors"]["block_tables"]["shape"] = {1, int64_t(1) << 40};
   huge["tensors"]["block_tables"]["strides"] = {int64_t(1) << 40, 1};
+  // The request's fields go through the shared reader: each of the wrong
+  // type, past its range or unknown is refused naming the field.
+  nlohmann::json good = check;  // its block table sound: each request below breaks one other field
+  good["tensors"]["block_tables"]["strides"] = {2, 1};
+  nlohmann::json not_int = good;
+  not_int["id"] = 6;
+  not_int["tensors"]["context_lens"]["values"] = {"5"};
+  nlohmann::json past_i32 = good;
+  past_i32["id"] = 7;
+  past_i32["tensors"]["block_tables"]["values"] = {0, int64_t(1) << 32};  // would wrap to block 0
+  nlohmann::json short_values = good;
+  short_values["id"] = 8;
+  short_values["tensors"]["context_lens"]["values"] = nlohmann::json::array();
+  nlohmann::json q_len = good;
+  q_len["id"] = 9;
+  q_len["args"]["q_len"] = 1.5;
+  nlohmann::json layout = good;
+  layout["id"] = 10;
+  layout["args"]["cache_layout"] = "nchw";
+  nlohmann::json unknown = good;
+  unknown["id"] = 11;
+  unknown["tensors"]["context_lens"]["stride"] = {1};
+  nlohmann::json no_args = good;
+  no_args["id"] = 12;
+  no_args.erase("args");
+  const std::string truncated = check.dump().substr(0, 40);
   const std::string input = std::string(1000000, '[') + "\n" + check.dump() + "\n" + neg_shape.dump() + "\n" +
-                            huge.dump() + "\n{\"op\":\"quit\"}\n";
+                            huge.dump() + "\n" + not_int.dump() + "\n" + past_i32.dump() + "\n" +
+                            short_values.dump() + "\n" + q_len.dump() + "\n" + layout.dump() + "\n" +
+                            unknown.dump() + "\n" + no_args.dump() + "\n" + truncated + "\n" +
+                            std::string(size_t(kernels::kMaxWorkerLineBytes), ' ') + "\n" +
+                            std::string(size_t(kernels::kMaxWorkerLineBytes) + 1, ' ') + "\n{\"op\":\"quit\"}\n";
   const fs::path dir = scratch_dir("server");
   const fs::path in = dir / "in.jsonl", out = dir / "out.jsonl";
   std::ofstream(in, std::ios::binary) << input;
@@ -1177,9 +1284,22 @@ TEST(WorkerServer, HostileRequestsGetErrorRepliesNotCrashes) {
   std::istringstream replies(slurp(out));
   std::vector<nlohmann::json> got;
   for (std::string line; std::getline(replies, line);) got.push_back(nlohmann::json::parse(line));
-  ASSERT_EQ(got.size(), 4u) << slurp(out);
-  const std::vector<std::string> why = {"nested deeper than 64 levels", "block_tables: strides[0] = -4096 < 0",
-                                        "block_tables: shape[0] = -3 < 0", "more than 1073741824 bytes"};
+  ASSERT_EQ(got.size(), 14u) << slurp(out);
+  const std::vector<std::string> why = {"nested deeper than 64 levels",
+                                        "block_tables: strides[0] = -4096 < 0",
+                                        "block_tables: shape[0] = -3 < 0",
+                                        "more than 1073741824 bytes",
+                                        "request: tensors.context_lens.values[0]: expected an integer, got a string",
+                                        "request: tensors.block_tables.values[1]: must be in -2147483648..2147483647, "
+                                        "got 4294967296",
+                                        "request: tensors.context_lens.values: expected 1 entries, got 0",
+                                        "request: args.q_len: expected an integer, got a number",
+                                        "request: args.cache_layout: ",
+                                        "request: tensors.context_lens.stride: unknown field",
+                                        "request: args: missing",
+                                        "request is not JSON: request: ",
+                                        "request is not JSON: request: malformed JSON at byte 67108865",
+                                        "request line longer than 67108864 bytes"};
   for (size_t i = 0; i < got.size(); ++i) {
     EXPECT_EQ(got[i].at("ok"), false) << got[i].dump();
     EXPECT_NE(got[i].value("error", std::string()).find(why[i]), std::string::npos) << got[i].dump();

@@ -611,7 +611,7 @@ std::string contract_violation(const DecodeRequest& r, const KernelDescription& 
     if (auto why = kernels::scale_view_problem(*s, cs, kind, name); !why.empty()) return why;
     // With one KV head a [1] scale is per tensor and per head at once.
     if (kind == Scales::per_tensor && hkv == 1 && !contains(d.scale_kinds, Scales::per_tensor)) kind = Scales::per_head;
-    if (kind == Scales::per_token && (s->shape[0] != nb || !c_contiguous(*s)))
+    if (kind == Scales::per_token && (!kernels::holds_num_blocks(s->shape[0], nb) || !c_contiguous(*s)))
       return fmt::format("{}: per-token scales {} strides [{}, {}, {}] (expected a contiguous [{}, {}, {}])", name,
                          shape_text(*s), s->stride[0], s->stride[1], s->stride[2], nb, hkv, bs);
   }

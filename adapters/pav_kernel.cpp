@@ -7,6 +7,7 @@
 #include <atomic>
 #include <cstring>
 
+#include "kernels/cache_format.hpp"
 #include "kernels/validate.hpp"
 
 namespace pav::adapters {
@@ -128,24 +129,13 @@ std::string pav_kernel_refusal(const PavKernelOptions& o, const DecodeRequest& r
   if (d.group > kMaxGroup) return fmt::format("group {} > {}", d.group, kMaxGroup);
   if (c.q_len > kMaxQLen) return fmt::format("q_len {} > {}", c.q_len, kMaxQLen);
   if (c.q.stride[1] != d.head_dim || c.out.stride[1] != d.head_dim) return "heads of q or out are not dense";
-  if (c.v_cache.shape[0] != d.num_blocks) return "V and K hold different block counts";
   if (r.lse.present()) return "this kernel writes no lse";
   if (!o.planned && r.max_partitions > kernels::kMaxUniformPartitions)
     return fmt::format("split ceiling {} > {}", r.max_partitions, kernels::kMaxUniformPartitions);
   if (o.planned && r.max_partitions != r.plan->max_partitions)
     return fmt::format("split ceiling {} differs from the plan's {}", r.max_partitions, r.plan->max_partitions);
-  const int32_t* lens = c.context_lens.as<int32_t>();
-  const int32_t* table = c.block_tables.as<int32_t>();
-  for (int64_t s = 0; s < d.num_seqs; ++s) {
-    if (lens[s] < 0) return fmt::format("sequence {}: negative length {}", s, lens[s]);
-    const int64_t pages = (int64_t(lens[s]) + d.block_size - 1) / d.block_size;
-    if (pages > d.max_blocks) return fmt::format("sequence {}: {} pages, the table has {}", s, pages, d.max_blocks);
-    for (int64_t p = 0; p < pages; ++p) {
-      const int32_t b = table[s * c.block_tables.stride[0] + p];
-      if (b < 0 || b >= d.num_blocks) return fmt::format("sequence {} page {}: block {} of {}", s, p, b, d.num_blocks);
-    }
-  }
-  return {};
+  // The table's values: the page-table rule the contract check applies too.
+  return kernels::page_table_problem(c, d.num_blocks, d.block_size);
 }
 
 CallResult pav_kernel_decode(const PavKernelOptions& o, const DecodeRequest& r) {

@@ -3,6 +3,7 @@
 
 #include <fmt/core.h>
 
+#include <cstdint>
 #include <cstring>
 #include <stdexcept>
 
@@ -159,33 +160,28 @@ json check_request(int64_t id, const DecodeRequest& r) {
 namespace {
 
 // A list of at most kMaxRank integers, each within +-kMaxExtent.
-std::vector<int64_t> dims_of(const json& d, const char* key, const std::string& name) {
-  const json& v = d.at(key);
-  if (!v.is_array()) throw std::runtime_error(fmt::format("{}: {} is not a list", name, key));
-  if (v.size() > size_t(kernels::kMaxRank)) throw std::runtime_error(fmt::format("{}: {} of rank above 6", name, key));
-  std::vector<int64_t> out;
-  for (const json& x : v) {
-    if (!x.is_number_integer()) throw std::runtime_error(fmt::format("{}: {} holds a non-integer", name, key));
-    const int64_t n = x.get<int64_t>();
-    if (n < -kMaxExtent || n > kMaxExtent)
-      throw std::runtime_error(fmt::format("{}: {} entry {} outside -{}..{}", name, key, n, kMaxExtent, kMaxExtent));
-    out.push_back(n);
-  }
-  return out;
+std::vector<int64_t> dims_of(const input::Object& d, std::string_view key) {
+  return d.array(key, 0, size_t(kernels::kMaxRank)).integers<int64_t>(-kMaxExtent, kMaxExtent);
 }
 
-TensorView view_from(const json& d, const std::string& name) {
-  if (!d.is_object()) throw std::runtime_error(name + ": descriptor is not an object");
+// A descriptor read through the shared reader: every field typed and bounded,
+// "request: tensors.NAME.FIELD: why" when it is not.
+input::Object descriptor_object(const json& d, const std::string& name) {
+  const input::Object o(d, "request", "tensors." + name);
+  o.only({"file", "storage", "dtype", "shape", "strides", "values"});
+  return o;
+}
+
+TensorView view_from(const input::Object& d) {
   TensorView v;
-  const std::string dt = d.contains("dtype") && d.at("dtype").is_string() ? d.at("dtype").get<std::string>() : "";
-  if (dt != "unknown" && !kernels::parse_dtype(dt, v.dtype))
-    throw std::runtime_error(name + ": unknown dtype '" + dt + "'");
-  const auto shape = dims_of(d, "shape", name);
+  const std::string dt = d.string("dtype");
+  if (dt != "unknown" && !kernels::parse_dtype(dt, v.dtype)) d.fail("dtype", "unknown dtype '" + input::excerpt(dt) + "'");
+  const auto shape = dims_of(d, "shape");
   v.rank = int(shape.size());
   std::copy(shape.begin(), shape.end(), v.shape.begin());
-  if (d.contains("strides")) {
-    const auto strides = dims_of(d, "strides", name);
-    if (strides.size() != shape.size()) throw std::runtime_error(name + ": strides and shape differ in length");
+  if (d.has("strides")) {
+    const auto strides = dims_of(d, "strides");
+    if (strides.size() != shape.size()) d.fail("strides", "strides and shape differ in length");
     std::copy(strides.begin(), strides.end(), v.stride.begin());
   }
   return v;
@@ -221,21 +217,20 @@ void make_contiguous(TensorView& v) {
 
 }  // namespace
 
-OwnedTensor load_tensor(const json& d, const std::string& dir, const std::string& name) {
+OwnedTensor load_tensor(const json& j, const std::string& dir, const std::string& name) {
+  const input::Object d = descriptor_object(j, name);
   OwnedTensor t;
-  t.view = view_from(d, name);
-  const json* storage = d.contains("storage") ? &d.at("storage") : nullptr;
-  if (storage && *storage != "span")
-    throw std::runtime_error(name + ": storage " + input::excerpt(*storage, 40) + " (pav knows \"span\")");
-  if (!storage) make_contiguous(t.view);
-  else if (!d.contains("strides")) throw std::runtime_error(name + ": a span file without strides");
+  t.view = view_from(d);
+  const bool span = d.has("storage");
+  if (span) (void)d.choice("storage", {"span"});
+  if (!span) make_contiguous(t.view);
+  else if (!d.has("strides")) throw std::runtime_error(name + ": a span file without strides");
   if (const std::string why = storage_problem(t.view, std::max(kernels::dtype_size(t.view.dtype), 1)); !why.empty())
     throw std::runtime_error(name + ": " + why);
-  if (!d.contains("file") || !d.at("file").is_string()) throw std::runtime_error(name + ": no file name");
-  npy::Array a = npy::read(dir + "/" + d.at("file").get<std::string>());
+  npy::Array a = npy::read(dir + "/" + d.string("file"));
   const std::vector<int64_t> shape =
-      storage ? std::vector<int64_t>{std::max<int64_t>(t.view.span(), 0)}
-              : std::vector<int64_t>(t.view.shape.begin(), t.view.shape.begin() + t.view.rank);
+      span ? std::vector<int64_t>{std::max<int64_t>(t.view.span(), 0)}
+           : std::vector<int64_t>(t.view.shape.begin(), t.view.shape.begin() + t.view.rank);
   if (a.descr != npy::descr_of(t.view.dtype) || a.shape != shape || (a.fortran_order && t.view.rank > 1))
     throw std::runtime_error(name + ": the file's dtype, shape or order differs from its descriptor");
   t.bytes = std::move(a.data);
@@ -243,19 +238,25 @@ OwnedTensor load_tensor(const json& d, const std::string& dir, const std::string
   return t;
 }
 
-OwnedTensor describe_tensor(const json& d, const std::string& name) {
+OwnedTensor describe_tensor(const json& j, const std::string& name) {
+  const input::Object d = descriptor_object(j, name);
   OwnedTensor t;
-  t.view = view_from(d, name);
-  if (d.contains("values")) {
+  t.view = view_from(d);
+  if (d.has("values")) {
     const int es = kernels::dtype_size(t.view.dtype);
-    if (es != 4 && es != 8) throw std::runtime_error(name + ": values given for a non-integer tensor");
+    if (t.view.dtype != DType::i32 && t.view.dtype != DType::i64) d.fail("values", "given for a non-integer tensor");
     // Values are laid out at the given strides: both are checked before any
     // byte is written (a negative stride or extent would reach outside).
     if (const std::string why = storage_problem(t.view, es); !why.empty()) throw std::runtime_error(name + ": " + why);
-    const json& vj = d.at("values");
-    if (!vj.is_array() || int64_t(vj.size()) != t.view.numel())
-      throw std::runtime_error(name + ": values do not match the shape");
-    const auto values = vj.get<std::vector<int64_t>>();
+    const int64_t n = std::max<int64_t>(t.view.numel(), 0);
+    // Each value within the tensor's dtype: an i32 entry past int32 is refused,
+    // never wrapped onto a valid block id.
+    const std::vector<int64_t> values =
+        es == 4 ? [&] {
+          const auto v = d.array("values", size_t(n), size_t(n)).integers<int32_t>(INT32_MIN, INT32_MAX);
+          return std::vector<int64_t>(v.begin(), v.end());
+        }()
+                : d.array("values", size_t(n), size_t(n)).integers<int64_t>(INT64_MIN, INT64_MAX);
     // The values are row-major over the shape; lay them out at the given strides.
     const int64_t span = std::max<int64_t>(t.view.span(), 1);
     t.bytes.assign(size_t(span) * size_t(es), 0);

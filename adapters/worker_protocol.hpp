@@ -80,7 +80,12 @@ struct OwnedTensor {
   kernels::TensorView view;
   std::vector<uint8_t> bytes;
 };
-// From a decode descriptor: reads DIR/file. Throws std::runtime_error naming the tensor.
+// A descriptor is read through the shared JSON reader (input/json_input.hpp):
+// a field of the wrong type, past its range or unknown throws input::InputError
+// ("request: tensors.NAME.FIELD: why"); a tensor that cannot be laid out or a
+// file that differs from its descriptor throws std::runtime_error naming the
+// tensor.
+// From a decode descriptor: reads DIR/file.
 OwnedTensor load_tensor(const nlohmann::json& d, const std::string& dir, const std::string& name);
 // From a check descriptor: no data, except inline "values" for tables.
 OwnedTensor describe_tensor(const nlohmann::json& d, const std::string& name);

@@ -5,6 +5,9 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <climits>
+#include <cstdint>
+#include <limits>
 #include <cmath>
 #include <cstring>
 
@@ -32,9 +35,11 @@ LineRead read_line(int fd, std::string& buffer, std::string& line) {
   for (;;) {
     const auto nl = buffer.find('\n');
     if (nl != std::string::npos) {
-      line = buffer.substr(0, nl);
+      // A read may bring the end of a line past the limit with its newline.
+      const bool too_long = skipping || int64_t(nl) > kernels::kMaxWorkerLineBytes;
+      line = too_long ? std::string() : buffer.substr(0, nl);
       buffer.erase(0, nl + 1);
-      return skipping ? LineRead::too_long : LineRead::line;
+      return too_long ? LineRead::too_long : LineRead::line;
     }
     if (int64_t(buffer.size()) > kernels::kMaxWorkerLineBytes) {
       skipping = true;
@@ -67,17 +72,27 @@ struct Materialized {
   DecodeRequest request;
 };
 
-TensorView take(Materialized& m, const json& tensors, const char* name, bool with_files, const std::string& dir) {
-  if (!tensors.contains(name)) return {};
+TensorView take(Materialized& m, const input::Object& tensors, const char* name, bool with_files, const std::string& dir) {
+  if (!tensors.has(name)) return {};
   const json& d = tensors.at(name);
   m.tensors.push_back(with_files ? protocol::load_tensor(d, dir, name) : protocol::describe_tensor(d, name));
   return m.tensors.back().view;
 }
 
+// An output's shape: `rank` extents, each within the protocol's bound.
+std::vector<int64_t> output_shape(const input::Object& outputs, const char* name, size_t rank) {
+  const input::Object o = outputs.object(name);
+  return o.array("shape", rank, rank).integers<int64_t>(-protocol::kMaxExtent, protocol::kMaxExtent);
+}
+
+// The request read through the shared reader (input/json_input.hpp): every
+// field typed and range-checked, "request: FIELD: why" when it is not. The
+// values only need to be representable: the kernel's check judges them.
 void build(Materialized& m, const json& req, bool with_files) {
-  const json& tensors = req.at("tensors");
-  const json& args = req.at("args");
-  const std::string dir = with_files ? req.at("dir").get<std::string>() : std::string();
+  const input::Object r(req, "request");
+  const input::Object tensors = r.object("tensors");
+  const input::Object args = r.object("args");
+  const std::string dir = with_files ? r.string("dir") : std::string();
   m.tensors.reserve(16);
   kernels::DecodeCall& c = m.request.call;
   c.q = take(m, tensors, "q", with_files, dir);
@@ -92,27 +107,27 @@ void build(Materialized& m, const json& req, bool with_files) {
   c.kv_indptr = take(m, tensors, "kv_indptr", with_files, dir);
   c.kv_indices = take(m, tensors, "kv_indices", with_files, dir);
   c.kv_last_page_len = take(m, tensors, "kv_last_page_len", with_files, dir);
-  if (!kernels::parse_cache_layout(args.value("cache_layout", std::string("packed")), c.layout))
-    throw std::runtime_error("args.cache_layout: unknown layout");
-  if (!kernels::parse_page_table(args.value("page_table", std::string("block_table")), c.page_table))
-    throw std::runtime_error("args.page_table: unknown page table");
+  (void)kernels::parse_cache_layout(args.choice("cache_layout", {"packed", "nhd", "hnd"}, "packed"), c.layout);
+  (void)kernels::parse_page_table(args.choice("page_table", {"block_table", "csr"}, "block_table"), c.page_table);
   c.context_lens = take(m, tensors, "context_lens", with_files, dir);
   c.k_scale = take(m, tensors, "k_scale", with_files, dir);
   c.v_scale = take(m, tensors, "v_scale", with_files, dir);
-  if (args.value("kv_storage", std::string()) == "latent") {  // MLA: V is K's first v_head_dim dims, one scale
+  if (args.string("kv_storage", "") == "latent") {  // MLA: V is K's first v_head_dim dims, one scale
     c.v_latent = true;
-    if (c.k_cache.rank == 4) c.v_cache = kernels::latent_v(c.k_cache, args.value("v_head_dim", int64_t(0)));
+    const int64_t dv = args.integer<int64_t>("v_head_dim", 0, protocol::kMaxExtent, 0);
+    if (c.k_cache.rank == 4) c.v_cache = kernels::latent_v(c.k_cache, dv);
     c.v_scale = c.k_scale;
   }
   const TensorView work = take(m, tensors, "work_info", with_files, dir);
   const TensorView reduce = take(m, tensors, "reduce_info", with_files, dir);
-  c.q_len = args.at("q_len").get<int>();
-  c.opt.softmax_scale = args.at("softmax_scale").get<float>();
-  c.variant.window_left = args.value("window_left", -1);
-  c.variant.soft_cap = args.value("soft_cap", 0.0f);
+  constexpr double kFloatMax = std::numeric_limits<float>::max();
+  c.q_len = args.integer<int>("q_len", INT32_MIN, INT32_MAX);
+  c.opt.softmax_scale = float(args.number("softmax_scale", -kFloatMax, kFloatMax));
+  c.variant.window_left = args.integer<int32_t>("window_left", INT32_MIN, INT32_MAX, -1);
+  c.variant.soft_cap = float(args.number("soft_cap", -kFloatMax, kFloatMax, 0.0));
   c.variant.sinks = take(m, tensors, "sinks", with_files, dir);
   c.variant.alibi_slopes = take(m, tensors, "alibi_slopes", with_files, dir);
-  m.request.max_partitions = args.value("max_partitions", int64_t(0));
+  m.request.max_partitions = args.integer<int64_t>("max_partitions", INT32_MIN, INT32_MAX, 0);
   if (work.present() || reduce.present()) {
     m.plan.work_info = work.rank == 2 && work.dtype == DType::i32 ? work.as<int32_t>() : nullptr;
     m.plan.reduce_info = reduce.rank == 2 && reduce.dtype == DType::i32 ? reduce.as<int32_t>() : nullptr;
@@ -123,30 +138,28 @@ void build(Materialized& m, const json& req, bool with_files) {
     m.request.plan = &m.plan;
   }
   if (with_files) {
-    const json& outputs = req.at("outputs");
-    const json& o = outputs.at("out");
+    const input::Object outputs = r.object("outputs");
     DType t;
-    if (!kernels::parse_dtype(o.at("dtype").get<std::string>(), t)) throw std::runtime_error("outputs.out: unknown dtype");
-    const auto shape = o.at("shape").get<std::vector<int64_t>>();
-    if (shape.size() != 3) throw std::runtime_error("outputs.out: expected rank 3");
+    const input::Object o = outputs.object("out");
+    if (!kernels::parse_dtype(o.string("dtype"), t) || t == DType::none) o.fail("dtype", "unknown dtype");
+    const auto shape = output_shape(outputs, "out", 3);
     const int es = std::max(kernels::dtype_size(t), 1);
     c.out = TensorView::contiguous_of(nullptr, t, {shape[0], shape[1], shape[2]});
     if (const std::string why = protocol::storage_problem(c.out, es); !why.empty())
       throw std::runtime_error("outputs.out: " + why);
     m.out.assign(size_t(std::max<int64_t>(c.out.numel(), 0) * es), 0);
     c.out.data = m.out.data();
-    if (outputs.contains("lse")) {
-      const auto ls = outputs.at("lse").at("shape").get<std::vector<int64_t>>();
-      if (ls.size() != 2) throw std::runtime_error("outputs.lse: expected rank 2");
+    if (outputs.has("lse")) {
+      const auto ls = output_shape(outputs, "lse", 2);
       m.request.lse = TensorView::contiguous_of(nullptr, DType::f32, {ls[0], ls[1]});
       if (const std::string why = protocol::storage_problem(m.request.lse, 4); !why.empty())
         throw std::runtime_error("outputs.lse: " + why);
       m.lse.assign(size_t(std::max<int64_t>(m.request.lse.numel(), 0) * 4), 0);
       m.request.lse.data = m.lse.data();
     }
-  } else if (tensors.contains("out")) {
+  } else if (tensors.has("out")) {
     c.out = take(m, tensors, "out", false, dir);
-    if (tensors.contains("lse")) m.request.lse = take(m, tensors, "lse", false, dir);
+    if (tensors.has("lse")) m.request.lse = take(m, tensors, "lse", false, dir);
   }
 }
 

@@ -196,7 +196,7 @@ inline std::string cache_views_problem(const DecodeCall& c, int64_t head_dim, St
     s.page_size = k.shape[3];
     s.head_dim = s.v_head_dim = head_dim;
     s.v_layout = v_layout_of(k, v);
-    if (s.v_layout == VLayout::unknown || v.shape[0] != s.pages)
+    if (s.v_layout == VLayout::unknown || !holds_num_blocks(v.shape[0], s.pages))
       return fmt::format("v_cache: shape {} is neither plain [{}, {}, {}, {}] nor trans [{}, {}, {}, {}, 16]",
                          shape_text(v), s.pages, s.hkv, head_dim, s.page_size, s.pages, s.hkv, s.page_size / 16,
                          head_dim);

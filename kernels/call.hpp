@@ -105,6 +105,16 @@ inline int64_t out_head_dim(const DecodeCall& c) {
   return c.v_latent && c.v_cache.rank == 4 ? c.v_cache.shape[3] : c.q.shape[2];
 }
 
+// The block count rule of a call's layout, its one home (docs/numerics.md,
+// "Tensors and layouts"). One block id names a page of K, of V and of each
+// per-token scale, so V and a per-token scale hold exactly K's block count
+// (num_blocks, K's dim 0): with fewer, an id K holds would be read past V's
+// end (the kernels read no table value before they launch); with more, V holds
+// pages no id can name. The kernels' validation (clause v_blocks, the scale
+// shape), the contract check (cache_views_problem, the per-token scales) and
+// pav's kernels' plugin refusal (through the validation) all ask this.
+constexpr bool holds_num_blocks(int64_t blocks, int64_t num_blocks) { return blocks == num_blocks; }
+
 // The V layout of a packed cache (unknown for any other shape).
 inline VLayout v_layout_of(const TensorView& k, const TensorView& v) {
   if (k.rank != 5) return VLayout::unknown;

@@ -48,8 +48,8 @@ constexpr ClauseInfo kClauses[kClauseCount] = {
     {Clause::v_layout, "v_layout",
      "V must be [nb, Hkv, D, block_size] or [nb, Hkv, block_size/16, D, 16]",
      "V must be [nb, Hkv, D, block_size] or [nb, Hkv, block_size/16, D, 16]"},
-    {Clause::v_blocks, "v_blocks", "V must not have more blocks than K",
-     "V must not have more blocks than K"},
+    {Clause::v_blocks, "v_blocks", "V must hold K's block count (num_blocks), no more and no fewer",
+     "V must hold K's block count (num_blocks), no more and no fewer"},
     {Clause::head_ratio, "head_ratio", "Hq must be a positive multiple of Hkv",
      "Hq must be a positive multiple of Hkv"},
     {Clause::k_contiguous, "k_contiguous", "K cache must be contiguous", "K cache must be contiguous"},
@@ -111,14 +111,6 @@ bool same_shape(const TensorView& a, const TensorView& b) {
   if (a.rank != b.rank) return false;
   for (int i = 0; i < a.rank; ++i)
     if (a.shape[i] != b.shape[i]) return false;
-  return true;
-}
-
-bool has_shape(const TensorView& v, std::initializer_list<int64_t> dims) {
-  if (v.rank != int(dims.size())) return false;
-  int i = 0;
-  for (int64_t d : dims)
-    if (v.shape[i++] != d) return false;
   return true;
 }
 
@@ -249,7 +241,7 @@ void walk(const DecodeCall& c, KernelKind kind, const PlanView* plan, const Scra
     PAV_REJECT(integer(Clause::v_heads, "v_cache.shape[1]", v.shape[1], hkv));
   if (k_ok && q_ok && !v_layout_matches(v, head_dim, bs))
     PAV_REJECT(shape(Clause::v_layout, "v_cache.shape", v));
-  if (k_rank_ok && v.rank >= 1 && v.shape[0] > nb)
+  if (k_rank_ok && v.rank >= 1 && !holds_num_blocks(v.shape[0], nb))
     PAV_REJECT(integer(Clause::v_blocks, "v_cache.shape[0]", v.shape[0], nb));
   const int64_t hq = q_ok ? c.q.shape[1] : 0;
   const bool heads_ok = hkv >= 1 && hq >= 1 && hq % hkv == 0;
@@ -306,7 +298,8 @@ void walk(const DecodeCall& c, KernelKind kind, const PlanView* plan, const Scra
     if (s.view.dtype != DType::f32) PAV_REJECT(dtype(Clause::scale_dtype, s.dtype_field, s.view.dtype, DType::f32));
     if (s.view.rank == 1 && s.view.shape[0] == 1) continue;  // per tensor
     if (s.view.rank == 3 && !k_ok) continue;  // a per-token shape is judged against a sound K
-    if (!(has_shape(s.view, {nb, hkv, bs}) && s.view.contiguous()))
+    if (!(s.view.rank == 3 && holds_num_blocks(s.view.shape[0], nb) && s.view.shape[1] == hkv &&
+          s.view.shape[2] == bs && s.view.contiguous()))
       PAV_REJECT(shape(Clause::scale_shape, s.shape_field, s.view));
   }
 

@@ -203,11 +203,28 @@ TEST(ValidateLimits, TablesBlocksAndHeads) {
   check({.what = "block_tables one row short", .edit = [](TinyCall& t) { t.call.block_tables.shape[0] -= 1; },
          .with_plan = false, .planned = Clause::block_tables_rows, .uniform = Clause::block_tables_rows,
          .launch = false});
+  // V holds exactly K's block count (kernels::holds_num_blocks): one fewer
+  // would be read past its end through a block id K holds.
   check({.what = "V with as many blocks as K"});
   check({.what = "V with one block fewer than K", .edit = [](TinyCall& t) { t.call.v_cache.shape[0] -= 1; },
-         .launch = false});
+         .with_plan = false, .planned = Clause::v_blocks, .uniform = Clause::v_blocks, .launch = false});
   check({.what = "V with one block more than K", .edit = [](TinyCall& t) { t.call.v_cache.shape[0] += 1; },
          .with_plan = false, .planned = Clause::v_blocks, .uniform = Clause::v_blocks, .launch = false});
+  // Per-token scales follow the same rule: [num_blocks, Hkv, block_size], one
+  // block fewer or more refused. The accepted call runs with unit scales.
+  for (const int64_t delta : {int64_t(-1), int64_t(0), int64_t(1)}) {
+    const Clause want = delta == 0 ? Clause::none : Clause::scale_shape;
+    check({.what = "per-token scales over num_blocks " + std::string(delta < 0 ? "- 1" : delta > 0 ? "+ 1" : "+ 0"),
+           .edit =
+               [delta](TinyCall& t) {
+                 const int64_t nb = t.call.k_cache.shape[0], hkv = t.call.k_cache.shape[1], bs = t.call.k_cache.shape[3];
+                 static std::vector<float> unit;
+                 unit.assign(size_t((nb + 1) * hkv * bs), 1.0f);
+                 t.call.k_scale = TensorView::contiguous_of(unit.data(), DType::f32, {nb + delta, hkv, bs});
+                 t.call.v_scale = t.call.k_scale;
+               },
+           .with_plan = delta == 0, .planned = want, .uniform = want, .launch = delta == 0});
+  }
   check({.what = "Hq = Hkv", .spec = [](TinySpec& s) { s.hkv = 2; s.group = 1; }});
   check({.what = "Hq = 3 Hkv", .spec = [](TinySpec& s) { s.hkv = 2; s.group = 3; }});
   check({.what = "Hq = Hkv + 1",

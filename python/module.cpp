@@ -27,6 +27,7 @@
 #include "adapters/in_process.hpp"
 #include "adapters/kernel.hpp"
 #include "adapters/worker_protocol.hpp"
+#include "input/json_input.hpp"
 #include "tools/command.hpp"
 #include "tools/stop.hpp"
 
@@ -263,13 +264,18 @@ class PythonKernel final : public pav::adapters::KernelUnderTest {
   std::atomic<int64_t> calls_{0};
 };
 
-// The description as pav reads it, with the worker protocol's checks. A
-// description that breaks the contract raises ValueError naming the field.
+// The description as pav reads it, with the worker protocol's checks: parsed
+// by the shared reader (input/json_input.hpp) with a JSON file's size and
+// nesting limits. A description that is not such JSON, or breaks the
+// contract, raises ValueError naming the field.
 KernelDescription read_description(const std::string& description_json) {
   try {
-    return pav::adapters::description_from_json(json::parse(description_json));
-  } catch (const json::exception& e) {
-    throw py::value_error(std::string("description: not JSON: ") + e.what());
+    if (int64_t(description_json.size()) > pav::input::kMaxJsonFileBytes)
+      pav::input::fail("description", "", std::to_string(description_json.size()) + " bytes, more than the limit of " +
+                                              std::to_string(pav::input::kMaxJsonFileBytes) + " bytes");
+    return pav::adapters::description_from_json(pav::input::parse_json(description_json, "description"));
+  } catch (const pav::input::InputError& e) {
+    throw py::value_error(e.what());
   } catch (const pav::adapters::KernelSpecError& e) {
     throw py::value_error(e.what());
   }

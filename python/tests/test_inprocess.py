@@ -173,6 +173,23 @@ def test_a_description_is_checked_as_a_workers_is():
     assert pav.Description(DESCRIPTION, gqa_ratios=[1, 8]).gqa_ratios == [1, 8]
 
 
+def test_a_description_is_read_as_every_json_input_is():
+    """The description text goes through pav's shared JSON reader: its nesting
+    and size limits, and errors that name the field."""
+    check = pav.api._extension().check_description
+    cases = [
+        ("[" * 65 + "]" * 65, "description: .*nested deeper than 64 levels"),
+        ('{"name": "k", "name": "k"}', "description: name: duplicate key"),
+        ('{"name": "k", "q_dtypes": [', "description: .*malformed JSON"),
+        ('"' + "x" * (64 << 20) + '"', "description: .* bytes, more than the limit of 67108864 bytes"),
+        (json.dumps(dict(DESCRIPTION.fields, name=5)), "name: expected a string"),
+    ]
+    for text, why in cases:
+        with pytest.raises(ValueError, match=why):
+            check(text)
+    assert json.loads(check(json.dumps(DESCRIPTION.fields)))["name"] == DESCRIPTION.fields["name"]
+
+
 def test_a_kernel_needs_its_description_and_a_spec_takes_none():
     with pytest.raises(pav.UsageError, match="description"):
         pav.verify(decode_ok)
