@@ -16,7 +16,8 @@
 #include "common/fault_testing.hpp"
 #include "properties/case_format.hpp"
 #include "properties/counterexample.hpp"
-#include "properties/fuzz.hpp"
+#include "properties/fuzz_engine.hpp"
+#include "properties/replay.hpp"
 
 using namespace pav::props;
 using namespace pav::props::fuzz;

@@ -12,7 +12,9 @@
 #include <set>
 
 #include "properties/case_format.hpp"
-#include "properties/fuzz.hpp"
+#include "properties/fuzz_engine.hpp"
+#include "properties/builtin_properties.hpp"
+#include "properties/replay.hpp"
 #include "properties/gate_gen.hpp"
 
 using namespace pav::props;
@@ -283,7 +285,7 @@ TEST(FuzzProperties, EachPassesItsFirstCasesOnTheCurrentCode) {
   // Few cases each: a smoke check that the properties hold on the code as it
   // is (the long runs are `pav fuzz`'s job).
   const std::pair<const char*, int> runs[] = {{"planner", 200}, {"gate-mirror", 100}, {"decode", 3},
-                                              {"batch-invariance", 3}};
+                                              {"batch-invariance", 3}, {"reject", 3}, {"stale", 3}};
   for (const auto& [name, n] : runs) {
     const Property* p = find_property(name);
     ASSERT_NE(p, nullptr);
