@@ -58,9 +58,13 @@ PavKernelOptions parse_pav_kernel_words(const std::vector<std::string>& words) {
   return o;
 }
 
+std::string pav_kernel_words(const PavKernelOptions& o) {
+  return fmt::format("--path {} --partial {} --arch {} --cu {}", o.planned ? "planned" : "uniform",
+                     kernels::to_string(o.partial), kernels::to_string(o.arch), o.cu);
+}
+
 std::string pav_kernel_spec(const PavKernelOptions& o) {
-  return fmt::format("pav:{} --path {} --partial {} --arch {} --cu {}", o.backend == kernels::Backend::gpu ? "gpu" : "cpu",
-                     o.planned ? "planned" : "uniform", kernels::to_string(o.partial), kernels::to_string(o.arch), o.cu);
+  return fmt::format("pav:{} {}", o.backend == kernels::Backend::gpu ? "gpu" : "cpu", pav_kernel_words(o));
 }
 
 KernelDescription pav_kernel_description(const PavKernelOptions& o) {

@@ -27,9 +27,11 @@ struct PavKernelOptions {
 // Parses the configuration words; throws KernelSpecError naming the word.
 PavKernelOptions parse_pav_kernel_words(const std::vector<std::string>& words);
 
-// The --kernel text that opens these options again: pav:cpu or pav:gpu with
-// every configuration word spelled out (parse_pav_kernel_words reads it back).
+// The --kernel text that opens these options again: pav:cpu or pav:gpu and
+// pav_kernel_words, every configuration word spelled out
+// (parse_pav_kernel_words reads them back).
 std::string pav_kernel_spec(const PavKernelOptions& o);
+std::string pav_kernel_words(const PavKernelOptions& o);
 
 // What pav's kernels support under these options.
 KernelDescription pav_kernel_description(const PavKernelOptions& o);

@@ -405,7 +405,8 @@ Property on_pav_kernels(std::optional<bool> planned, PropertyParts<T> (*parts_fo
         return v;
       },
       [parts_for, description](const V& v) {
-        return parts_for(description(v.kernel)).describe(v.value) + " on " + adapters::pav_kernel_spec(v.kernel);
+        return parts_for(description(v.kernel)).describe(v.value) + " on pav's kernel " +
+               adapters::pav_kernel_words(v.kernel);
       },
       simplify,
       [](const V& v, const CheckContext& ctx) {
