@@ -38,7 +38,9 @@
 #include "input/json_input.hpp"
 #include "kernels/limits.hpp"
 #include "properties/case_format.hpp"
-#include "properties/fuzz.hpp"
+#include "properties/fuzz_engine.hpp"
+#include "properties/kernel_properties.hpp"
+#include "properties/shrink_cases.hpp"
 #include "properties/gen.hpp"
 #include "properties/host_case.hpp"
 #include "properties/kernel_gen.hpp"
@@ -1599,7 +1601,7 @@ TEST(KernelGeneration, ShrinkCandidatesOfAVariantCaseAreBuildable) {
   s.sinks = std::vector<float>{1, 2, 3, 4, 5, 6};
   s.alibi_slopes = std::vector<float>{0.1f, 0.2f, 0.3f, 0.4f, 0.5f, 0.6f};
   std::set<std::string> dropped;
-  for (const props::CaseSpec& c : props::fuzz::simpler_decode_specs(s)) {
+  for (const props::CaseSpec& c : props::simpler_decode_specs(s)) {
     EXPECT_NO_THROW((void)props::check_case_spec(c)) << "hkv " << c.hkv << " G " << c.group;
     if (c.window_left < 0) dropped.insert("window");
     if (c.soft_cap == 0.0f) dropped.insert("cap");

@@ -5,9 +5,12 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cmath>
 #include <cstring>
+#include <limits>
 
 #include "kernels/cache_format.hpp"
+#include "kernels/codecs.hpp"
 #include "kernels/validate.hpp"
 
 namespace pav::adapters {
@@ -54,6 +57,15 @@ PavKernelOptions parse_pav_kernel_words(const std::vector<std::string>& words) {
     }
   }
   return o;
+}
+
+std::string pav_kernel_words(const PavKernelOptions& o) {
+  return fmt::format("--path {} --partial {} --arch {} --cu {}", o.planned ? "planned" : "uniform",
+                     kernels::to_string(o.partial), kernels::to_string(o.arch), o.cu);
+}
+
+std::string pav_kernel_spec(const PavKernelOptions& o) {
+  return fmt::format("pav:{} {}", o.backend == kernels::Backend::gpu ? "gpu" : "cpu", pav_kernel_words(o));
 }
 
 KernelDescription pav_kernel_description(const PavKernelOptions& o) {
@@ -138,6 +150,49 @@ std::string pav_kernel_refusal(const PavKernelOptions& o, const DecodeRequest& r
   return kernels::page_table_problem(c, d.num_blocks, d.block_size);
 }
 
+namespace {
+
+void fill_nan(std::vector<uint8_t>& bytes, DType dtype) {
+  if (dtype == DType::f32) {
+    const float nan = std::numeric_limits<float>::quiet_NaN();
+    for (size_t i = 0; i + 4 <= bytes.size(); i += 4) std::memcpy(&bytes[i], &nan, 4);
+    return;
+  }
+  const uint16_t nan = dtype == DType::bf16 ? 0x7fc0 : 0x7e00;
+  for (size_t i = 0; i + 2 <= bytes.size(); i += 2) std::memcpy(&bytes[i], &nan, 2);
+}
+
+bool is_nan_at(const std::vector<uint8_t>& bytes, DType dtype, int64_t e) {
+  if (dtype == DType::f32) {
+    float v;
+    std::memcpy(&v, &bytes[size_t(e) * 4], 4);
+    return std::isnan(v);
+  }
+  uint16_t h;
+  std::memcpy(&h, &bytes[size_t(e) * 2], 2);
+  return std::isnan(dtype == DType::bf16 ? kernels::bf16_to_f32(h) : kernels::f16_to_f32(h));
+}
+
+// Scratch elements (m, l and the partial rows) of the slots past the plan's
+// active tasks that are no longer NaN, over every KV head.
+int64_t touched_past_active(const kernels::PlanView& plan, int64_t rows, int64_t head_dim, DType partial,
+                            const std::vector<uint8_t>& p, const std::vector<float>& m, const std::vector<float>& l) {
+  int64_t active = 0;
+  for (int64_t b = 0; b < plan.num_seqs; ++b)
+    active = std::max<int64_t>(active, int64_t(plan.reduce_info[2 * b]) + plan.reduce_info[2 * b + 1]);
+  int64_t touched = 0;
+  for (int64_t h = 0; h < plan.kv_heads; ++h)
+    for (int64_t i = active; i < plan.capacity; ++i)
+      for (int64_t r = 0; r < rows; ++r) {
+        const int64_t row = (h * plan.capacity + i) * rows + r;
+        if (!std::isnan(m[size_t(row)]) || !std::isnan(l[size_t(row)])) ++touched;
+        for (int64_t d = 0; d < head_dim; ++d) touched += !is_nan_at(p, partial, row * head_dim + d);
+      }
+  return touched;
+}
+
+}  // namespace
+
 CallResult pav_kernel_decode(const PavKernelOptions& o, const DecodeRequest& r) {
   if (std::string why = pav_kernel_refusal(o, r); !why.empty()) return {Outcome::rejected, why};
   const kernels::DecodeCall c = pav_kernel_call(o, r);
@@ -146,7 +201,9 @@ CallResult pav_kernel_decode(const PavKernelOptions& o, const DecodeRequest& r) 
   // Scratch the kernel owns; its dtype is the configured partial dtype.
   const int64_t rows_total = std::max<int64_t>(g.slots, 1) * g.rows;
   std::vector<uint8_t> partial(size_t(rows_total * g.head_dim * kernels::dtype_size(g.partial)));
-  std::vector<float> m(static_cast<size_t>(rows_total)), l(static_cast<size_t>(rows_total));
+  std::vector<float> m(static_cast<size_t>(rows_total), std::numeric_limits<float>::quiet_NaN());
+  std::vector<float> l(m);
+  fill_nan(partial, g.partial);
   kernels::Scratch s;
   if (g.needed) {
     if (g.rank == 4) {
@@ -166,6 +223,10 @@ CallResult pav_kernel_decode(const PavKernelOptions& o, const DecodeRequest& r) 
       if (res.status == kernels::DecodeStatus::stale_plan)
         return {Outcome::stale_plan,
                 fmt::format("{} plan tasks and {} rows do not match the live lengths", res.stale_tasks, res.stale_rows)};
+      if (g.needed && g.rank == 4)
+        if (const int64_t n = touched_past_active(*plan, g.rows, g.head_dim, g.partial, partial, m, l))
+          return {Outcome::kernel_error,
+                  fmt::format("{} scratch elements past the plan's active tasks were written", n)};
     } else {
       kernels::launch_uniform(c, s, o.backend);
     }

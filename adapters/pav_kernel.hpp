@@ -27,6 +27,12 @@ struct PavKernelOptions {
 // Parses the configuration words; throws KernelSpecError naming the word.
 PavKernelOptions parse_pav_kernel_words(const std::vector<std::string>& words);
 
+// The --kernel text that opens these options again: pav:cpu or pav:gpu and
+// pav_kernel_words, every configuration word spelled out
+// (parse_pav_kernel_words reads them back).
+std::string pav_kernel_spec(const PavKernelOptions& o);
+std::string pav_kernel_words(const PavKernelOptions& o);
+
 // What pav's kernels support under these options.
 KernelDescription pav_kernel_description(const PavKernelOptions& o);
 
@@ -40,8 +46,10 @@ kernels::DecodeCall pav_kernel_call(const PavKernelOptions& o, const DecodeReque
 std::string pav_kernel_refusal(const PavKernelOptions& o, const DecodeRequest& r);
 
 // Runs the call through the launch entries (validation included) with scratch
-// of its own. Never throws for the call's content: a reject or a stale plan is
-// the result's outcome.
+// of its own, NaN-poisoned. Never throws for the call's content: a reject or a
+// stale plan is the result's outcome, and a planned launch that wrote scratch
+// slots past the plan's active tasks is a kernel_error (those slots belong to
+// no task: a write there is a task index gone wrong).
 CallResult pav_kernel_decode(const PavKernelOptions& o, const DecodeRequest& r);
 
 // pav's kernels as a kernel under test (adapter "pav").

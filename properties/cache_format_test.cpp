@@ -31,7 +31,7 @@
 #include "kernels/cache_format.hpp"
 #include "kernels/codecs.hpp"
 #include "properties/case_format.hpp"
-#include "properties/fuzz.hpp"
+#include "properties/fuzz_engine.hpp"
 #include "properties/gen.hpp"
 #include "properties/host_case.hpp"
 #include "properties/kernel_gen.hpp"

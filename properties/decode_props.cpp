@@ -1,51 +1,53 @@
 // SPDX-License-Identifier: Apache-2.0
-// Decode properties: planned and uniform CPU decode against the reference on
+// Decode properties of pav's own kernels, through their adapter as every kernel
+// under test is checked: planned and uniform decode against the reference on
 // generated uneven calls (boundary lengths, NaN-poisoned outputs, scratch and
-// out-of-context cache bytes), and bit-exact batch invariance for a fixed split.
+// out-of-context cache bytes), pav's settings drawn per case, and bit-exact
+// batch invariance for a fixed split. Each property runs through the fuzz
+// engine, which prints its seed and shrinks and saves a failure.
 #include <gtest/gtest.h>
-#include <rapidcheck/gtest.h>
 
-#include <cstring>
+#include <random>
 
-#include "properties/case_format.hpp"
+#include "properties/builtin_properties.hpp"
 #include "properties/counterexample.hpp"
 #include "properties/gen.hpp"
-#include "properties/runner.hpp"
+#include "properties/kernel_properties.hpp"
+#include "properties/replay.hpp"
+#include "properties/runner_kernel.hpp"
 
 using namespace pav::kernels;
 using namespace pav::props;
+namespace fz = pav::props::fuzz;
 
-RC_GTEST_PROP(DecodeProps, CpuDecodeMatchesReference, ()) {
-  const CaseSpec spec = *gen_decode_case();
-  HostCase c = build_case(spec);
-  const CaseCheck k = check_case(c);
-  if (!k.passed) {
-    try {
-      const std::string path = save_counterexample(default_counterexample_dir(),
-                                                    "DecodeProps.CpuDecodeMatchesReference", std::nullopt, spec);
-      RC_LOG() << "counterexample saved to " << path << "\n";
-    } catch (const std::exception& e) {
-      RC_LOG() << "counterexample not saved: " << e.what() << "\n";
-    }
-  }
-  if (!k.passed) RC_FAIL(k.verdict);
+namespace {
+
+// 100 cases of a built-in property on the CPU backend from a fresh seed.
+void expect_property_holds(const char* name) {
+  const fz::Property* p = fz::find_property(name);
+  ASSERT_NE(p, nullptr) << name;
+  fz::FuzzOptions o;
+  o.cases = 100;
+  o.seed = (uint64_t(std::random_device{}()) << 32) | std::random_device{}();
+  o.progress = false;
+  o.label = name;
+  const fz::FuzzReport r = fz::run_fuzz(o, {p}, stdout, nullptr);
+  ASSERT_EQ(r.runs.size(), 1u);
+  if (const fz::PropertyRun* f = r.first_failure())
+    ADD_FAILURE() << name << ": " << f->failure->message << " (" << f->failure->reproduce << "; saved "
+                  << f->saved_path << ")";
 }
 
-RC_GTEST_PROP(DecodeProps, BatchInvariantForFixedSplit, ()) {
-  DecodeGenLimits lim;
-  lim.allow_long = false;
-  CaseSpec spec = *gen_decode_case(lim);
-  spec.path = Path::uniform;
-  spec.opt.uniform_partitions = *rc::gen::inRange(1, 9);
-  HostCase batch = build_case(spec);
-  run_case(batch);
-  const int64_t seq = *rc::gen::inRange<int64_t>(0, int64_t(spec.lens.size()));
-  HostCase alone = build_case(single_sequence_spec(batch, seq));
-  run_case(alone);
-  const int64_t row_elems = int64_t(spec.hkv) * spec.group * spec.head_dim;
-  const uint16_t* in_batch = &batch.out[seq * spec.q_len * row_elems];
-  RC_ASSERT(std::memcmp(in_batch, alone.out.data(), size_t(spec.q_len * row_elems) * 2) == 0);
+nlohmann::json meta_of(const char* property, nlohmann::json more = nlohmann::json::object()) {
+  more["property"] = property;
+  return more;
 }
+
+}  // namespace
+
+TEST(DecodeProps, CpuDecodeMatchesReference) { expect_property_holds("decode"); }
+
+TEST(DecodeProps, BatchInvariantForFixedSplit) { expect_property_holds("batch-invariance"); }
 
 TEST(DecodeCases, BatchInvariantShortBesideLong) {
   // The property above at a fixed point where a partition size borrowed from
@@ -54,18 +56,11 @@ TEST(DecodeCases, BatchInvariantShortBesideLong) {
   spec.lens = {10000, 700};
   spec.group = 2;
   spec.path = Path::uniform;
-  spec.opt.uniform_partitions = 4;
+  spec.max_partitions = 4;
   spec.seed = 5;
-  HostCase batch = build_case(spec);
-  run_case(batch);
-  const int64_t row_elems = int64_t(spec.hkv) * spec.group * spec.head_dim;
   for (int64_t seq = 0; seq < 2; ++seq) {
-    HostCase alone = build_case(single_sequence_spec(batch, seq));
-    run_case(alone);
-    EXPECT_EQ(std::memcmp(&batch.out[size_t(seq * spec.q_len * row_elems)], alone.out.data(),
-                          size_t(spec.q_len * row_elems) * 2),
-              0)
-        << "request " << seq << " differs in the batch and alone";
+    const fz::Verdict v = fz::replay_case(spec, meta_of("batch-invariance", {{"seq", seq}}), {});
+    EXPECT_TRUE(v.passed) << "request " << seq << ": " << v.message;
   }
 }
 
@@ -81,9 +76,10 @@ TEST(DecodeCases, SentinelAtEveryTileBoundaryIsSeen) {
     s.path = path;
     s.sentinels = boundary_sentinels(s.lens);
     s.seed = 42;
-    HostCase c = build_case(s);
-    const CaseCheck k = check_case(c);
-    EXPECT_TRUE(k.passed) << (path == Path::planned ? "planned: " : "uniform: ") << k.verdict;
+    std::string ran;
+    const fz::Verdict v = fz::replay_case(s, meta_of("decode"), {}, &ran);
+    EXPECT_EQ(ran, "decode");
+    EXPECT_TRUE(v.passed) << (path == Path::planned ? "planned: " : "uniform: ") << v.message;
   }
 }
 
@@ -94,9 +90,14 @@ TEST(DecodeCases, FullyMaskedRowsAreExactlyZero) {
   s.q_len = 4;
   s.group = 3;
   s.path = Path::planned;
+  const auto k = fz::pav_kernel_for_case(s, Backend::cpu);
   HostCase c = build_case(s);
-  const CaseCheck k = check_case(c);
-  ASSERT_TRUE(k.passed) << k.verdict;
+  KernelCall kc;
+  prepare_kernel_call(kc, c, k->description());
+  const CheckedRun run = run_checked(*k, kc.request);
+  ASSERT_TRUE(run.ok()) << outcome_text(run.decode);
+  const KernelJudgement j = judge_kernel_output(kc.request, k->description());
+  ASSERT_TRUE(j.passed) << j.verdict;
   const int64_t row = int64_t(s.group) * s.head_dim;
   for (int64_t b = 0; b < 4; ++b)
     for (int64_t p = 0; p < s.q_len; ++p) {

@@ -31,7 +31,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "properties/fuzz.hpp"
+#include "properties/fuzz_engine.hpp"
 
 namespace pav::props::fuzz {
 

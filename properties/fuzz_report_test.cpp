@@ -9,7 +9,7 @@
 #include <mutex>
 #include <set>
 
-#include "properties/fuzz.hpp"
+#include "properties/fuzz_engine.hpp"
 #include "properties/fuzz_report.hpp"
 
 using namespace pav::props::fuzz;

@@ -9,10 +9,13 @@
 
 #include <cstdio>
 #include <filesystem>
+#include <optional>
 #include <set>
 
 #include "properties/case_format.hpp"
-#include "properties/fuzz.hpp"
+#include "properties/fuzz_engine.hpp"
+#include "properties/builtin_properties.hpp"
+#include "properties/replay.hpp"
 #include "properties/gate_gen.hpp"
 
 using namespace pav::props;
@@ -205,6 +208,47 @@ TEST(FuzzEngine, FindsShrinksSavesAndReplaysAPlantedDefect) {
   std::filesystem::remove_all(dir);
 }
 
+TEST(FuzzEngine, AFailureOnPavsKernelsIsSavedWithTheKernelItRanOnAndHowToRerunIt) {
+  // pav's kernels on the GPU backend, which this test binary never registers:
+  // every decode case fails (the launch throws) wherever the test runs, so a
+  // failure is found, shrunk and saved without a planted defect in the kernels.
+  if (pav::kernels::gpu_backend_available()) GTEST_SKIP() << "a GPU backend is registered here";
+  const Property* p = find_property("decode");
+  ASSERT_NE(p, nullptr);
+  CheckContext gpu;
+  gpu.backend = pav::kernels::Backend::gpu;
+  ShrinkLimits limits;
+  limits.max_tries = 3;
+  const uint64_t seed = 91;
+  const std::optional<Found> f = p->shrink_seed(seed, case_size(seed), gpu, limits);
+  ASSERT_TRUE(f.has_value()) << "the decode property passed on an unregistered GPU backend";
+  // The case records the kernel it ran on, with the settings it drew, so a
+  // replay runs that kernel, not pav's kernel with other settings.
+  ASSERT_TRUE(f->meta.contains("kernel")) << f->meta.dump();
+  const std::string spec = f->meta["kernel"].value("spec", "");
+  EXPECT_EQ(spec.rfind("pav:gpu --path ", 0), 0u) << spec;
+  EXPECT_NE(spec.find(" --partial "), std::string::npos) << spec;
+  EXPECT_NE(spec.find(" --arch "), std::string::npos) << spec;
+  EXPECT_NE(spec.find(" --cu "), std::string::npos) << spec;
+  EXPECT_EQ(f->meta["kernel"].value("adapter", ""), "pav");
+  EXPECT_NE(f->description.find(" on pav's kernel " + spec.substr(std::string("pav:gpu ").size())), std::string::npos)
+      << f->description;
+
+  const auto dir = scratch_dir("pav-kernel-record");
+  FuzzOptions o;
+  o.ctx = gpu;
+  o.seed = seed;
+  const std::string path = save_found(dir.string(), *f, o);
+  json meta;
+  load_case_spec(path, &meta);
+  EXPECT_EQ(meta["kernel"].value("spec", ""), spec);
+  // The seed draws the same settings again: the command names the backend.
+  EXPECT_EQ(meta.value("reproduce", ""), "pav fuzz --property decode --seed 91 --cases 1 --backend gpu");
+  o.ctx.backend = pav::kernels::Backend::cpu;
+  EXPECT_EQ(reproduce_command("planner", 5, o), "pav fuzz --property planner --seed 5 --cases 1 --backend cpu");
+  std::filesystem::remove_all(dir);
+}
+
 TEST(FuzzEngine, RunsExactlyTheCaseBudgetWhenNothingFails) {
   const auto dir = scratch_dir("budget");
   FuzzOptions o;
@@ -283,7 +327,7 @@ TEST(FuzzProperties, EachPassesItsFirstCasesOnTheCurrentCode) {
   // Few cases each: a smoke check that the properties hold on the code as it
   // is (the long runs are `pav fuzz`'s job).
   const std::pair<const char*, int> runs[] = {{"planner", 200}, {"gate-mirror", 100}, {"decode", 3},
-                                              {"batch-invariance", 3}};
+                                              {"batch-invariance", 3}, {"reject", 3}, {"stale", 3}};
   for (const auto& [name, n] : runs) {
     const Property* p = find_property(name);
     ASSERT_NE(p, nullptr);

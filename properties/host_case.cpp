@@ -522,6 +522,7 @@ CaseSpec single_sequence_spec(const HostCase& c, int64_t seq) {
   CaseSpec s = c.spec;
   s.lens = {c.lens[size_t(seq)]};
   s.sentinels.clear();
+  s.null_block = false;  // the inline table's ids place the blocks, block 0 (poisoned) among them
   s.block_tables = std::vector<int32_t>(c.block_tables.begin() + seq * c.max_blocks,
                                         c.block_tables.begin() + (seq + 1) * c.max_blocks);
   const int64_t row_elems = int64_t(s.hkv) * s.group * s.head_dim;

@@ -5,7 +5,6 @@
 
 #include "kernels/split_rules.hpp"
 #include "kernels/validate.hpp"
-#include "reference/decode.hpp"
 
 namespace pav::props {
 
@@ -37,31 +36,6 @@ RunResult run_case(HostCase& c, Backend backend) {
     launch_uniform(call, r.scratch.view, backend);
   }
   return r;
-}
-
-CaseCheck check_case(HostCase& c, Backend backend) {
-  CaseCheck k;
-  k.run = run_case(c, backend);
-  DecodeCall call = c.call();
-  const reference::ReferenceResult ref = reference::decode(call);
-  k.compare = reference::compare(call.out, ref);
-  if (c.spec.path == Path::planned)
-    k.scratch_touched_past_active =
-        scratch_touched_past(k.run.scratch, call, k.run.active_tasks, k.run.slots_per_head, k.run.heads);
-  k.passed = k.compare.passed() && k.run.status.status == DecodeStatus::ok && k.scratch_touched_past_active == 0;
-  // One line that starts with FAIL whenever the case fails, also when the
-  // output itself is within the standard and only the status or the scratch
-  // check failed.
-  std::string extra;
-  if (k.run.status.status != DecodeStatus::ok)
-    extra += fmt::format("; stale plan ({} tasks, {} rows)", k.run.status.stale_tasks, k.run.status.stale_rows);
-  if (k.scratch_touched_past_active)
-    extra += fmt::format("; {} scratch elements past the active tasks were written", k.scratch_touched_past_active);
-  if (k.passed || !k.compare.passed())
-    k.verdict = k.compare.verdict + extra;
-  else
-    k.verdict = "FAIL: " + extra.substr(2) + "; the output itself: " + k.compare.verdict;
-  return k;
 }
 
 }  // namespace pav::props

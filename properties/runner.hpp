@@ -1,13 +1,13 @@
 // SPDX-License-Identifier: Apache-2.0
 #pragma once
-// Runs a HostCase through a kernel path via the real launch entries, and checks
-// it against the reference with the comparison standard (docs/numerics.md).
+// Runs a HostCase through a kernel path via the real launch entries: the drift
+// sweep's runs on pav's kernels (a decode check goes through pav's adapter,
+// properties/kernel_properties.hpp, as every kernel under test's does).
 #include <optional>
 #include <string>
 
 #include "kernels/launch.hpp"
 #include "properties/host_case.hpp"
-#include "reference/compare.hpp"
 
 namespace pav::props {
 
@@ -25,18 +25,5 @@ struct RunResult {
 // case's lengths, and launches. Throws kernels::RejectError when validation
 // rejects the call.
 RunResult run_case(HostCase& c, kernels::Backend backend = kernels::Backend::cpu);
-
-struct CaseCheck {
-  bool passed = false;
-  reference::CompareReport compare;
-  RunResult run;
-  int64_t scratch_touched_past_active = 0;  // scratch elements no longer NaN past the active tasks
-  std::string verdict;  // one line
-};
-
-// Runs the case and the reference (fp32, kernel's Q input) and applies every
-// check: the compare standard (finite, within bounds, empty rows exactly 0),
-// status ok, scratch past the active tasks still NaN.
-CaseCheck check_case(HostCase& c, kernels::Backend backend = kernels::Backend::cpu);
 
 }  // namespace pav::props

@@ -8,7 +8,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "properties/fuzz.hpp"
+#include "properties/fuzz_engine.hpp"
 #include "properties/gen.hpp"
 #include "properties/kernel_gen.hpp"
 #include "properties/runner_kernel.hpp"

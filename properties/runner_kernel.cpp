@@ -156,6 +156,9 @@ KernelJudgement check_kernel_case(const CaseSpec& spec, adapters::KernelUnderTes
   KernelJudgement j;
   if (std::string why = adapters::contract_violation(kc.request, d); !why.empty()) {
     j.verdict = "pav generated a call outside the kernel's description: " + why;
+    // A saved case's recipe may ask for what the kernel refuses: say so by its words.
+    if (d.has_check)
+      if (const adapters::CallResult check = k.check(kc.request); !check.ok()) j.verdict += "; " + outcome_text(check);
     return j;
   }
   const CheckedRun run = run_checked(k, kc.request);

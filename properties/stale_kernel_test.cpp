@@ -16,7 +16,8 @@
 #include "adapters/kernel.hpp"
 #include "kernels/planner.hpp"
 #include "properties/case_format.hpp"
-#include "properties/fuzz.hpp"
+#include "properties/fuzz_engine.hpp"
+#include "properties/kernel_properties.hpp"
 #include "properties/kernel_gen.hpp"
 
 namespace {

@@ -9,7 +9,8 @@
 #include <filesystem>
 
 #include "properties/case_format.hpp"
-#include "properties/fuzz.hpp"
+#include "properties/fuzz_engine.hpp"
+#include "properties/replay.hpp"
 
 #ifndef PAV_SOURCE_DIR
 #error "PAV_SOURCE_DIR must name the source tree (set by regression/CMakeLists.txt)"

@@ -17,7 +17,7 @@
 #include "input/json_input.hpp"
 #include "properties/case_format.hpp"
 #include "common/durable_file.hpp"
-#include "properties/fuzz.hpp"
+#include "properties/fuzz_engine.hpp"
 #include "properties/fuzz_report.hpp"
 #include "tools/backend_option.hpp"
 #include "tools/fuzz_output.hpp"
@@ -184,11 +184,12 @@ int run(std::vector<std::string> args) {
                         "needs; name a new file");
   if (!report_path.empty()) pav::check_writable_file(report_path, "--report " + report_path);
 
-  // With --kernel, the properties are the kernel's, generated within its description.
+  // With --kernel, the properties are the kernel's, generated within its description;
+  // without, pav's planner and gate properties and its own kernels' (the same kernel properties).
   std::unique_ptr<adapters::KernelUnderTest> kernel;
   if (!kernel_options.specs.empty()) kernel = cli::open_kernel(kernel_options.specs.front(), kernel_options);
   const std::vector<fz::Property> available =
-      kernel ? fz::kernel_properties(kernel->description()) : fz::properties();
+      kernel ? fz::kernel_properties(*kernel) : fz::properties();
   if (list) return list_properties(output, available);
   const kernels::Backend backend = cli::pick_backend(backend_name);
 
@@ -299,7 +300,7 @@ int run(std::vector<std::string> args) {
   j["interrupted"] = r.interrupted;
   if (r.interrupted) j["signal"] = cli::stop_signal_name();
   j["runs"] = ojson::array();
-  for (const auto& run : r.runs) j["runs"].push_back(cli::property_run_json(run, kernel.get()));
+  for (const auto& run : r.runs) j["runs"].push_back(cli::property_run_json(run));
   // Where each property's stream stands before and after: --resume reads
   // "resume"; a property the run did not reach stays where it was.
   j["resumed_from"] = resume_path.empty() ? ojson(nullptr) : ojson(resume_path);

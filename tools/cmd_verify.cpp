@@ -11,7 +11,7 @@
 #include "common/text_list.hpp"
 #include "kernels/validate.hpp"
 #include "properties/drift_run.hpp"
-#include "properties/fuzz.hpp"
+#include "properties/fuzz_engine.hpp"
 #include "tools/backend_option.hpp"
 #include "tools/drift_progress.hpp"
 #include "tools/fuzz_output.hpp"
@@ -88,7 +88,7 @@ CheckResult property_check(const VerifyContext& v, const char* property, const c
   if (!r.ran) return r;
   const fz::PropertyRun& run = rep.runs.front();
   r.cases = run.cases;
-  r.detail = cli::property_run_json(run, v.kernel);
+  r.detail = cli::property_run_json(run);
   r.save_error = run.save_error;
   if (run.failure) {
     const fz::Found& f = *run.failure;
@@ -230,7 +230,7 @@ int run(std::vector<std::string> args) {
   std::vector<fz::Property> kernel_props;
   if (!kernel_options.specs.empty()) {
     kernel = cli::open_kernel(kernel_options.specs.front(), kernel_options);
-    kernel_props = fz::kernel_properties(kernel->description());
+    kernel_props = fz::kernel_properties(*kernel);
   }
   if (chosen.empty()) {  // the default checks (a kernel's stale check only where it runs pav's plan)
     const bool plan = kernel && kernel->description().split == adapters::Split::plan;
@@ -261,8 +261,9 @@ int run(std::vector<std::string> args) {
                     : c == "decode" ? property_check(ctx, "decode",
                                                      kernel ? "generated calls the kernel claims vs the reference "
                                                               "under its profile (comparison standard, NaN poison)"
-                                                            : "planned + uniform decode vs the fp32 reference "
-                                                              "(comparison standard, NaN poison, scratch untouched)",
+                                                            : "pav's kernels through their adapter, settings drawn "
+                                                              "per case, vs the reference (comparison standard, NaN "
+                                                              "poison, scratch untouched)",
                                                      decode_cases)
                     : c == "reject" ? property_check(ctx, "reject",
                                                      "calls past the description and hard-reject classes refused by "

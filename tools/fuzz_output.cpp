@@ -15,7 +15,10 @@
 #include "properties/case_format.hpp"
 #include "properties/counterexample.hpp"
 #include "properties/fuzz_report.hpp"
-#include "properties/runner.hpp"
+#include "properties/builtin_properties.hpp"
+#include "properties/kernel_properties.hpp"
+#include "properties/replay.hpp"
+#include "properties/runner_kernel.hpp"
 #include "tools/backend_option.hpp"
 #include "tools/options.hpp"
 
@@ -57,7 +60,7 @@ std::vector<const fz::Property*> select_properties(const std::vector<std::string
   return out;
 }
 
-nlohmann::ordered_json property_run_json(const fz::PropertyRun& run, const adapters::KernelUnderTest* kernel) {
+nlohmann::ordered_json property_run_json(const fz::PropertyRun& run) {
   nlohmann::ordered_json j;
   j["property"] = run.property;
   j["cases"] = run.cases;
@@ -82,9 +85,7 @@ nlohmann::ordered_json property_run_json(const fz::PropertyRun& run, const adapt
                     {"shrink_hit_limit", f.shrink_hit_limit},
                     {"saved", run.saved_path.empty() ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(run.saved_path)},
                     {"save_error", run.save_error.empty() ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(run.save_error)},
-                    {"reproduce", "pav fuzz --property " + f.property + " --seed " + std::to_string(f.seed) +
-                                      " --cases 1" +
-                                      (kernel ? " " + adapters::kernel_option_text(*kernel) : std::string())}};
+                    {"reproduce", f.reproduce}};
   }
   return j;
 }
@@ -240,55 +241,79 @@ int replay_case_files(const std::string& command, const std::string& array_key, 
     // invariance, ...) replays through that property's own check.
     if (meta.contains("property") && !meta["property"].is_string())
       throw BadInput(file + ": meta.property: expected a string, got " + std::string(meta["property"].type_name()));
-    const std::string property = meta.value("property", std::string("decode"));
+    const std::string named = meta.value("property", std::string("decode"));
     const ReplayKernel rk = replay_kernel(file, meta, o);
-    if (!rk.spec.empty() || property != "decode") {
-      adapters::KernelUnderTest* k = rk.spec.empty() ? nullptr : &kernel_for(rk, file);
-      std::string ran;
+    // The kernel: --kernel, the one the case records, or pav's with the
+    // settings the case holds; none for a case about pav's planner or gate.
+    std::unique_ptr<adapters::KernelUnderTest> own;
+    adapters::KernelUnderTest* k = nullptr;
+    if (!rk.spec.empty()) {
+      k = &kernel_for(rk, file);
+    } else if (!fz::is_host_property(named)) {
+      if (o.path_override == "planned") spec.path = props::Path::planned;
+      if (o.path_override == "uniform") spec.path = props::Path::uniform;
+      try {
+        own = fz::case_kernel(spec, meta, backend);
+      } catch (const props::CaseError& e) {
+        throw BadInput(file + ": " + e.what());
+      } catch (const adapters::KernelSpecError& e) {
+        throw BadInput(file + ": meta.kernel.spec: " + e.what());
+      } catch (const adapters::KernelUnavailable& e) {
+        throw CannotRun(file + ": " + e.what());
+      }
+      k = own.get();
+    }
+    std::string ran = named;
+    if (k) {
+      const std::vector<fz::Property> props = fz::kernel_properties(*k);
+      ran = props.front().name;
+      for (const fz::Property& p : props)
+        if (p.name == named) ran = p.name;
+    }
+    ojson j;
+    j["case"] = file;
+    j["property"] = ran;
+    if (k) {
+      j["kernel"] = adapters::identity_json(*k);
+      j["kernel_recorded_in_case"] = rk.recorded;
+    }
+    if (!json) {
+      fmt::print("case      {}\nproperty  {}\n", file, ran);
+      if (k)
+        fmt::print("kernel    {}{}\n", adapters::identity(*k), rk.recorded ? " (recorded in the case)" : "");
+      else
+        fmt::print("backend   {}\n", backend_name(backend));
+    }
+    if (ran != "decode") {
       props::fuzz::Verdict v;
       try {
-        v = props::fuzz::replay_case(spec, meta, {backend, k}, &ran);
+        v = props::fuzz::replay_case(spec, meta, {backend, k});
       } catch (const props::CaseError& e) {
         throw BadInput(file + ": " + e.what());
       }
       if (!v.passed) ++failures;
-      ojson j;
-      j["case"] = file;
-      j["property"] = ran;
-      if (k) {
-        j["kernel"] = adapters::identity_json(*k);
-        j["kernel_recorded_in_case"] = rk.recorded;
-      }
       j["passed"] = v.passed;
       j["verdict"] = v.message;
       report[array_key].push_back(std::move(j));
-      if (!json) {
-        fmt::print("case      {}\nproperty  {}\n", file, ran);
-        if (k)
-          fmt::print("kernel    {}{}\n", adapters::identity(*k), rk.recorded ? " (recorded in the case)" : "");
-        else
-          fmt::print("backend   {}\n", backend_name(backend));
-        fmt::print("verdict   {}\n\n", verdict_text(v.passed, v.message));
-      }
+      if (!json) fmt::print("verdict   {}\n\n", verdict_text(v.passed, v.message));
       continue;
     }
-    if (o.path_override == "planned") spec.path = props::Path::planned;
-    if (o.path_override == "uniform") spec.path = props::Path::uniform;
-    props::HostCase c;
-    try {
-      c = props::build_case(spec);
-    } catch (const std::invalid_argument& e) {
-      throw BadInput(file + ": " + e.what());
-    }
-    ojson j;
-    j["case"] = file;
-    j["property"] = "decode";
+    // A decode case: its error figures beside the verdict.
     j["path"] = path_name(spec.path);
     j["num_seqs"] = spec.lens.size();
+    props::KernelJudgement jd;
     try {
-      const props::CaseCheck k = props::check_case(c, backend);
-      const auto& r = k.compare;
-      j["passed"] = k.passed;
+      props::check_case_spec(spec);
+      jd = props::check_kernel_case(spec, *k);
+    } catch (const pav::IoError&) {
+      throw;
+    } catch (const std::invalid_argument& e) {
+      throw BadInput(file + ": " + e.what());  // a recipe the case builder or the planner refuses
+    }
+    const auto& r = jd.compare;
+    j["passed"] = jd.passed;
+    if (!jd.passed) ++failures;
+    if (r.elements > 0) {
       j["elements"] = r.elements;
       j["mismatches"] = r.mismatches;
       j["nonfinite"] = r.nonfinite;
@@ -297,20 +322,16 @@ int replay_case_files(const std::string& command, const std::string& array_key, 
       j["max_rel_err"] = r.max_rel_err;
       j["rel_l2_err"] = r.rel_l2_err;
       j["worst_ratio"] = r.worst_ratio;
-      j["stale_plan"] = k.run.status.status != kernels::DecodeStatus::ok;
-      j["scratch_touched_past_active"] = k.scratch_touched_past_active;
-      j["verdict"] = k.verdict;
       if (r.first.index >= 0)
         j["first_mismatch"] = {{"seq", r.first.seq}, {"pos", r.first.pos}, {"head", r.first.head}, {"d", r.first.d},
                                {"out", r.first.out}, {"ref", r.first.ref}, {"allowed", r.first.allowed},
                                {"kind", r.first.kind}};
-      if (!k.passed) ++failures;
-      if (!json) {
-        fmt::print("case      {}\n", file);
-        if (meta.contains("property")) fmt::print("property  {}\n", property);
-        fmt::print("call      {} seqs, q_len {}, Hkv {}, G {}, D {}, block {}, {} path, {} backend\n",
-                   spec.lens.size(), spec.q_len, spec.hkv, spec.group, spec.head_dim, spec.block_size,
-                   path_name(spec.path), backend_name(backend));
+    }
+    j["verdict"] = jd.verdict;
+    if (!json) {
+      fmt::print("call      {} seqs, q_len {}, Hkv {}, G {}, D {}, block {}, {} path\n", spec.lens.size(), spec.q_len,
+                 spec.hkv, spec.group, spec.head_dim, spec.block_size, path_name(spec.path));
+      if (r.elements > 0) {
         fmt::print("elements  {}   mismatches {}   non-finite {}   non-zero in empty rows {}\n", r.elements,
                    r.mismatches, r.nonfinite, r.nonzero_in_empty_rows);
         fmt::print("errors    max abs {:.3e}   max rel {:.3e}   ||d||/||ref|| {:.3e}   worst/allowed {:.3f}\n",
@@ -318,16 +339,8 @@ int replay_case_files(const std::string& command, const std::string& array_key, 
         if (r.first.index >= 0)
           fmt::print("first     seq {} pos {} head {} d {}: out {} ref {} allowed {:.3e} ({})\n", r.first.seq,
                      r.first.pos, r.first.head, r.first.d, r.first.out, r.first.ref, r.first.allowed, r.first.kind);
-        fmt::print("verdict   {}\n\n", verdict_text(k.passed, k.verdict));
       }
-    } catch (const kernels::RejectError& e) {
-      ++failures;
-      j["passed"] = false;
-      j["rejected"] = e.what();
-      if (!json) fmt::print("case      {}\nverdict   FAIL: the kernel rejected the call: {}\n\n", file, e.what());
-    } catch (const std::invalid_argument& e) {
-      // Plan parameters the planner refuses (a ceiling above cu): the file's fault.
-      throw BadInput(file + ": " + e.what());
+      fmt::print("verdict   {}\n\n", verdict_text(jd.passed, jd.verdict));
     }
     report[array_key].push_back(std::move(j));
   }

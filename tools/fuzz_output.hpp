@@ -7,7 +7,10 @@
 #include <string>
 #include <vector>
 
-#include "properties/fuzz.hpp"
+#include "properties/builtin_properties.hpp"
+#include "properties/fuzz_engine.hpp"
+#include "properties/replay.hpp"
+#include "properties/kernel_properties.hpp"
 #include "tools/command.hpp"
 #include "tools/kernel_option.hpp"
 
@@ -26,11 +29,9 @@ std::vector<const props::fuzz::Property*> select_properties(const std::vector<st
 std::vector<const props::fuzz::Property*> select_properties(const std::vector<std::string>& names,
                                                             const std::vector<props::fuzz::Property>& available);
 
-// One property run as JSON: cases, time, and the failure with its saved file.
-// kernel: the kernel under test, whose --kernel words the reproduce command
-// then carries.
-nlohmann::ordered_json property_run_json(const props::fuzz::PropertyRun& run,
-                                         const adapters::KernelUnderTest* kernel = nullptr);
+// One property run as JSON: cases, time, and the failure with its saved file
+// and the command that reproduces it (fuzz::reproduce_command).
+nlohmann::ordered_json property_run_json(const props::fuzz::PropertyRun& run);
 
 // ---- replaying case files: pav replay and pav fuzz --replay -------------------------
 

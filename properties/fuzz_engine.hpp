@@ -4,7 +4,9 @@
 // seed stream, stops at the first failure or at the budget, shrinks the failing
 // value by walking RapidCheck's shrink tree, and saves the minimal
 // counterexample as a case file (pav-case/1, the property in its "meta") that
-// replay_case_file() re-runs through the same property.
+// replay_case_file() (properties/replay.hpp) re-runs through the same property.
+// The properties themselves live in builtin_properties.hpp (pav's planner,
+// gate and kernels) and kernel_properties.hpp (any kernel under test).
 //
 // Every run (pav fuzz, and pav verify's planner and decode checks) goes
 // through run_fuzz, so both commands find, shrink, name and save cases the same
@@ -59,8 +61,8 @@ struct Verdict {
 
 struct CheckContext {
   kernels::Backend backend = kernels::Backend::cpu;
-  // A kernel under test (--kernel): the kernel properties run against it; the
-  // built-in ones ignore it.
+  // A kernel under test (--kernel): the kernel properties run against it.
+  // Without one, pav's kernels run on `backend` (their settings drawn per case).
   adapters::KernelUnderTest* kernel = nullptr;
 };
 
@@ -186,6 +188,7 @@ struct Found {
   CaseSpec spec;              // the shrunk case
   nlohmann::json meta;        // property-specific fields and the run's facts
   std::string description;    // one-line summary of the shrunk value
+  std::string reproduce;      // the command that runs this case again (reproduce_command)
 };
 
 // One property, type-erased. Built with make_property().
@@ -202,6 +205,12 @@ struct Property {
   std::function<Verdict(const CaseSpec&, const nlohmann::json& meta, const CheckContext&)> replay;
 };
 
+// The command that runs case `seed` of a property again, alone, on the same
+// kernel: --kernel SPEC (with --isolate and --timeout where they apply) for a
+// kernel under test, --backend for pav's kernels.
+struct FuzzOptions;
+std::string reproduce_command(const std::string& property, uint64_t seed, const FuzzOptions& opt);
+
 template <class T>
 struct PropertyParts {
   std::string name, summary;
@@ -215,6 +224,10 @@ struct PropertyParts {
   std::function<std::string(const T&)> describe;
   // Optional: simpler variants of a value, tried after the shrink tree walk.
   std::function<std::vector<T>(const T&)> simplify = nullptr;
+  // Optional: the kernel under test the value ran on, when the property draws
+  // it per case (pav's kernels with drawn settings): the saved case's
+  // meta.kernel, so it replays on that kernel.
+  std::function<nlohmann::json(const T&, const CheckContext&)> kernel_record = nullptr;
 };
 
 template <class T>
@@ -263,6 +276,7 @@ Property make_property(PropertyParts<T> parts) {
     f.shrink_hit_limit = s.hit_limit;
     f.meta = nlohmann::json::object();
     f.spec = p->to_case(s.value, f.meta);
+    if (p->kernel_record) f.meta["kernel"] = p->kernel_record(s.value, ctx);
     if (p->describe) f.description = p->describe(s.value);
     return f;
   };
@@ -278,22 +292,6 @@ Property make_property(PropertyParts<T> parts) {
   };
   return out;
 }
-
-// The built-in properties: planner, decode, gate-mirror, batch-invariance.
-const std::vector<Property>& properties();
-// nullptr when no property has that name.
-const Property* find_property(const std::string& name);
-
-// The properties of a kernel under test (CheckContext::kernel), generated
-// within its description: "decode" (cases it claims, against the reference
-// under its profile) and, when it has a check entry, "reject" (calls at and past
-// the edges of its claim and the hard-reject classes: refused by its check,
-// never reaching decode, and correct where accepted).
-std::vector<Property> kernel_properties(const adapters::KernelDescription& d);
-
-// Simpler decode calls than s, for shrinking (fewer sequences, shorter
-// lengths, smaller shapes); the caller keeps those that still fit its domain.
-std::vector<CaseSpec> simpler_decode_specs(const CaseSpec& s);
 
 // ---- runs ----------------------------------------------------------------------
 
@@ -379,17 +377,5 @@ FuzzReport run_fuzz(const FuzzOptions& opt, const std::vector<const Property*>& 
 // Writes a Found as a case file under dir (save_counterexample: durable, named
 // by property, seed and hash) and returns its path; throws pav::IoError.
 std::string save_found(const std::string& dir, const Found& f, const FuzzOptions& opt);
-
-// Re-runs a saved case through the property its meta names. A file without a
-// known property (pav replay's decode files, other suites' saved decode cases)
-// replays as the decode property. *property_out gets the property run. Throws
-// CaseError (naming the file and field) for a case that cannot be read or
-// rebuilt: bad input, not a verdict. A case whose meta records a kernel under
-// test (meta.kernel) replays only through a kernel (ctx.kernel): without one it
-// is refused (CaseError naming meta.kernel.spec), never run on pav's own
-// kernels instead of the one it was found with.
-Verdict replay_case_file(const std::string& path, const CheckContext& ctx, std::string* property_out = nullptr);
-Verdict replay_case(const CaseSpec& spec, const nlohmann::json& meta, const CheckContext& ctx,
-                    std::string* property_out = nullptr);
 
 }  // namespace pav::props::fuzz
