@@ -87,7 +87,10 @@ KernelDescription pav_kernel_description(const PavKernelOptions& o) {
     d.max_split_ceiling = o.cu;
   } else {
     d.block_sizes.assign(std::begin(kUniformBlockSizes), std::end(kUniformBlockSizes));
-    for (int64_t h = 16; h <= 1024; h += 16) d.head_dims.push_back(h);
+    // The GPU decode runs fewer head dims than the CPU one.
+    const bool gpu = o.backend == kernels::Backend::gpu;
+    for (int64_t h = gpu ? kernels::kGpuMinHeadDim : 16; h <= (gpu ? kernels::kGpuMaxHeadDim : 1024); h += 16)
+      d.head_dims.push_back(h);
     d.split = Split::self;
     d.split_ceiling = true;
     d.max_split_ceiling = kernels::kMaxUniformPartitions;

@@ -37,6 +37,11 @@ inline constexpr int kMaxGroup = 128;
 inline constexpr int kMaxHeadDim = 4096;
 inline constexpr int kMaxBlockSize = 4096;
 
+// Head dims the GPU decode kernels run (kernels/hip): 64..1024 in steps of 16.
+// pav's GPU kernel describes no other.
+inline constexpr int kGpuMinHeadDim = 64;
+inline constexpr int kGpuMaxHeadDim = 1024;
+
 // Host memory one case may need (q, out, both caches, scales, block tables and
 // the scratch of its path), checked before any of it is allocated. The largest
 // generated or saved case is a few tens of MiB.

@@ -17,6 +17,7 @@
 #include <string>
 
 #include "kernels/hip/gpu_backend.hpp"
+#include "kernels/limits.hpp"
 #include "kernels/split_rules.hpp"
 
 namespace pav::kernels::gpu {
@@ -29,7 +30,7 @@ constexpr int kAccElems = 4096;           // rows * D accumulated per row chunk
 constexpr int kAccPerThread = kAccElems / kThreads;
 constexpr int kMaxRowChunk = 16;
 constexpr int kMaxRowsPerThread = 8;      // score rows per thread (D >= 64)
-constexpr int kMinHeadDim = 64, kMaxHeadDim = 1024;
+constexpr int kMinHeadDim = kGpuMinHeadDim, kMaxHeadDim = kGpuMaxHeadDim;
 constexpr int kMaxReduceCeiling = 1024;   // general reduce: partitions per (seq, head)
 constexpr int kCheckThreads = 1024;
 static_assert(kThreads == 256, "the fp8 table is filled one code per thread");
