@@ -141,6 +141,7 @@ std::string pav_kernel_refusal(const PavKernelOptions& o, const DecodeRequest& r
   const kernels::CallDims d = kernels::dims_of(c);
   const KernelDescription desc = pav_kernel_description(o);
   if (!listed(desc.block_sizes, d.block_size)) return fmt::format("block size {} is not one this kernel lists", d.block_size);
+  if (!listed(desc.head_dims, d.head_dim)) return fmt::format("head dim {} is not one this kernel lists", d.head_dim);
   if (d.group > kMaxGroup) return fmt::format("group {} > {}", d.group, kMaxGroup);
   if (c.q_len > kMaxQLen) return fmt::format("q_len {} > {}", c.q_len, kMaxQLen);
   if (c.q.stride[1] != d.head_dim || c.out.stride[1] != d.head_dim) return "heads of q or out are not dense";

@@ -10,6 +10,7 @@
 #include <stdexcept>
 
 #include "adapters/pav_kernel.hpp"
+#include "kernels/launch.hpp"
 #include "properties/gate_gen.hpp"
 #include "properties/kernel_gen.hpp"
 #include "properties/runner_kernel.hpp"
@@ -339,6 +340,10 @@ struct OnPav {
 rc::Gen<adapters::PavKernelOptions> gen_pav_kernel_options(std::optional<bool> planned) {
   return rc::gen::exec([planned] {
     adapters::PavKernelOptions o;
+    // Drawn inside what the GPU kernel runs wherever a GPU backend is
+    // registered, whichever backend the run then picks: pav's GPU kernel
+    // describes fewer head dims than its CPU one.
+    o.backend = kernels::gpu_backend_available() ? kernels::Backend::gpu : kernels::Backend::cpu;
     o.planned = planned ? *planned : *rc::gen::element(true, false);
     o.partial = *rc::gen::element(kernels::DType::bf16, kernels::DType::f32);
     o.arch = *rc::gen::weightedOneOf<kernels::Arch>({{3, rc::gen::just(kernels::Arch::sm90)},
