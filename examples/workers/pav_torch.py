@@ -5,12 +5,11 @@ through a 256-entry table there) and the command line every torch worker
 takes (--device, --defect, --list-defects).
 """
 import sys
-import warnings
 
-import numpy as np
 import torch
 
 import pav_worker
+from pav import inprocess  # importable once pav_worker has found the package
 
 
 class Device:
@@ -28,26 +27,14 @@ class Device:
 
     def tensor(self, a, dtype=None):
         """An input array on the device as stored (dtype "bf16": its raw bits as
-        torch.bfloat16), strides kept. The inputs are read-only maps of pav's
-        files; torch warns about that, and nothing here writes to them."""
+        torch.bfloat16), strides kept: the span is copied and viewed there at
+        the same strides (pav.inprocess.to_device). A torch tensor (pav's own
+        device copy, in process) is taken as it is."""
         if a is None:
             return None
-        if pav_worker.is_torch(a):  # a kernel of device memory in pav's process: pav's tensor already
+        if pav_worker.is_torch(a):
             return a.to(self.device)
-        shape, strides = a.shape, tuple(st // a.itemsize for st in a.strides)
-        if not a.flags.c_contiguous and a.size > 0:
-            # A strided view (a padded cache, a latent cache's first dims): its
-            # span goes to the device as it is, and is viewed there at the same
-            # strides (a .to() of the view itself would compact it).
-            span = 1 + sum((n - 1) * st for n, st in zip(shape, strides))
-            a = np.lib.stride_tricks.as_strided(a, (span,), (a.itemsize,), writeable=False)
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", UserWarning)
-            if dtype == "bf16":  # torch has no uint16 to come from: the same bits as int16
-                t = torch.from_numpy(a.view(np.int16)).to(self.device).view(torch.bfloat16)
-            else:
-                t = torch.from_numpy(a).to(self.device)
-        return t if tuple(t.shape) == tuple(shape) else t.as_strided(shape, strides)
+        return inprocess.to_device(a, dtype, self.device)
 
     def page_table(self, call, c):
         """The call's page table on the device, into the namespace c: c.bt
