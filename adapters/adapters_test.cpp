@@ -34,6 +34,7 @@
 #include "adapters/worker_server.hpp"
 #include "common/durable_file.hpp"
 #include "common/fault_testing.hpp"
+#include "common/test_paths.hpp"
 #include "common/utf8_text.hpp"
 #include "input/json_input.hpp"
 #include "kernels/limits.hpp"

@@ -27,6 +27,7 @@
 #include "adapters/testdata/fault_modes.hpp"
 #include "adapters/testdata/test_support.hpp"
 #include "adapters/worker_protocol.hpp"
+#include "common/test_paths.hpp"
 #include "properties/host_case.hpp"
 #include "properties/runner_kernel.hpp"
 

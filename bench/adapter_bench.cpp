@@ -35,6 +35,7 @@
 #include <vector>
 
 #include "adapters/kernel.hpp"
+#include "common/test_paths.hpp"
 #include "properties/host_case.hpp"
 
 namespace {

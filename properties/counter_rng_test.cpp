@@ -17,6 +17,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "common/test_paths.hpp"
 #include "kernels/codecs.hpp"
 #include "properties/case_format.hpp"
 #include "properties/counter_rng.hpp"

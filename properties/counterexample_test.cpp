@@ -14,6 +14,7 @@
 #include <thread>
 
 #include "common/fault_testing.hpp"
+#include "common/test_paths.hpp"
 #include "properties/case_format.hpp"
 #include "properties/counterexample.hpp"
 #include "properties/fuzz_engine.hpp"

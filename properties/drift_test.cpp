@@ -16,6 +16,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "common/test_paths.hpp"
 #include "kernels/codecs.hpp"
 #include "properties/runner.hpp"
 

@@ -25,6 +25,7 @@
 #include <string>
 #include <vector>
 
+#include "common/test_paths.hpp"
 #include "kernels/codecs.hpp"
 #include "properties/case_format.hpp"
 #include "properties/gen.hpp"

@@ -11,6 +11,7 @@
 #include <thread>
 #include <type_traits>
 
+#include "common/test_paths.hpp"
 #include "kernels/codecs.hpp"
 #include "kernels/dispatch/device_visibility.hpp"
 #include "kernels/dispatch/route.hpp"

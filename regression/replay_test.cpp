@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <filesystem>
 
+#include "common/test_paths.hpp"
 #include "properties/case_format.hpp"
 #include "properties/fuzz_engine.hpp"
 #include "properties/replay.hpp"

@@ -13,6 +13,8 @@
 #include <fstream>
 #include <sstream>
 
+#include "common/test_paths.hpp"
+
 namespace {
 
 namespace fs = std::filesystem;
@@ -67,7 +69,7 @@ class StatsCli : public ::testing::Test {
     for (const auto& f : fragments) EXPECT_NE(r.err.find(f), std::string::npos) << "want '" << f << "' in: " << r.err;
   }
 
-  static std::string fixture(const std::string& name) { return std::string(PAV_STATS_FIXTURES "/") + name; }
+  static std::string fixture(const std::string& name) { return std::string(PAV_STATS_FIXTURES) + "/" + name; }
 
   fs::path dir_;
 };

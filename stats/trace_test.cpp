@@ -6,6 +6,8 @@
 
 #include <sstream>
 
+#include "common/test_paths.hpp"
+
 namespace pav::stats {
 namespace {
 
@@ -34,7 +36,7 @@ std::string error_of(const std::string& text) {
 //   p90 h = 4.5 -> (85/32 + 4) / 2 = 3.328125, max 4; above 1: 3 of 6.
 // batch sizes: 1:1, 2:2, 3:1, 4:1, 8:1, 16:1.
 TEST(StatsTrace, SmallFixtureByHand) {
-  const auto steps = read_trace(PAV_STATS_FIXTURES "/trace-small.jsonl");
+  const auto steps = read_trace(std::string(PAV_STATS_FIXTURES) + "/trace-small.jsonl");
   ASSERT_EQ(steps.size(), 7u);
   EXPECT_EQ(steps[3].line, 4);
   const auto t = summarize_trace(steps, PlannerModel{});

@@ -18,6 +18,8 @@
 #include <string>
 #include <vector>
 
+#include "common/test_paths.hpp"
+
 namespace {
 
 struct Outcome {
@@ -55,7 +57,7 @@ struct Bound {
   std::vector<const char*> refused;  // one past each end (the end itself when open)
 };
 
-const std::string kFix = PAV_SOURCE_DIR "/fixtures/stats/";
+const std::string kFix = std::string(PAV_SOURCE_DIR) + "/fixtures/stats/";
 
 // Arguments that make each command's other inputs valid.
 std::string rest_of(const std::string& command) {

@@ -13,6 +13,8 @@
 #include <filesystem>
 #include <string>
 
+#include "common/test_paths.hpp"
+
 namespace {
 
 using json = nlohmann::json;
