@@ -528,6 +528,12 @@ TEST(Description, MalformedJsonNamesTheField) {
       {[](auto& j) { j["max_context_len"] = -1; }, "max_context_len: negative"},
       {[](auto& j) { j["block_sizes"] = {0}; }, "block_sizes: 0"},
       {[](auto& j) { j["gqa_ratios"] = {1.5}; }, "gqa_ratios: expected an integer"},
+      // Past int64 is refused by its value, never wrapped (to -1, or to the
+      // most negative int64).
+      {[](auto& j) { j["max_context_len"] = uint64_t(18446744073709551615ull); },
+       "max_context_len: must be in -9223372036854775808..9223372036854775807, got 18446744073709551615"},
+      {[](auto& j) { j["max_num_seqs"] = uint64_t(9223372036854775808ull); },
+       "max_num_seqs: must be in -9223372036854775808..9223372036854775807, got 9223372036854775808"},
       {[](auto& j) { j["memory"] = "gpu"; }, "memory: unknown value 'gpu'"},
       {[](auto& j) { j["split"] = "auto"; }, "split: unknown value 'auto'"},
       {[](auto& j) { j["check"] = "yes"; }, "check: expected true or false"},

@@ -6,10 +6,12 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <set>
 #include <tuple>
 
 #include "common/utf8_text.hpp"
+#include "input/json_input.hpp"
 #include "kernels/limits.hpp"
 
 
@@ -242,9 +244,15 @@ const json& array_field(const json& j, const std::string& name) {
   return v;
 }
 
+// The integer rule every reader shares (input/): a real or a value past
+// int64 is refused by name, never wrapped.
 int64_t int_field(const json& v, const std::string& name) {
-  if (!v.is_number_integer()) throw KernelSpecError(name + ": expected an integer, got " + quoted(v));
-  return v.get<int64_t>();
+  try {
+    return input::integer_value<int64_t>(v, name, std::numeric_limits<int64_t>::min(),
+                                         std::numeric_limits<int64_t>::max());
+  } catch (const input::InputError& e) {
+    throw KernelSpecError(e.what());
+  }
 }
 
 bool bool_field(const json& v, const std::string& name) {

@@ -22,6 +22,7 @@ start=$SECONDS
 cmake --preset sanitize
 cmake --build --preset sanitize -j "$jobs"
 built=$SECONDS
+bash ci/seed-test-costs.sh build/sanitize sanitize
 status=0
 ctest --test-dir build/sanitize -L cpu -LE 'gpu|fuzz|slow' -j "$jobs" --output-on-failure --timeout 1800 \
   --output-junit test-results/ctest.xml || status=$?

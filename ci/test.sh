@@ -8,5 +8,6 @@ cd "$(dirname "$0")/.."
 jobs=${PAV_JOBS:-$(nproc)}
 cmake --preset cpu
 cmake --build --preset cpu -j "$jobs"
+bash ci/seed-test-costs.sh build/cpu cpu
 ctest --test-dir build/cpu -L cpu -LE 'gpu|fuzz|slow' -j "$jobs" --output-on-failure --timeout 600 \
   --output-junit test-results/ctest.xml

@@ -174,6 +174,15 @@ namespace detail {
 __int128 integer_in(const json& v, const std::string& source, const std::string& path, __int128 lo, __int128 hi);
 }  // namespace detail
 
+// A value reached without an Object or Array (a reader walking a document of
+// its own) as an integer in lo..hi, by the same rule: never a real, never
+// wrapped past T's range. InputError "WHAT: why" otherwise.
+template <class T>
+T integer_value(const json& v, const std::string& what, T lo, T hi) {
+  static_assert(std::is_integral_v<T>);
+  return T(detail::integer_in(v, what, "", lo, hi));
+}
+
 template <class T>
 T Object::integer(std::string_view key, T lo, T hi) const {
   static_assert(std::is_integral_v<T>);

@@ -10,7 +10,9 @@
 #include <limits>
 #include <map>
 
+#include "adapters/pav_kernel.hpp"
 #include "kernels/codecs.hpp"
+#include "kernels/split_rules.hpp"
 #include "properties/runner.hpp"
 #include "properties/runner_kernel.hpp"
 #include "reference/compare.hpp"
@@ -166,12 +168,12 @@ GrowthRow growth_row(const std::string& label, const ArmResult& low, const ArmRe
   return row;
 }
 
-// A planned arm through a kernel under test.
-void run_kernel_arm(adapters::KernelUnderTest& k, HostCase& c, ArmResult& ar, const reference::ReferenceResult& kref,
-                    const reference::ReferenceResult& eref) {
+// An arm through a kernel under test: a foreign one (planned arms only), or
+// pav's own (`own`: its settings for this arm, planned or uniform), with the
+// case's path and split ceiling already set for the arm.
+void run_kernel_arm(adapters::KernelUnderTest& k, const adapters::PavKernelOptions* own, HostCase& c, ArmResult& ar,
+                    const reference::ReferenceResult& kref, const reference::ReferenceResult& eref) {
   const adapters::KernelDescription& d = k.description();
-  c.spec.path = Path::planned;
-  c.spec.max_partitions = ar.arm.ceiling;
   KernelCall kc;
   prepare_kernel_call(kc, c, d);
   if (const std::string why = adapters::contract_violation(kc.request, d); !why.empty())
@@ -181,8 +183,11 @@ void run_kernel_arm(adapters::KernelUnderTest& k, HostCase& c, ArmResult& ar, co
     ++ar.status_failures;
     if (ar.first_error.empty()) ar.first_error = outcome_text(run.decoded ? run.decode : run.check);
   }
-  // A plan kernel's split counts are its plan's; a self-splitting one does not say.
-  ar.splits = kc.plan ? split_counts(planned_counts(*kc.plan)) : SplitCounts{};
+  // A plan kernel's split counts are its plan's; pav's uniform kernel runs the
+  // count its call is given; a foreign self-splitting one does not say.
+  ar.splits = kc.plan ? split_counts(planned_counts(*kc.plan))
+              : own   ? split_counts(uniform_counts(c.lens, kernels::uniform_splits(adapters::pav_kernel_call(*own, kc.request))))
+                      : SplitCounts{};
   ar.kernel_ref.push_back(error_figures(kc.request.call.out, kref));
   ar.end_to_end.push_back(error_figures(kc.request.call.out, eref));
 }
@@ -208,10 +213,28 @@ DriftReport run_drift(const DriftSweep& s, const std::vector<DriftCell>& cells, 
   rep.sweep = s;
   rep.backend = o.kernel ? adapters::identity(*o.kernel) : o.backend == kernels::Backend::gpu ? "gpu" : "cpu";
   const std::vector<DriftArm> arms = drift_arms(s);
-  // Work units: tokens x (two references + the arms that launch a kernel).
-  int64_t launches_per_seed = 2;
-  for (const auto& a : arms)
-    if (a.kind != ArmKind::control || o.backend != kernels::Backend::cpu) ++launches_per_seed;
+  // Work units: tokens x (two references + one launch per arm).
+  const int64_t launches_per_seed = 2 + int64_t(arms.size());
+  // pav's own kernels run as any kernel under test does, through their
+  // adapter: one per arm's settings (planned or uniform, partial dtype), with
+  // the sweep's arch and CU count on the chosen backend.
+  std::map<std::pair<bool, DType>, std::pair<adapters::PavKernelOptions, std::unique_ptr<adapters::KernelUnderTest>>>
+      own;
+  auto own_kernel = [&](const DriftArm& a) -> std::pair<adapters::PavKernelOptions, std::unique_ptr<adapters::KernelUnderTest>>& {
+    const auto key = std::make_pair(a.kind == ArmKind::planned, a.partial);
+    auto it = own.find(key);
+    if (it == own.end()) {
+      adapters::PavKernelOptions po;
+      po.planned = key.first;
+      po.partial = a.partial;
+      po.arch = s.arch;
+      po.cu = s.cu;
+      po.backend = o.backend;
+      auto k = adapters::make_pav_kernel(po, adapters::pav_kernel_spec(po));
+      it = own.emplace(key, std::make_pair(po, std::move(k))).first;
+    }
+    return it->second;
+  };
   DriftProgress prog;
   prog.total = 0;
   for (const auto& c : cells) prog.total += double(std::max<int64_t>(c.tokens, 1)) * s.seeds * double(launches_per_seed);
@@ -256,8 +279,6 @@ DriftReport run_drift(const DriftSweep& s, const std::vector<DriftCell>& cells, 
       prog.done += units;
       t0 = Clock::now();
 
-      // Planned bf16 runs on the CPU keep their scratch for the control arm.
-      std::map<int, RunResult> kept;
       for (ArmResult& ar : cr.arms) {
         const DriftArm& a = ar.arm;
         if (a.kind == ArmKind::control) continue;
@@ -266,36 +287,25 @@ DriftReport run_drift(const DriftSweep& s, const std::vector<DriftCell>& cells, 
         data.c.spec.path = a.kind == ArmKind::uniform ? Path::uniform : Path::planned;
         data.c.spec.max_partitions = a.kind == ArmKind::uniform ? 0 : a.ceiling;
         if (o.kernel) {
-          run_kernel_arm(*o.kernel, data.c, ar, kref, eref);
-          continue;
+          run_kernel_arm(*o.kernel, nullptr, data.c, ar, kref, eref);
+        } else {
+          auto& [po, k] = own_kernel(a);
+          run_kernel_arm(*k, &po, data.c, ar, kref, eref);
         }
-        RunResult run = run_case(data.c, o.backend);
-        if (run.status.status != kernels::DecodeStatus::ok) ++ar.status_failures;
-        if (a.kind == ArmKind::uniform) ar.splits = split_counts(uniform_counts(cell.lens, run.splits));
-        else ar.splits = split_counts(planned_counts(*run.plan));
-        const kernels::DecodeCall call = data.c.call();
-        ar.kernel_ref.push_back(error_figures(call.out, kref));
-        ar.end_to_end.push_back(error_figures(call.out, eref));
-        if (s.control_epsilon > 0 && a.kind == ArmKind::planned && a.partial == DType::bf16 &&
-            o.backend == kernels::Backend::cpu)
-          kept.emplace(a.ceiling, std::move(run));
       }
       cr.seconds_arms += since(t0);
       t0 = Clock::now();
+      // The positive control tests the growth test, not a kernel: it needs the
+      // partials of a planned run, which no adapter shows, so it runs pav's CPU
+      // planned kernel on the arm's call itself and merges its edited scratch.
       for (ArmResult& ar : cr.arms) {
         const DriftArm& a = ar.arm;
         if (a.kind != ArmKind::control) continue;
-        auto it = kept.find(a.ceiling);
-        RunResult run;
         data.c.spec.opt.partial = DType::bf16;
         data.c.spec.path = Path::planned;
         data.c.spec.max_partitions = a.ceiling;
-        if (it != kept.end()) {
-          run = std::move(it->second);
-        } else {  // not kept (GPU backend or no bf16 arm): a CPU run of its own
-          step(where + ": " + a.name + " (cpu)", units);
-          run = run_case(data.c, kernels::Backend::cpu);
-        }
+        step(where + ": " + a.name + " (cpu)", units);
+        RunResult run = run_case(data.c, kernels::Backend::cpu);
         ar.splits = split_counts(planned_counts(*run.plan));
         const kernels::DecodeCall call = data.c.call();
         const kernels::PlanView view = run.plan->view();

@@ -5,7 +5,8 @@
 // builds one decode call from fp32 source values, two references (over the
 // dequantized cache, and end to end over the source values), runs every arm
 // (planned kernel at each ceiling and partial dtype, the uniform split as a
-// baseline, and optionally a positive-control arm) and records error figures
+// baseline, each through a kernel-under-test adapter, and optionally a
+// positive-control arm) and records error figures
 // and the split counts the planner really gave. A paired test per cell decides
 // whether the error at the highest ceiling exceeds the error at the lowest.
 //
@@ -112,6 +113,8 @@ struct DriftReport {
 };
 
 struct DriftRunOptions {
+  // Without a kernel under test: pav's own kernels, through their adapter
+  // (pav:cpu or pav:gpu with each arm's settings) on this backend.
   kernels::Backend backend = kernels::Backend::cpu;
   // A kernel under test instead of pav's kernels: each planned arm runs it with
   // the arm's ceiling (its plan's for split = plan kernels, its split ceiling
