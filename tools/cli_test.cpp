@@ -1120,7 +1120,9 @@ TEST_F(PavCli, VerifyStaleCheckIsAPlanKernelsOwn) {
     for (const json& k : j["checks"]) names.push_back(k["name"]);
     EXPECT_EQ(names, c.names);
     EXPECT_EQ(j["checks"][0]["skipped"], c.skipped);
-    if (c.skipped.empty()) EXPECT_EQ(j["checks"][0]["cases"], 6);
+    if (c.skipped.empty()) {
+      EXPECT_EQ(j["checks"][0]["cases"], 6);
+    }
   }
   // The default checks of a plan kernel (one case each; a self-splitting
   // kernel's defaults, without stale, are the older ones other tests run).
