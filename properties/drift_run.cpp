@@ -216,25 +216,23 @@ DriftReport run_drift(const DriftSweep& s, const std::vector<DriftCell>& cells, 
   // Work units: tokens x (two references + one launch per arm).
   const int64_t launches_per_seed = 2 + int64_t(arms.size());
   // pav's own kernels run as any kernel under test does, through their
-  // adapter: one per arm's settings (planned or uniform, partial dtype), with
-  // the sweep's arch and CU count on the chosen backend.
-  std::map<std::pair<bool, DType>, std::pair<adapters::PavKernelOptions, std::unique_ptr<adapters::KernelUnderTest>>>
-      own;
-  auto own_kernel = [&](const DriftArm& a) -> std::pair<adapters::PavKernelOptions, std::unique_ptr<adapters::KernelUnderTest>>& {
-    const auto key = std::make_pair(a.kind == ArmKind::planned, a.partial);
-    auto it = own.find(key);
-    if (it == own.end()) {
-      adapters::PavKernelOptions po;
-      po.planned = key.first;
-      po.partial = a.partial;
-      po.arch = s.arch;
-      po.cu = s.cu;
-      po.backend = o.backend;
-      auto k = adapters::make_pav_kernel(po, adapters::pav_kernel_spec(po));
-      it = own.emplace(key, std::make_pair(po, std::move(k))).first;
-    }
-    return it->second;
+  // adapter: for each kernel arm, pav:cpu or pav:gpu with its settings
+  // (planned or uniform, partial dtype) and the sweep's arch and CU count.
+  struct OwnArm {
+    adapters::PavKernelOptions options;
+    std::unique_ptr<adapters::KernelUnderTest> kernel;
   };
+  std::vector<OwnArm> own(arms.size());
+  for (size_t i = 0; i < arms.size() && !o.kernel; ++i) {
+    if (arms[i].kind == ArmKind::control) continue;
+    OwnArm& a = own[i];
+    a.options.planned = arms[i].kind == ArmKind::planned;
+    a.options.partial = arms[i].partial;
+    a.options.arch = s.arch;
+    a.options.cu = s.cu;
+    a.options.backend = o.backend;
+    a.kernel = adapters::make_pav_kernel(a.options, adapters::pav_kernel_spec(a.options));
+  }
   DriftProgress prog;
   prog.total = 0;
   for (const auto& c : cells) prog.total += double(std::max<int64_t>(c.tokens, 1)) * s.seeds * double(launches_per_seed);
@@ -279,19 +277,16 @@ DriftReport run_drift(const DriftSweep& s, const std::vector<DriftCell>& cells, 
       prog.done += units;
       t0 = Clock::now();
 
-      for (ArmResult& ar : cr.arms) {
+      for (size_t ai = 0; ai < cr.arms.size(); ++ai) {
+        ArmResult& ar = cr.arms[ai];
         const DriftArm& a = ar.arm;
         if (a.kind == ArmKind::control) continue;
         step(where + ": " + a.name, units);
         data.c.spec.opt.partial = a.partial;
         data.c.spec.path = a.kind == ArmKind::uniform ? Path::uniform : Path::planned;
         data.c.spec.max_partitions = a.kind == ArmKind::uniform ? 0 : a.ceiling;
-        if (o.kernel) {
-          run_kernel_arm(*o.kernel, nullptr, data.c, ar, kref, eref);
-        } else {
-          auto& [po, k] = own_kernel(a);
-          run_kernel_arm(*k, &po, data.c, ar, kref, eref);
-        }
+        if (o.kernel) run_kernel_arm(*o.kernel, nullptr, data.c, ar, kref, eref);
+        else run_kernel_arm(*own[ai].kernel, &own[ai].options, data.c, ar, kref, eref);
       }
       cr.seconds_arms += since(t0);
       t0 = Clock::now();

@@ -238,7 +238,7 @@ TEST_F(PavCli, ExitCodeTableOverEveryCommand) {
   std::string long_lengths, too_many;
   for (int i = 0; i < 4096; ++i) long_lengths += (i ? "," : "") + std::string("2147483647");
   too_many = long_lengths + ",1";
-#ifdef PAV_TEST_GPU_BUILD
+#ifdef PAV_HAVE_GPU
   const bool gpu_build = true;
 #else
   const bool gpu_build = false;
