@@ -1537,10 +1537,23 @@ TEST_F(PavCli, ARelativeKernelPathReplaysFromTheFolderItWasFoundIn) {
   EXPECT_NE(go.err.find("meta.kernel.cwd"), std::string::npos) << go.err;
 }
 
+// Built with AddressSanitizer: GCC says so with __SANITIZE_ADDRESS__, Clang
+// through __has_feature.
+#if defined(__SANITIZE_ADDRESS__)
+#define PAV_TEST_UNDER_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define PAV_TEST_UNDER_ASAN 1
+#endif
+#endif
+#ifndef PAV_TEST_UNDER_ASAN
+#define PAV_TEST_UNDER_ASAN 0
+#endif
+
 // --jobs the system cannot give (threads refused under an address-space limit,
 // ulimit -v) is "could not run": exit 3 naming --jobs, never an abort.
 TEST_F(PavCli, JobsTheSystemCannotGiveAreCouldNotRun) {
-#ifdef __SANITIZE_ADDRESS__
+#if PAV_TEST_UNDER_ASAN
   // AddressSanitizer reserves terabytes of shadow address space at start-up, so
   // no sanitized process starts under a 2 GiB address-space limit at all; the
   // plain build runs this test.
@@ -1563,7 +1576,7 @@ TEST_F(PavCli, JobsTheSystemCannotGiveAreCouldNotRun) {
 // "could not run": exit 3 saying out of memory, never a failure verdict or an
 // abort.
 TEST_F(PavCli, MemoryTheSystemCannotGiveIsCouldNotRun) {
-#ifdef __SANITIZE_ADDRESS__
+#if PAV_TEST_UNDER_ASAN
   GTEST_SKIP() << "not under AddressSanitizer: its shadow memory cannot fit an address-space limit";
 #endif
   const fs::path big = dir_ / "big.json";

@@ -1023,10 +1023,17 @@ def main():
     by_expect = {}
     for c in cases:
         by_expect[c.expect] = by_expect.get(c.expect, 0) + 1
+    by_class = {}
+    for secs, name in slowest:
+        k = name.split(".")[0]
+        n, total = by_class.get(k, (0, 0.0))
+        by_class[k] = (n + 1, total + secs)
     slowest.sort(reverse=True)
     print(f"hostile corpus: {len(cases) - len(failures)} of {len(cases)} passed in {time.monotonic() - t0:.1f} s "
           f"({', '.join(f'{n} {k}' for k, n in sorted(by_expect.items()))}); slowest: "
           + ", ".join(f"{n} {s:.2f} s" for s, n in slowest[:3]))
+    print("hostile corpus: seconds by class (inputs, run time summed over jobs): "
+          + ", ".join(f"{k} {n} {t:.1f} s" for k, (n, t) in sorted(by_class.items(), key=lambda kv: -kv[1][1])))
     if not args.work:
         shutil.rmtree(work, ignore_errors=True)
     return 1 if failures else 0
