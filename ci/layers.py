@@ -4,14 +4,22 @@
 (ci/layers.txt): a production source may include its own area's headers and
 what its area's line names; a test source may include any area.
 
-Usage: ci/layers.py [--root DIR] [--table FILE]
+Usage: ci/layers.py [--root DIR] [--table FILE] [--checked-mark FILE]
 Prints one line per forbidden include, FILE:LINE: "HEADER" (area A may not
 include area B; TABLE: A: ...), and exits 1 when there is any; exits 2 when the
 table is malformed or a source file lies in no area of it.
+
+The build runs this check as a step (pav_layering in CMakeLists.txt) and marks
+its success by touching a file. --checked-mark FILE checks the step instead:
+exit 0 when FILE is newer than the table and every source of the tree (the
+build checked the tree as it is) and, with --ninja PROGRAM, when every target
+that compiles anything in FILE's build folder waits for the step; 1 naming
+what is newer, the targets that do not wait, or that FILE is missing.
 """
 import argparse
 import os
 import re
+import subprocess
 import sys
 from pathlib import Path
 
@@ -127,13 +135,49 @@ def check(root, table_path, shown=None):
     return forbidden
 
 
+ORDER_DEPENDS = re.compile(r"^build (cmake_object_order_depends_target_\S+): phony")
+
+
+def check_mark(root, table, mark, ninja=None):
+    """0 when the build's mark is newer than the table and every source, and
+    (with ninja) every compiling target of the build waits for the step."""
+    if ninja:
+        build = mark.parent
+        compiling = {m.group(1) for line in (build / "build.ninja").read_text().splitlines()
+                     if (m := ORDER_DEPENDS.match(line))}
+        query = subprocess.run([ninja, "-C", str(build), "-t", "query", "pav_layering"], capture_output=True,
+                               text=True)
+        waiting = {line.strip() for line in query.stdout.splitlines()}
+        missing = sorted(t.removeprefix("cmake_object_order_depends_target_") for t in compiling - waiting)
+        if query.returncode != 0 or not compiling or missing:
+            print(f"layers: {len(missing)} target(s) compile without waiting for the layering step "
+                  f"(pav_layering): {', '.join(missing[:8]) or query.stderr.strip()}")
+            return 1
+    if not mark.is_file():
+        print(f"layers: {mark} is missing: the build never ran the layering step (pav_layering)")
+        return 1
+    at = mark.stat().st_mtime
+    newer = [str(table)] if table.stat().st_mtime > at else []
+    newer += [rel for rel in sources(root) if (root / rel).stat().st_mtime > at]
+    if newer:
+        print(f"layers: {len(newer)} file(s) changed after the build's layering step ran "
+              f"({', '.join(newer[:5])}{', ...' if len(newer) > 5 else ''}): build again")
+        return 1
+    print(f"layers: the build checked the tree as it is ({mark})")
+    return 0
+
+
 def main():
     here = Path(__file__).resolve().parent
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--root", default=str(here.parent))
     ap.add_argument("--table", default=None)
+    ap.add_argument("--checked-mark", default=None)
+    ap.add_argument("--ninja", default=None)
     args = ap.parse_args()
     table = args.table or str(Path(args.root) / "ci" / "layers.txt")
+    if args.checked_mark:
+        return check_mark(Path(args.root), Path(table), Path(args.checked_mark), args.ninja)
     try:
         shown = os.path.relpath(table, args.root)
     except ValueError:
