@@ -1573,7 +1573,7 @@ TEST(KernelGeneration, ReachesEveryVariantAtItsEdges) {
     if (s.sinks && s.sinks->front() == 50.0f) seen.insert("dominant sink");
     if (s.sinks && s.sinks->front() == -50.0f) seen.insert("negligible sink");
     if (s.alibi_slopes) seen.insert("alibi");
-    if (s.opt.softmax_scale != 0.0f) seen.insert("another softmax scale");
+    if (s.softmax_scale != 0.0f) seen.insert("another softmax scale");
     if (s.window_left >= 0 && s.soft_cap > 0 && s.q_len > 1) seen.insert("window and cap at q_len > 1");
   }
   for (const char* want : {"window 0", "window 1", "window L-1", "window L", "window L+1", "window past L", "cap 1",

@@ -134,7 +134,7 @@ int64_t page_at(const props::HostCase& c, int64_t b, int64_t i) {
 std::vector<long double> row_logits(const props::HostCase& c, int64_t b, int64_t p, int64_t head) {
   const CaseSpec& s = c.spec;
   const int64_t D = s.head_dim, Hq = int64_t(s.hkv) * s.group, ps = s.block_size, h = head / s.group;
-  const long double scale = s.opt.softmax_scale != 0.0f ? (long double)s.opt.softmax_scale : 1.0L / std::sqrt((long double)D);
+  const long double scale = s.softmax_scale != 0.0f ? (long double)s.softmax_scale : 1.0L / std::sqrt((long double)D);
   const int64_t qrow = b * s.q_len + p, pos = s.lens[size_t(b)] - s.q_len + p;
   std::vector<long double> logits;
   for (int64_t t = 0; t <= pos; ++t) {
@@ -1047,7 +1047,7 @@ TEST(ExtremeLogits, EveryScoreSitsPastFiveE4AndTheStandardFollows) {
           s.scales = k;
           s.head_dim = D;
           s.extreme_logits = sign;
-          s.opt.softmax_scale = props::extreme_logit_scale(D, k);
+          s.softmax_scale = props::extreme_logit_scale(D, k);
           props::HostCase c = props::build_case(s);
           const reference::ReferenceResult r = reference::decode(c.call(), exact());
           ASSERT_EQ(r.score_max.size(), r.lse.size());
@@ -1271,7 +1271,7 @@ TEST(LogitTies, EveryRowsLogitsTieOrNearTieAndTheReferenceFollows) {
         s.scales = k;
         s.lens = {300, 0, 33};
         s.logit_ties = ties;
-        if (ties == 2) s.opt.softmax_scale = props::near_tie_scale(s.head_dim, k);
+        if (ties == 2) s.softmax_scale = props::near_tie_scale(s.head_dim, k);
         props::HostCase c = props::build_case(s);
         int64_t rows = 0;
         for (int64_t b = 0; b < int64_t(s.lens.size()); ++b)

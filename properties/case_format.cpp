@@ -57,7 +57,7 @@ void read_options(const Object& o, CaseSpec& s) {
   };
   s.opt.compute = any_dtype("compute", arch_flavour);
   s.opt.partial = any_dtype("partial", DType::bf16);
-  s.opt.softmax_scale = float(o.number("softmax_scale", 0.0, kMaxSoftmaxScale, 0.0));
+  s.softmax_scale = float(o.number("softmax_scale", 0.0, kMaxSoftmaxScale, 0.0));
   s.opt.cu = o.integer<int>("cu", 1, int(kMaxCu), 132);
   s.opt.partition_size = o.integer<int>("partition_size", 1, kMaxPartitionField, kTileTokens);
   s.opt.uniform_partitions = o.integer<int>("uniform_partitions", 0, kMaxPartitionField, 0);
@@ -228,7 +228,7 @@ json case_to_json(const CaseSpec& s, const json& meta) {
   o["arch"] = std::string(to_string(s.opt.arch));
   o["compute"] = std::string(to_string(s.opt.compute));
   o["partial"] = std::string(to_string(s.opt.partial));
-  o["softmax_scale"] = s.opt.softmax_scale;
+  o["softmax_scale"] = s.softmax_scale;
   o["cu"] = s.opt.cu;
   o["partition_size"] = s.opt.partition_size;
   o["uniform_partitions"] = s.opt.uniform_partitions;

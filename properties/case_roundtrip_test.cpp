@@ -40,7 +40,7 @@ std::vector<std::string> differing(const CaseSpec& a, const CaseSpec& b) {
   note("options.arch", a.opt.arch == b.opt.arch);
   note("options.compute", a.opt.compute == b.opt.compute);
   note("options.partial", a.opt.partial == b.opt.partial);
-  note("options.softmax_scale", a.opt.softmax_scale == b.opt.softmax_scale);
+  note("options.softmax_scale", a.softmax_scale == b.softmax_scale);
   note("options.cu", a.opt.cu == b.opt.cu);
   note("options.partition_size", a.opt.partition_size == b.opt.partition_size);
   note("options.uniform_partitions", a.opt.uniform_partitions == b.opt.uniform_partitions);
@@ -97,7 +97,7 @@ CaseSpec all_fields_set(int generator) {
   s.opt.arch = Arch::gfx942;
   s.opt.compute = DType::bf16;
   s.opt.partial = DType::f32;
-  s.opt.softmax_scale = 0.375f;
+  s.softmax_scale = 0.375f;
   s.opt.cu = 96;
   s.opt.partition_size = 512;
   s.opt.uniform_partitions = 3;
@@ -179,7 +179,7 @@ TEST(CaseRoundTrip, ChangingOneFieldMovesThatFieldOnly) {
       {"options.arch", [](CaseSpec& s) { s.opt.arch = Arch::gfx950; }},
       {"options.compute", [](CaseSpec& s) { s.opt.compute = DType::bf16; }},
       {"options.partial", [](CaseSpec& s) { s.opt.partial = DType::f16; }},
-      {"options.softmax_scale", [](CaseSpec& s) { s.opt.softmax_scale = 0.125f; }},
+      {"options.softmax_scale", [](CaseSpec& s) { s.softmax_scale = 0.125f; }},
       {"options.cu", [](CaseSpec& s) { s.opt.cu = 7; }},
       {"options.partition_size", [](CaseSpec& s) { s.opt.partition_size = 128; }},
       {"options.uniform_partitions", [](CaseSpec& s) { s.opt.uniform_partitions = 6; }},
@@ -232,7 +232,7 @@ TEST(CaseRoundTrip, AbsentFieldsTakeTheirDefaults) {
   want.opt.arch = Arch::sm90;
   want.opt.compute = DType::fp8_e4m3fn;
   want.opt.partial = DType::bf16;
-  want.opt.softmax_scale = 0.0f;
+  want.softmax_scale = 0.0f;
   want.opt.cu = 132;
   want.opt.partition_size = 256;
   want.opt.uniform_partitions = 0;

@@ -606,6 +606,7 @@ DecodeCall HostCase::call() {
   c.v_scale = c.v_latent ? c.k_scale : scale_view(v_scale_kind(), v_scale);
   c.q_len = s.q_len;
   c.opt = s.opt;
+  c.opt.softmax_scale = s.softmax_scale;
   c.variant.window_left = s.window_left;
   c.variant.soft_cap = s.soft_cap;
   if (!sinks.empty()) c.variant.sinks = TensorView::contiguous_of(sinks.data(), DType::f32, {Hq});

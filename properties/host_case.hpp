@@ -26,7 +26,15 @@ struct Sentinel {
   int64_t token = 0;
 };
 
-struct CaseSpec {
+// A case has three parts, each a struct of its own so that code which needs
+// one part says so: the call the kernel under test is handed (CallShape), how
+// its bytes are made (DataRecipe), and the settings only pav's own kernels read
+// (PavKernelSettings). Every kernel gets the same call and bytes; pav's
+// settings travel in the saved case beside them.
+
+// The call: shapes, dtypes, cache format, attention variant and the split
+// ceiling a request carries.
+struct CallShape {
   std::vector<int32_t> lens;          // context_lens; num_seqs = lens.size()
   int q_len = 1;
   int hkv = 1;
@@ -52,11 +60,20 @@ struct CaseSpec {
   int64_t page_pad = 0;  // elements after each page
   int64_t row_pad = 0;   // elements after each D-long row of a head
   kernels::PageTable page_table = kernels::PageTable::block_table;
-  kernels::DecodeOptions opt;         // arch, compute, partial, cu, uniform_partitions...
-  Path path = Path::planned;
   int64_t max_partitions = 0;         // planned: 0 = cu
-  int64_t workgroup_budget = 0;       // planned: 0 = 2*cu
   int64_t q_row_pad = 0;              // extra elements between q rows (a strided q)
+  float softmax_scale = 0.0f;         // 0 means 1/sqrt(head_dim)
+  // The attention variant (kernels::AttentionVariant): window and soft cap, and
+  // the sink logits and ALiBi slopes inline, one per query head (Hq values).
+  int window_left = -1;
+  float soft_cap = 0.0f;
+  std::optional<std::vector<float>> sinks, alibi_slopes;
+};
+
+// How the case's bytes are made from its seed: blocks no context uses, the
+// generator, planted tokens, extreme or tied logits, and inline tensors that
+// replace generated data.
+struct DataRecipe {
   int64_t spare_blocks = 1;           // blocks no table points to (poisoned)
   // Blocks before the ones the tables use (poisoned, never in a table): with
   // enough of them every page a context reads sits past element 2^31 of its
@@ -100,11 +117,6 @@ struct CaseSpec {
   // there. Never with extreme_logits.
   int logit_ties = 0;
   static constexpr float kNearTieSpread = 0.25f;
-  // The attention variant (kernels::AttentionVariant): window and soft cap, and
-  // the sink logits and ALiBi slopes inline, one per query head (Hq values).
-  int window_left = -1;
-  float soft_cap = 0.0f;
-  std::optional<std::vector<float>> sinks, alibi_slopes;
   // Inline tensors (small cases); when present they replace generated data.
   std::optional<std::vector<int32_t>> block_tables;  // [num_seqs * max_blocks]
   std::optional<std::vector<uint16_t>> q_bits;       // raw bf16/f16 bits
@@ -113,6 +125,18 @@ struct CaseSpec {
   std::optional<std::vector<uint8_t>> k_codes, v_codes;
   std::optional<std::vector<float>> k_scale_values, v_scale_values;
 };
+
+// pav's own kernels' settings: the options of their launch, the path and the
+// planner's workgroup budget. Other kernels never read them. The call's
+// softmax scale is CallShape's: HostCase::call() puts it into the call's
+// options, over opt's.
+struct PavKernelSettings {
+  kernels::DecodeOptions opt;         // arch, compute, partial, cu, uniform_partitions...
+  Path path = Path::planned;
+  int64_t workgroup_budget = 0;       // planned: 0 = 2*cu
+};
+
+struct CaseSpec : CallShape, DataRecipe, PavKernelSettings {};
 
 struct HostCase {
   CaseSpec spec;

@@ -233,14 +233,14 @@ rc::Gen<CaseSpec> gen_kernel_case(const KernelDescription& d, DecodeGenLimits li
     // The softmax scale is the call's: mostly the default, sometimes another
     // multiple of 1/sqrt(D) (a kernel that ignores it is caught).
     const float unit = 1.0f / std::sqrt(float(s.head_dim));
-    s.opt.softmax_scale = *rc::gen::weightedOneOf<float>(
+    s.softmax_scale = *rc::gen::weightedOneOf<float>(
         {{6, rc::gen::just(0.0f)}, {1, rc::gen::element(0.25f * unit, 0.5f * unit, 2.0f * unit)}});
     // Sometimes extreme logits: every scaled score near -6e4 or +6e4 (q and K
     // share a component, the scale makes q.k ~ -+16 D into -+6e4). Sentinels
     // would stand out of the pack, so there are none.
     s.extreme_logits = *rc::gen::weightedOneOf<int>({{18, rc::gen::just(0)}, {1, rc::gen::just(-1)}, {1, rc::gen::just(1)}});
     if (s.extreme_logits != 0) {
-      s.opt.softmax_scale = extreme_logit_scale(s.head_dim, s.scales);
+      s.softmax_scale = extreme_logit_scale(s.head_dim, s.scales);
       s.sentinels.clear();
     }
     // Sometimes every row's logits tie (every key of a sequence's head one
@@ -249,7 +249,7 @@ rc::Gen<CaseSpec> gen_kernel_case(const KernelDescription& d, DecodeGenLimits li
     if (s.extreme_logits == 0)
       s.logit_ties = *rc::gen::weightedOneOf<int>({{14, rc::gen::just(0)}, {1, rc::gen::just(1)}, {1, rc::gen::just(2)}});
     if (s.logit_ties != 0) s.sentinels.clear();
-    if (s.logit_ties == 2 && s.scales == ScaleKind::none) s.opt.softmax_scale = near_tie_scale(s.head_dim, s.scales);
+    if (s.logit_ties == 2 && s.scales == ScaleKind::none) s.softmax_scale = near_tie_scale(s.head_dim, s.scales);
     // Sometimes query head 0 is all zeros (exact ties, and a row absmax of 0)
     // or a constant (every element at a per-row quantization's largest code).
     const int head0 = *rc::gen::weightedOneOf<int>({{8, rc::gen::just(0)}, {1, rc::gen::just(1)}, {1, rc::gen::just(2)}});

@@ -52,7 +52,7 @@ std::string describe_kernel_spec(const CaseSpec& s) {
   if (s.page_pad != 0 || s.row_pad != 0) format += " strided";
   if (s.page_table == kernels::PageTable::csr) format += " csr";
   std::string variant;
-  if (s.opt.softmax_scale != 0.0f) variant += fmt::format(", scale {:g}", s.opt.softmax_scale);
+  if (s.softmax_scale != 0.0f) variant += fmt::format(", scale {:g}", s.softmax_scale);
   if (s.extreme_logits != 0) variant += fmt::format(", extreme logits ({})", s.extreme_logits < 0 ? "-6e4" : "+6e4");
   if (s.zero_q_head) variant += ", q head 0 zero";
   if (s.constant_q_head) variant += ", q head 0 constant";

@@ -51,7 +51,7 @@ Exact exact_decode(const HostCase& c) {
   const CaseSpec& s = c.spec;
   const int64_t B = int64_t(s.lens.size()), D = s.head_dim, G = s.group, H = s.hkv, hq = H * G;
   const int64_t bs = s.block_size, qstride = hq * D + s.q_row_pad;
-  const Real scale = s.opt.softmax_scale != 0.0f ? Real(s.opt.softmax_scale) : 1.0L / std::sqrt(Real(D));
+  const Real scale = s.softmax_scale != 0.0f ? Real(s.softmax_scale) : 1.0L / std::sqrt(Real(D));
   auto q_at = [&](int64_t row, int64_t head, int64_t d) -> Real {
     const uint16_t bits = c.q[row * qstride + head * D + d];
     return s.q_dtype == DType::bf16 ? kernels::bf16_to_f32(bits) : kernels::f16_to_f32(bits);

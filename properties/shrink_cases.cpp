@@ -62,11 +62,11 @@ std::vector<std::pair<CaseSpec, int64_t>> simpler_decode_specs(const CaseSpec& s
   if (s.soft_cap != 0.0f) field([](CaseSpec& c) { c.soft_cap = 0.0f; });
   if (s.sinks) field([](CaseSpec& c) { c.sinks.reset(); });
   if (s.alibi_slopes) field([](CaseSpec& c) { c.alibi_slopes.reset(); });
-  if (s.opt.softmax_scale != 0.0f && s.extreme_logits == 0) field([](CaseSpec& c) { c.opt.softmax_scale = 0.0f; });
+  if (s.softmax_scale != 0.0f && s.extreme_logits == 0) field([](CaseSpec& c) { c.softmax_scale = 0.0f; });
   if (s.extreme_logits != 0)
     field([](CaseSpec& c) {
       c.extreme_logits = 0;
-      c.opt.softmax_scale = 0.0f;
+      c.softmax_scale = 0.0f;
     });
   if (s.zero_q_head) field([](CaseSpec& c) { c.zero_q_head = false; });
   if (s.constant_q_head) field([](CaseSpec& c) { c.constant_q_head = false; });
