@@ -266,6 +266,17 @@ json case_to_json(const CaseSpec& s, const json& meta) {
   return j;
 }
 
+std::string case_kernel_spec(const json& meta) {
+  if (!meta.is_object()) return {};
+  const Object m(meta, "case", "meta");
+  return m.given("kernel") ? m.object("kernel").string("spec") : std::string();
+}
+
+std::string case_property(const json& meta) {
+  if (!meta.is_object()) return {};
+  return Object(meta, "case", "meta").string("property", std::string());
+}
+
 CaseSpec load_case_spec(const std::string& path, json* meta_out) {
   const json j = input::read_json_file(path);
   CaseSpec s = case_from_json(j, path);

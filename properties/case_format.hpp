@@ -25,6 +25,13 @@ nlohmann::json case_to_json(const CaseSpec& spec, const nlohmann::json& meta = n
 
 // Reads a case file; CaseError names the file and the field at fault.
 CaseSpec load_case_spec(const std::string& path, nlohmann::json* meta_out = nullptr);
+
+// What a case's meta records, read by input/'s rules (CaseError "case:
+// meta.FIELD: why" for a value of the wrong type): the --kernel text of the
+// kernel it was found on (meta.kernel.spec; "" when meta.kernel is absent or
+// null), and the property that found it (meta.property; "" when absent).
+std::string case_kernel_spec(const nlohmann::json& meta);
+std::string case_property(const nlohmann::json& meta);
 // Writes a case file durably (pav::write_file_atomically: a temporary file,
 // flushed, checked, renamed); meta also records the pav version and source
 // commit. Throws pav::IoError naming the path when it cannot be written.

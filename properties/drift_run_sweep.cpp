@@ -20,157 +20,107 @@ using nlohmann::json;
 
 namespace {
 
-[[noreturn]] void bad(const std::string& field, const std::string& why) {
-  throw std::invalid_argument(field + ": " + why);
-}
-
-template <class T>
-T get_num(const json& j, const std::string& field, T lo, T hi) {
-  if (!j.is_number()) bad(field, "must be a number");
-  if constexpr (std::is_integral_v<T>) {
-    if (!j.is_number_integer()) bad(field, "must be an integer");
-    // 128 bits hold every JSON integer (int64 and uint64 alike), so a value
-    // past either is compared, and quoted, as written.
-    const __int128 v = j.is_number_unsigned() ? __int128(j.get<uint64_t>()) : __int128(j.get<int64_t>());
-    if (v < __int128(lo) || v > __int128(hi)) bad(field, fmt::format("{} is outside {}..{}", j.dump(), lo, hi));
-    return T(v);
-  } else {
-    const double v = j.get<double>();
-    if (!(v >= lo && v <= hi)) bad(field, fmt::format("{} is outside [{}, {}]", v, lo, hi));
-    return T(v);
-  }
-}
-
-const json& need_array(const json& j, const std::string& field) {
-  if (!j.is_array() || j.empty()) bad(field, "must be a non-empty array");
-  return j;
-}
-
 std::string context_label(int32_t c) {
   if (c % 1000 == 0) return fmt::format("{}k", c / 1000);
   return fmt::format("{}", c);
 }
 
+// The sweep's lists: one to kMaxSweepList entries, checked before they are
+// walked (a list past the limit is refused before any cell is made).
+constexpr std::size_t kMaxSweepList = 1024;
+
 }  // namespace
 
-DriftSweep parse_drift_sweep(const json& j) {
-  if (!j.is_object()) bad("sweep", "must be a JSON object");
-  static const std::set<std::string> known = {
-      "format", "name", "description", "contexts", "batches", "heads", "head_dim", "block_size", "q_len",
-      "ceilings", "partials", "uniform_baseline", "cu", "workgroup_budget", "arch", "q_dtype", "kv_scale",
-      "q_std", "seeds", "seed", "lengths_seed", "shorter", "reference_precision", "growth", "control_epsilon"};
-  for (auto it = j.begin(); it != j.end(); ++it)
-    if (!known.count(it.key())) bad(it.key(), "unknown field");
-  if (!j.contains("format") || j["format"] != kDriftSweepFormat)
-    bad("format", fmt::format("must be \"{}\"", kDriftSweepFormat));
+DriftSweep parse_drift_sweep(const json& j, const std::string& source) {
+  const input::Object o(j, source);
+  o.only({"format", "name", "description", "contexts", "batches", "heads", "head_dim", "block_size", "q_len",
+          "ceilings", "partials", "uniform_baseline", "cu", "workgroup_budget", "arch", "q_dtype", "kv_scale",
+          "q_std", "seeds", "seed", "lengths_seed", "shorter", "reference_precision", "growth", "control_epsilon"});
+  o.choice("format", {kDriftSweepFormat});
   DriftSweep s;
-  if (j.contains("name")) {
-    if (!j["name"].is_string() || j["name"].get<std::string>().empty()) bad("name", "must be a non-empty string");
-    s.name = j["name"];
+  if (o.has("name")) {
+    s.name = o.string("name");
+    if (s.name.empty()) o.fail("name", "must be a non-empty string");
   }
-  if (j.contains("description")) {
-    if (!j["description"].is_string()) bad("description", "must be a string");
-    s.description = j["description"];
-  }
-  if (j.contains("cu")) s.cu = get_num<int>(j["cu"], "cu", 1, 4096);
-  for (const char* f : {"contexts", "batches", "ceilings"})
-    if (!j.contains(f)) bad(f, "is required");
-  const json& ctx = need_array(j["contexts"], "contexts");
+  s.description = o.string("description", s.description);
+  s.cu = o.integer<int>("cu", 1, 4096, s.cu);
+  const input::Array ctx = o.array("contexts", 1, kMaxSweepList);
   for (size_t i = 0; i < ctx.size(); ++i)
-    s.contexts.push_back(get_num<int32_t>(ctx[i], fmt::format("contexts[{}]", i), 1, std::numeric_limits<int32_t>::max()));
-  const json& bat = need_array(j["batches"], "batches");
-  for (size_t i = 0; i < bat.size(); ++i)
-    s.batches.push_back(get_num<int>(bat[i], fmt::format("batches[{}]", i), 1, kernels::kMaxPlanBatch));
-  const json& cei = need_array(j["ceilings"], "ceilings");
+    s.contexts.push_back(ctx.integer<int32_t>(i, 1, std::numeric_limits<int32_t>::max()));
+  const input::Array bat = o.array("batches", 1, kMaxSweepList);
+  for (size_t i = 0; i < bat.size(); ++i) s.batches.push_back(bat.integer<int>(i, 1, kernels::kMaxPlanBatch));
+  const input::Array cei = o.array("ceilings", 1, kMaxSweepList);
   for (size_t i = 0; i < cei.size(); ++i) {
-    const std::string f = fmt::format("ceilings[{}]", i);
-    const int c = get_num<int>(cei[i], f, 1, s.cu);
-    if (!s.ceilings.empty() && c <= s.ceilings.back()) bad(f, "ceilings must be strictly ascending");
+    const int c = cei.integer<int>(i, 1, s.cu);
+    if (!s.ceilings.empty() && c <= s.ceilings.back()) cei.fail(i, "ceilings must be strictly ascending");
     s.ceilings.push_back(c);
   }
-  if (s.ceilings.size() < 2) bad("ceilings", "needs at least two (the growth test compares the lowest and the highest)");
-  if (j.contains("heads")) {
-    const json& h = need_array(j["heads"], "heads");
+  if (s.ceilings.size() < 2) o.fail("ceilings", "needs at least two (the growth test compares the lowest and the highest)");
+  if (o.has("heads")) {
+    const input::Array h = o.array("heads", 1, kMaxSweepList);
     s.heads.clear();
     for (size_t i = 0; i < h.size(); ++i) {
-      const std::string f = fmt::format("heads[{}]", i);
-      if (!h[i].is_object()) bad(f, "must be an object {\"hkv\": N, \"group\": G}");
-      for (auto it = h[i].begin(); it != h[i].end(); ++it)
-        if (it.key() != "hkv" && it.key() != "group") bad(f + "." + it.key(), "unknown field");
-      if (!h[i].contains("hkv") || !h[i].contains("group")) bad(f, "needs hkv and group");
-      s.heads.push_back({get_num<int>(h[i]["hkv"], f + ".hkv", 1, 256), get_num<int>(h[i]["group"], f + ".group", 1, 64)});
+      if (!h[i].is_object()) h.fail(i, "must be an object {\"hkv\": N, \"group\": G}");
+      const input::Object head = h.object(i);
+      head.only({"hkv", "group"});
+      s.heads.push_back({head.integer<int>("hkv", 1, 256), head.integer<int>("group", 1, 64)});
     }
   }
-  if (j.contains("head_dim")) {
-    s.head_dim = get_num<int>(j["head_dim"], "head_dim", 64, 1024);
-    const bool ok = s.head_dim == 64 || (s.head_dim % 128 == 0);
-    if (!ok) bad("head_dim", "must be 64 or a multiple of 128 up to 1024 (the planned kernel's domain)");
+  if (o.has("head_dim")) {
+    s.head_dim = o.integer<int>("head_dim", 64, 1024);
+    if (s.head_dim != 64 && s.head_dim % 128 != 0)
+      o.fail("head_dim", "must be 64 or a multiple of 128 up to 1024 (the planned kernel's domain)");
   }
-  if (j.contains("block_size")) {
-    s.block_size = get_num<int>(j["block_size"], "block_size", 16, 128);
-    if (s.block_size != 16 && s.block_size != 64 && s.block_size != 128) bad("block_size", "must be 16, 64 or 128");
+  if (o.has("block_size")) {
+    s.block_size = o.integer<int>("block_size", 16, 128);
+    if (s.block_size != 16 && s.block_size != 64 && s.block_size != 128) o.fail("block_size", "must be 16, 64 or 128");
   }
-  if (j.contains("q_len")) s.q_len = get_num<int>(j["q_len"], "q_len", 1, 16);
-  if (j.contains("partials")) {
-    const json& p = need_array(j["partials"], "partials");
+  s.q_len = o.integer<int>("q_len", 1, 16, s.q_len);
+  if (o.has("partials")) {
+    const input::Array p = o.array("partials", 1, 3);
     s.partials.clear();
     for (size_t i = 0; i < p.size(); ++i) {
-      const std::string f = fmt::format("partials[{}]", i);
       DType d;
       if (!p[i].is_string() || !kernels::parse_dtype(p[i].get<std::string>(), d) ||
           (d != DType::bf16 && d != DType::f16 && d != DType::f32))
-        bad(f, "must be \"bf16\", \"f16\" or \"f32\"");
-      if (std::find(s.partials.begin(), s.partials.end(), d) != s.partials.end()) bad(f, "repeated");
+        p.fail(i, "must be \"bf16\", \"f16\" or \"f32\"");
+      if (std::find(s.partials.begin(), s.partials.end(), d) != s.partials.end()) p.fail(i, "repeated");
       s.partials.push_back(d);
     }
   }
-  if (j.contains("uniform_baseline")) {
-    if (!j["uniform_baseline"].is_boolean()) bad("uniform_baseline", "must be true or false");
-    s.uniform_baseline = j["uniform_baseline"];
+  s.uniform_baseline = o.boolean("uniform_baseline", s.uniform_baseline);
+  s.workgroup_budget = o.integer<int64_t>("workgroup_budget", 0, kernels::kMaxWorkgroupBudget, s.workgroup_budget);
+  if (o.has("arch")) {
+    const std::string a = o.choice("arch", {"sm90", "gfx950", "gfx942"});
+    if (!kernels::parse_arch(a, s.arch) || kernels::arch_fp8(s.arch) == DType::none) o.fail("arch", "unknown");
   }
-  if (j.contains("workgroup_budget"))
-    s.workgroup_budget = get_num<int64_t>(j["workgroup_budget"], "workgroup_budget", 0, kernels::kMaxWorkgroupBudget);
-  if (j.contains("arch")) {
-    if (!j["arch"].is_string() || !kernels::parse_arch(j["arch"].get<std::string>(), s.arch) ||
-        kernels::arch_fp8(s.arch) == DType::none)
-      bad("arch", "must be \"sm90\", \"gfx950\" or \"gfx942\"");
+  if (o.has("q_dtype")) {
+    const std::string q = o.choice("q_dtype", {"bf16", "f16"});
+    if (!kernels::parse_dtype(q, s.q_dtype)) o.fail("q_dtype", "unknown");
   }
-  if (j.contains("q_dtype")) {
-    if (!j["q_dtype"].is_string() || !kernels::parse_dtype(j["q_dtype"].get<std::string>(), s.q_dtype) ||
-        (s.q_dtype != DType::bf16 && s.q_dtype != DType::f16))
-      bad("q_dtype", "must be \"bf16\" or \"f16\"");
+  s.kv_scale = o.number("kv_scale", 1e-6, 1e6, s.kv_scale);
+  s.q_std = o.number("q_std", 1e-6, 1e3, s.q_std);
+  s.seeds = o.integer<int>("seeds", 2, 10000, s.seeds);
+  s.seed = o.integer<uint64_t>("seed", 0, uint64_t(1) << 62, s.seed);
+  s.lengths_seed = o.integer<uint64_t>("lengths_seed", 0, uint64_t(1) << 62, s.lengths_seed);
+  if (o.has("shorter")) {
+    const input::Object sh = o.object("shorter");
+    sh.only({"ratio_p50", "ratio_p90", "min_len"});
+    s.shorter.ratio_p50 = sh.number("ratio_p50", 1.0, 1e6, s.shorter.ratio_p50);
+    s.shorter.ratio_p90 = sh.number("ratio_p90", 1.0, 1e6, s.shorter.ratio_p90);
+    s.shorter.min_len = sh.integer<int32_t>("min_len", 1, 1 << 30, s.shorter.min_len);
+    if (!(s.shorter.ratio_p90 > s.shorter.ratio_p50)) sh.fail("ratio_p90", "must exceed ratio_p50");
   }
-  if (j.contains("kv_scale")) s.kv_scale = get_num<double>(j["kv_scale"], "kv_scale", 1e-6, 1e6);
-  if (j.contains("q_std")) s.q_std = get_num<double>(j["q_std"], "q_std", 1e-6, 1e3);
-  if (j.contains("seeds")) s.seeds = get_num<int>(j["seeds"], "seeds", 2, 10000);
-  if (j.contains("seed")) s.seed = get_num<uint64_t>(j["seed"], "seed", 0, uint64_t(1) << 62);
-  if (j.contains("lengths_seed")) s.lengths_seed = get_num<uint64_t>(j["lengths_seed"], "lengths_seed", 0, uint64_t(1) << 62);
-  if (j.contains("shorter")) {
-    const json& sh = j["shorter"];
-    if (!sh.is_object()) bad("shorter", "must be an object");
-    for (auto it = sh.begin(); it != sh.end(); ++it)
-      if (it.key() != "ratio_p50" && it.key() != "ratio_p90" && it.key() != "min_len") bad("shorter." + it.key(), "unknown field");
-    if (sh.contains("ratio_p50")) s.shorter.ratio_p50 = get_num<double>(sh["ratio_p50"], "shorter.ratio_p50", 1.0, 1e6);
-    if (sh.contains("ratio_p90")) s.shorter.ratio_p90 = get_num<double>(sh["ratio_p90"], "shorter.ratio_p90", 1.0, 1e6);
-    if (sh.contains("min_len")) s.shorter.min_len = get_num<int32_t>(sh["min_len"], "shorter.min_len", 1, 1 << 30);
-    if (!(s.shorter.ratio_p90 > s.shorter.ratio_p50)) bad("shorter.ratio_p90", "must exceed ratio_p50");
+  if (o.has("reference_precision"))
+    s.reference_precision = o.choice("reference_precision", {"fp32", "fp64"}) == "fp32" ? reference::Precision::fp32
+                                                                                         : reference::Precision::fp64;
+  if (o.has("growth")) {
+    const input::Object g = o.object("growth");
+    g.only({"alpha", "min_relative_growth"});
+    s.growth.alpha = g.number("alpha", 1e-12, 0.5, s.growth.alpha);
+    s.growth.min_relative_growth = g.number("min_relative_growth", 0.0, 100.0, s.growth.min_relative_growth);
   }
-  if (j.contains("reference_precision")) {
-    const json& p = j["reference_precision"];
-    if (p == "fp32") s.reference_precision = reference::Precision::fp32;
-    else if (p == "fp64") s.reference_precision = reference::Precision::fp64;
-    else bad("reference_precision", "must be \"fp32\" or \"fp64\"");
-  }
-  if (j.contains("growth")) {
-    const json& g = j["growth"];
-    if (!g.is_object()) bad("growth", "must be an object");
-    for (auto it = g.begin(); it != g.end(); ++it)
-      if (it.key() != "alpha" && it.key() != "min_relative_growth") bad("growth." + it.key(), "unknown field");
-    if (g.contains("alpha")) s.growth.alpha = get_num<double>(g["alpha"], "growth.alpha", 1e-12, 0.5);
-    if (g.contains("min_relative_growth"))
-      s.growth.min_relative_growth = get_num<double>(g["min_relative_growth"], "growth.min_relative_growth", 0.0, 100.0);
-  }
-  if (j.contains("control_epsilon")) s.control_epsilon = get_num<double>(j["control_epsilon"], "control_epsilon", 0.0, 1e6);
+  s.control_epsilon = o.number("control_epsilon", 0.0, 1e6, s.control_epsilon);
   // A cell's K and V caches (fp8, one byte per element) hold at most batch x
   // context tokens, each request rounded up to whole blocks: a sweep whose
   // largest cell could never be held is refused here, before anything runs.
@@ -180,10 +130,10 @@ DriftSweep parse_drift_sweep(const json& j) {
         const __int128 blocks = (__int128(s.contexts[c]) + s.block_size - 1) / s.block_size;
         const __int128 bytes = __int128(s.batches[b]) * blocks * s.block_size * h.hkv * s.head_dim * 2;
         if (bytes > kernels::kMaxDriftCellBytes)
-          bad(fmt::format("contexts[{}]", c),
-              fmt::format("a cell of {} (batches[{}]) requests of up to {} tokens, {} KV head(s) of dim {}, needs up to "
-                          "{} bytes of K and V cache, more than the limit of {} bytes",
-                          s.batches[b], b, s.contexts[c], h.hkv, s.head_dim, int64_t(bytes), kernels::kMaxDriftCellBytes));
+          ctx.fail(c, fmt::format("a cell of {} (batches[{}]) requests of up to {} tokens, {} KV head(s) of dim {}, "
+                                  "needs up to {} bytes of K and V cache, more than the limit of {} bytes",
+                                  s.batches[b], b, s.contexts[c], h.hkv, s.head_dim, int64_t(bytes),
+                                  kernels::kMaxDriftCellBytes));
       }
   return s;
 }
@@ -193,13 +143,8 @@ DriftSweep load_drift_sweep(const std::string& path) {
   // is refused before it is opened (never read, never waited on), a file past
   // the size limit before it is read, and 1e999, a duplicate key or nesting
   // past kMaxJsonDepth while parsing; its InputError is an invalid_argument
-  // naming the file and field.
-  const json j = input::read_json_file(path);
-  try {
-    return parse_drift_sweep(j);
-  } catch (const std::invalid_argument& e) {
-    throw std::invalid_argument(path + ": " + e.what());
-  }
+  // naming the file and field, as every field's check after it.
+  return parse_drift_sweep(input::read_json_file(path), path);
 }
 
 json sweep_to_json(const DriftSweep& s) {

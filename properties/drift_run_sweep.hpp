@@ -60,8 +60,9 @@ struct DriftSweep {
   double control_epsilon = 0.0;        // > 0: positive-control arms (epsilon added to each partition's l)
 };
 
-// Throws std::invalid_argument naming the field ("ceilings[2]: ...").
-DriftSweep parse_drift_sweep(const nlohmann::json& j);
+// Reads a sweep through input/'s rules; throws input::InputError (an
+// invalid_argument) "SOURCE: FIELD: why" ("sweep.json: ceilings[2]: ...").
+DriftSweep parse_drift_sweep(const nlohmann::json& j, const std::string& source = "sweep");
 // Reads a sweep file; the message names the file and the field.
 DriftSweep load_drift_sweep(const std::string& path);
 nlohmann::json sweep_to_json(const DriftSweep& s);

@@ -82,17 +82,17 @@ TEST(DriftSweepFormat, BadFieldsAreNamed) {
   EXPECT_NE(parse_error(with("shorter", {{"ratio_p50", 30.0}})).find("shorter.ratio_p90"), std::string::npos);
   // Integers past int64 are quoted as written, not wrapped to negatives.
   const std::string past_uint64 = parse_error(with("seed", json(std::numeric_limits<uint64_t>::max())));
-  EXPECT_NE(past_uint64.find("seed: 18446744073709551615 is outside 0..4611686018427387904"), std::string::npos)
+  EXPECT_NE(past_uint64.find("seed: must be in 0..4611686018427387904, got 18446744073709551615"), std::string::npos)
       << past_uint64;
   EXPECT_NE(parse_error(with("lengths_seed", json((uint64_t(1) << 62) + 1)))
-                .find("lengths_seed: 4611686018427387905 is outside"),
+                .find("lengths_seed: must be in 0..4611686018427387904, got 4611686018427387905"),
             std::string::npos);
   EXPECT_EQ(parse_drift_sweep(with("seed", json(uint64_t(1) << 62))).seed, uint64_t(1) << 62);  // the limit itself
-  EXPECT_NE(parse_error(with("cu", json(std::numeric_limits<int64_t>::min()))).find("cu: -9223372036854775808 is outside"),
+  EXPECT_NE(parse_error(with("cu", json(std::numeric_limits<int64_t>::min()))).find("cu: must be in 1..4096, got -9223372036854775808"),
             std::string::npos);
   json no_ctx = minimal();
   no_ctx.erase("contexts");
-  EXPECT_NE(parse_error(no_ctx).find("contexts: is required"), std::string::npos);
+  EXPECT_NE(parse_error(no_ctx).find("contexts: missing (required)"), std::string::npos);
 }
 
 TEST(DriftSweepFormat, WorkgroupBudgetIsThePlannersRange) {
@@ -100,11 +100,11 @@ TEST(DriftSweepFormat, WorkgroupBudgetIsThePlannersRange) {
   j["workgroup_budget"] = int64_t(1) << 20;  // the planner's limit itself
   EXPECT_EQ(parse_drift_sweep(j).workgroup_budget, int64_t(1) << 20);
   j["workgroup_budget"] = (int64_t(1) << 20) + 1;
-  EXPECT_NE(parse_error(j).find("workgroup_budget: 1048577 is outside 0..1048576"), std::string::npos) << parse_error(j);
+  EXPECT_NE(parse_error(j).find("workgroup_budget: must be in 0..1048576, got 1048577"), std::string::npos) << parse_error(j);
   j["workgroup_budget"] = 0;  // 0: twice cu
   EXPECT_EQ(parse_drift_sweep(j).workgroup_budget, 0);
   j["workgroup_budget"] = -1;
-  EXPECT_NE(parse_error(j).find("workgroup_budget: -1 is outside"), std::string::npos) << parse_error(j);
+  EXPECT_NE(parse_error(j).find("workgroup_budget: must be in 0..1048576, got -1"), std::string::npos) << parse_error(j);
 }
 
 TEST(DriftSweepFormat, ACellPastTheMemoryLimitIsRefusedWhenRead) {
@@ -161,7 +161,7 @@ TEST(DriftSweepFormat, FilesAreReadThroughTheBoundedReader) {
   // A field's error still names the file and the field.
   json bad = minimal();
   bad["cu"] = 0;
-  EXPECT_NE(refusal(write("cu.json", bad.dump())).find("cu.json: cu: 0 is outside 1..4096"), std::string::npos);
+  EXPECT_NE(refusal(write("cu.json", bad.dump())).find("cu.json: cu: must be in 1..4096, got 0"), std::string::npos);
   std::filesystem::remove_all(dir);
 }
 

@@ -11,6 +11,7 @@
 
 #include "adapters/pav_kernel.hpp"
 #include "kernels/launch.hpp"
+#include "properties/case_format.hpp"
 #include "properties/gate_gen.hpp"
 #include "properties/kernel_gen.hpp"
 #include "properties/runner_kernel.hpp"
@@ -361,12 +362,11 @@ std::unique_ptr<adapters::KernelUnderTest> pav_kernel_on(adapters::PavKernelOpti
 
 // The settings a saved case's meta.kernel.spec records (pav:cpu|gpu WORDS).
 adapters::PavKernelOptions pav_options_of(const json& meta) {
-  const json k = meta.is_object() ? meta.value("kernel", json()) : json();
-  if (!k.is_object() || !k.contains("spec") || !k.at("spec").is_string())
-    throw std::invalid_argument("meta.kernel.spec: pav's kernel settings are required");
-  std::vector<std::string> words = adapters::split_words(k.at("spec").get<std::string>().substr(4));
-  if (k.at("spec").get<std::string>().rfind("pav:", 0) != 0 || words.empty())
-    throw std::invalid_argument("meta.kernel.spec: expected pav:cpu or pav:gpu with its words");
+  const std::string spec = case_kernel_spec(meta);
+  if (spec.empty()) throw CaseError("case: meta.kernel.spec: pav's kernel settings are required");
+  std::vector<std::string> words = adapters::split_words(spec.substr(4));
+  if (spec.rfind("pav:", 0) != 0 || words.empty())
+    throw CaseError("case: meta.kernel.spec: expected pav:cpu or pav:gpu with its words");
   adapters::PavKernelOptions o = adapters::parse_pav_kernel_words({words.begin() + 1, words.end()});
   o.backend = words.front() == "gpu" ? kernels::Backend::gpu : kernels::Backend::cpu;
   return o;

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "properties/replay.hpp"
 
+#include "input/json_input.hpp"
 #include "properties/builtin_properties.hpp"
 #include "properties/case_format.hpp"
 #include "properties/kernel_properties.hpp"
@@ -10,25 +11,18 @@ namespace pav::props::fuzz {
 using nlohmann::json;
 
 std::unique_ptr<adapters::KernelUnderTest> case_kernel(CaseSpec& spec, const json& meta, kernels::Backend backend) {
-  if (!meta.is_object() || !meta.contains("kernel") || meta.at("kernel").is_null())
-    return pav_kernel_for_case(spec, backend);
-  const json& k = meta.at("kernel");
-  const std::string recorded = k.is_object() && k.contains("spec") && k.at("spec").is_string()
-                                   ? k.at("spec").get<std::string>()
-                                   : std::string();
+  const std::string recorded = case_kernel_spec(meta);
+  if (recorded.empty()) return pav_kernel_for_case(spec, backend);
   // A case found on another kernel is evidence about that kernel: run on
   // pav's kernels instead it would pass for the wrong reason.
   if (recorded.rfind("pav:", 0) != 0)
-    throw CaseError("meta.kernel.spec: the case was found with the kernel '" +
-                    (recorded.empty() ? std::string("(no meta.kernel.spec)") : recorded.substr(0, 200)) +
+    throw CaseError("meta.kernel.spec: the case was found with the kernel '" + input::excerpt(recorded, 200) +
                     "'; it replays only on that kernel (--kernel SPEC), not on pav's own kernels");
   return adapters::open_kernel(recorded, {});
 }
 
 Verdict replay_case(const CaseSpec& spec, const json& meta, const CheckContext& ctx, std::string* property_out) {
-  if (meta.is_object() && meta.contains("property") && !meta.at("property").is_string())
-    throw CaseError(std::string("meta.property: expected a string, got ") + meta.at("property").type_name());
-  const std::string named = meta.is_object() ? meta.value("property", std::string()) : std::string();
+  const std::string named = case_property(meta);
   if (is_host_property(named)) {
     const Property* p = find_property(named);
     if (property_out) *property_out = p->name;
