@@ -23,7 +23,8 @@ pkgs=(
 # python3-pytest: its tests and the pytest example, in the CPU suite.
 # clang-15: the sanitizer build (ci/sanitize.sh); its AddressSanitizer leaves
 # UBSan's check data uninstrumented, so a sanitized pav starts in half the time
-# GCC's takes, and it compiles in about half the time.
+# GCC's takes, and it compiles the heaviest sanitized sources in up to half
+# the time.
 # The example workers run on Debian's /usr/bin/python3 (examples/workers/):
 # NumPy always; PyTorch (CPU) on request, for the torch worker's slow tests.
 if [[ "${PAV_DEPS_TORCH:-0}" != 0 ]]; then
