@@ -135,7 +135,10 @@ def check(root, table_path, shown=None):
     return forbidden
 
 
-ORDER_DEPENDS = re.compile(r"^build (cmake_object_order_depends_target_\S+): phony")
+# CMake's ninja generator gives every compiling target a phony step of this
+# name that its objects wait for; the layering step must be among its inputs.
+ORDER_PREFIX = "cmake_object_order_depends_target_"
+ORDER_DEPENDS = re.compile(r"^build (" + ORDER_PREFIX + r"\S+): phony")
 
 
 def check_mark(root, table, mark, ninja=None):
@@ -148,7 +151,7 @@ def check_mark(root, table, mark, ninja=None):
         query = subprocess.run([ninja, "-C", str(build), "-t", "query", "pav_layering"], capture_output=True,
                                text=True)
         waiting = {line.strip() for line in query.stdout.splitlines()}
-        missing = sorted(t.removeprefix("cmake_object_order_depends_target_") for t in compiling - waiting)
+        missing = sorted(t.removeprefix(ORDER_PREFIX) for t in compiling - waiting)
         if query.returncode != 0 or not compiling or missing:
             print(f"layers: {len(missing)} target(s) compile without waiting for the layering step "
                   f"(pav_layering): {', '.join(missing[:8]) or query.stderr.strip()}")
