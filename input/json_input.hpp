@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 #pragma once
 // Reading JSON that other tools wrote: the one path every pav reader (case
-// files, drift sweeps, JSONL accuracy runs, bench runs, traces) takes from a
-// file name to typed, range-checked values.
+// files, drift sweeps, fuzz shard reports, JSONL accuracy runs, bench runs,
+// traces) takes from a file name to typed, range-checked values.
 //
 // - Files are checked before they are read: a missing file, a directory or
 //   another non-regular file, and a file past its size limit are refused by

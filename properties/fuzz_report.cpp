@@ -4,7 +4,7 @@
 #include <fmt/core.h>
 
 #include <algorithm>
-#include <cmath>
+#include <climits>
 #include <set>
 
 #include "input/json_input.hpp"
@@ -16,60 +16,43 @@ using ojson = nlohmann::ordered_json;
 
 namespace {
 
-const json& field(const json& j, const std::string& key, const std::string& where) {
-  if (!j.is_object() || !j.contains(key)) throw ReportError(where + ": missing field '" + key + "'");
-  return j.at(key);
-}
+using input::Array;
+using input::Object;
 
-bool non_negative_integer(const json& v) {
-  return v.is_number_unsigned() || (v.is_number_integer() && v.get<int64_t>() >= 0);
-}
+// Fields are read through input::Object and input::Array, so a report's
+// messages read like every other reader's: "FILE: FIELD: why". The checks of
+// a report against itself fail the same way (Object::fail), and read_shard
+// turns the InputError into a ReportError.
+
+// The most properties one report may list (pav fuzz registers far fewer).
+constexpr std::size_t kMaxReportProperties = 1024;
+// The most seconds a report may count (wall or CPU, summed over jobs): past
+// thirty years at 1,024 jobs.
+constexpr double kMaxReportSeconds = 1e12;
 
 // "got VALUE", the value cut short and escaped, so a message stays one line.
 std::string got(const json& v) { return "got " + input::excerpt(v); }
 
-uint64_t unsigned_field(const json& j, const std::string& key, const std::string& where) {
-  const json& v = field(j, key, where);
-  if (!non_negative_integer(v)) throw ReportError(where + "." + key + ": expected a non-negative integer, " + got(v));
-  return v.get<uint64_t>();
-}
-
-// A count a run can reach: 0..kMaxReportCases.
-int64_t count_field(const json& j, const std::string& key, const std::string& where) {
-  const json& v = field(j, key, where);
-  if (!non_negative_integer(v) || v.get<uint64_t>() > uint64_t(kMaxReportCases))
-    throw ReportError(fmt::format("{}.{}: expected a case count 0..{}, {}", where, key, kMaxReportCases, got(v)));
-  return v.get<int64_t>();
-}
-
-std::string string_field(const json& j, const std::string& key, const std::string& where) {
-  const json& v = field(j, key, where);
-  if (!v.is_string()) throw ReportError(where + "." + key + ": expected a string, " + got(v));
-  return v.get<std::string>();
-}
-
-bool bool_field(const json& j, const std::string& key, const std::string& where) {
-  const json& v = field(j, key, where);
-  if (!v.is_boolean()) throw ReportError(where + "." + key + ": expected true or false, " + got(v));
-  return v.get<bool>();
-}
-
-// Seconds: a finite number >= 0.
-double seconds_field(const json& j, const std::string& key, const std::string& where) {
-  const json& v = field(j, key, where);
-  if (!v.is_number() || !std::isfinite(v.get<double>()) || v.get<double>() < 0)
-    throw ReportError(where + "." + key + ": expected a finite number of seconds >= 0, " + got(v));
-  return v.get<double>();
-}
-
 // A string or null (null: "").
-json string_or_null(const json& j, const std::string& key, const std::string& where) {
-  const json& v = field(j, key, where);
-  if (!v.is_string() && !v.is_null()) throw ReportError(where + "." + key + ": expected a string or null, " + got(v));
+json string_or_null(const Object& o, std::string_view key) {
+  const json& v = o.at(key);
+  if (!v.is_string() && !v.is_null()) o.fail(key, "expected a string or null, " + got(v));
   return v;
 }
 
-// One property's run as the report records it, checked against itself.
+StreamPoint read_point(const Object& o) {
+  StreamPoint p;
+  p.next_case = o.integer<uint64_t>("next_case", 0, UINT64_MAX);
+  const Array beyond = o.array("done_beyond", 0, std::size_t(kMaxReportCases));
+  for (std::size_t i = 0; i < beyond.size(); ++i) {
+    const uint64_t v = beyond.integer<uint64_t>(i, 0, UINT64_MAX);
+    if (v <= p.next_case || (!p.done_beyond.empty() && v <= p.done_beyond.back()))
+      beyond.fail(i, fmt::format("expected ascending case indices above next_case {}, got {}", p.next_case, v));
+    p.done_beyond.push_back(v);
+  }
+  return p;
+}
+
 struct RunInfo {
   std::string property;
   int64_t cases = 0;
@@ -109,12 +92,11 @@ struct ShardReport {
   }
 };
 
-std::map<std::string, StreamPoint> points(const json& report, const std::string& key,
-                                          const std::vector<std::string>& properties, const std::string& path) {
-  const json& m = field(report, key, path);
-  if (!m.is_object()) throw ReportError(path + "." + key + ": expected an object keyed by property, " + got(m));
+std::map<std::string, StreamPoint> points(const Object& report, std::string_view key,
+                                          const std::vector<std::string>& properties) {
+  const Object m = report.object(key);
   std::map<std::string, StreamPoint> out;
-  for (const std::string& p : properties) out[p] = stream_point_from_json(field(m, p, path + "." + key), path + "." + key + "." + p);
+  for (const std::string& p : properties) out[p] = read_point(m.object(p));
   return out;
 }
 
@@ -135,156 +117,134 @@ std::string point_text(const StreamPoint& p) {
                      p.done_beyond.empty() ? std::string() : fmt::format(" and {} beyond", p.done_beyond.size()));
 }
 
-RunInfo read_run(const json& r, const std::string& where, const std::string& want_property, int jobs,
-                 const StreamPoint& resumed, const StreamPoint& resume) {
-  if (!r.is_object()) throw ReportError(where + ": expected an object, " + got(r));
+RunInfo read_run(const Object& r, const std::string& want_property, int jobs, const StreamPoint& resumed,
+                 const StreamPoint& resume) {
   RunInfo run;
-  run.property = string_field(r, "property", where);
+  run.property = r.string("property");
   if (run.property != want_property)
-    throw ReportError(fmt::format("{}.property: expected '{}' (runs follow the properties list in order), got {}",
-                                  where, want_property, input::excerpt(run.property)));
-  run.cases = count_field(r, "cases", where);
-  run.seconds = seconds_field(r, "seconds", where);
-  run.cpu_seconds = seconds_field(r, "cpu_seconds", where);
-  run.interrupted = bool_field(r, "interrupted", where);
-  const bool passed = bool_field(r, "passed", where);
+    r.fail("property", fmt::format("expected '{}' (runs follow the properties list in order), got {}", want_property,
+                                   input::excerpt(run.property)));
+  run.cases = r.integer<int64_t>("cases", 0, kMaxReportCases);
+  run.seconds = r.number("seconds", 0, kMaxReportSeconds);
+  run.cpu_seconds = r.number("cpu_seconds", 0, kMaxReportSeconds);
+  run.interrupted = r.boolean("interrupted");
+  const bool passed = r.boolean("passed");
   // Per job, then the total.
-  const json& per_job = field(r, "cases_per_job", where);
-  if (!per_job.is_array() || per_job.size() != size_t(jobs))
-    throw ReportError(fmt::format("{}.cases_per_job: expected a list of {} case count(s), one per job, {}", where, jobs,
-                                  got(per_job)));
+  const Array per_job = r.array("cases_per_job", std::size_t(jobs), std::size_t(jobs));
   int64_t sum = 0;
-  for (size_t i = 0; i < per_job.size(); ++i) {
-    const json& c = per_job[i];
-    if (!non_negative_integer(c) || c.get<uint64_t>() > uint64_t(kMaxReportCases))
-      throw ReportError(fmt::format("{}.cases_per_job[{}]: expected a case count 0..{}, {}", where, i, kMaxReportCases,
-                                    got(c)));
-    sum += c.get<int64_t>();
-  }
-  if (sum != run.cases)
-    throw ReportError(fmt::format("{}.cases: {} is not the sum of cases_per_job ({})", where, run.cases, sum));
+  for (std::size_t i = 0; i < per_job.size(); ++i) sum += per_job.integer<int64_t>(i, 0, kMaxReportCases);
+  if (sum != run.cases) r.fail("cases", fmt::format("{} is not the sum of cases_per_job ({})", run.cases, sum));
   // The seed stream: it starts where `resumed` says and stops where `resume`
   // says, and the cases between are the ones counted.
-  const json& seeds = field(r, "seeds", where);
-  const StreamPoint from = stream_point_from_json(field(seeds, "from", where + ".seeds"), where + ".seeds.from");
-  const StreamPoint to = stream_point_from_json(field(seeds, "to", where + ".seeds"), where + ".seeds.to");
+  const Object seeds = r.object("seeds");
+  const StreamPoint from = read_point(seeds.object("from"));
+  const StreamPoint to = read_point(seeds.object("to"));
   if (from != resumed)
-    throw ReportError(fmt::format("{}.seeds.from: {} is not where the report's resumed.{} starts ({})", where,
-                                  point_text(from), want_property, point_text(resumed)));
+    seeds.fail("from", fmt::format("{} is not where the report's resumed.{} starts ({})", point_text(from),
+                                   want_property, point_text(resumed)));
   if (to != resume)
-    throw ReportError(fmt::format("{}.seeds.to: {} is not where the report's resume.{} stops ({})", where,
-                                  point_text(to), want_property, point_text(resume)));
+    seeds.fail("to", fmt::format("{} is not where the report's resume.{} stops ({})", point_text(to), want_property,
+                                 point_text(resume)));
   if (!covers(to, from) || done_count(to) - done_count(from) != __int128(run.cases))
-    throw ReportError(fmt::format("{}.cases: {} case(s) do not take the seed stream from {} to {}", where, run.cases,
-                                  point_text(from), point_text(to)));
-  if (r.contains("failure") && !r.at("failure").is_null()) {
-    const json& f = r.at("failure");
-    const std::string fw = where + ".failure";
-    if (!f.is_object()) throw ReportError(fw + ": expected an object, " + got(f));
+    r.fail("cases", fmt::format("{} case(s) do not take the seed stream from {} to {}", run.cases, point_text(from),
+                                point_text(to)));
+  if (r.given("failure")) {
+    const Object f = r.object("failure");
     run.failed = true;
-    run.seed = unsigned_field(f, "seed", fw);
-    run.message = string_field(f, "message", fw);
-    run.shrunk_case = string_field(f, "shrunk_case", fw);
-    run.reproduced = bool_field(f, "reproduced", fw);
-    run.case_id = string_or_null(f, "case_id", fw);
+    run.seed = f.integer<uint64_t>("seed", 0, UINT64_MAX);
+    run.message = f.string("message");
+    run.shrunk_case = f.string("shrunk_case");
+    run.reproduced = f.boolean("reproduced");
+    run.case_id = string_or_null(f, "case_id");
     if (run.reproduced != run.case_id.is_string())
-      throw ReportError(fw + ".case_id: expected the shrunk case's id when reproduced is true and null when false");
-    run.saved = string_or_null(f, "saved", fw);
-    string_or_null(f, "save_error", fw);
-    if (run.cases < 1) throw ReportError(where + ".cases: 0 cases cannot have found a failure");
+      f.fail("case_id", "expected the shrunk case's id when reproduced is true and null when false");
+    run.saved = string_or_null(f, "saved");
+    string_or_null(f, "save_error");
+    if (run.cases < 1) r.fail("cases", "0 cases cannot have found a failure");
   }
   if (passed == run.failed)
-    throw ReportError(fmt::format("{}.passed: {} contradicts {}", where, passed ? "true" : "false",
-                                  run.failed ? "its failure" : "a run without a failure"));
+    r.fail("passed", fmt::format("{} contradicts {}", passed ? "true" : "false",
+                                 run.failed ? "its failure" : "a run without a failure"));
   if (run.interrupted && run.failed)
-    throw ReportError(where + ".interrupted: true contradicts its failure (a run that found one ended by it)");
+    r.fail("interrupted", "true contradicts its failure (a run that found one ended by it)");
   return run;
 }
 
-ShardReport read_shard(const json& r, const std::string& path) {
-  if (!r.is_object() || !r.contains("format") || r.at("format") != kFuzzReportFormat)
+ShardReport read_shard_fields(const json& j, const std::string& path) {
+  if (!j.is_object() || !j.contains("format") || j.at("format") != kFuzzReportFormat)
     throw ReportError(path + ": not a pav fuzz report (expected \"format\": \"" + kFuzzReportFormat +
                       "\", as pav fuzz --report writes)");
+  // The report's own fields only: pav fuzz writes more (its options, the
+  // device's details) than the merge and --resume read, so unknown fields
+  // are not refused.
+  const Object r(j, path);
   ShardReport s;
   s.path = path;
-  s.version = string_field(r, "pav_version", path);
-  s.commit = string_field(r, "source_commit", path);
-  s.backend = string_field(r, "backend", path);
-  s.host = string_field(r, "host", path);
-  s.device = string_field(r, "device", path);
-  s.kernel = field(r, "kernel", path);
+  s.version = r.string("pav_version");
+  s.commit = r.string("source_commit");
+  s.backend = r.string("backend");
+  s.host = r.string("host");
+  s.device = r.string("device");
+  s.kernel = r.at("kernel");
   if (!s.kernel.is_null() && !s.kernel.is_object())
-    throw ReportError(path + ".kernel: expected the kernel's identity (an object) or null, " + got(s.kernel));
-  s.base_seed = unsigned_field(r, "base_seed", path);
-  const uint64_t index = unsigned_field(r, "shard_index", path), count = unsigned_field(r, "shard_count", path);
-  if (count < 1 || count > (1u << 20) || index >= count)
-    throw ReportError(path + ": shard " + std::to_string(index) + "/" + std::to_string(count) +
-                      " is not a shard (expected I/N with 0 <= I < N)");
-  s.index = int(index);
-  s.count = int(count);
-  const json& props = field(r, "properties", path);
-  if (!props.is_array() || props.empty()) throw ReportError(path + ".properties: expected a list of property names");
-  for (const json& p : props) {
-    if (!p.is_string()) throw ReportError(path + ".properties: expected a list of property names, " + got(p));
-    if (std::find(s.properties.begin(), s.properties.end(), p.get<std::string>()) != s.properties.end())
-      throw ReportError(path + ".properties: " + input::excerpt(p) + " is listed twice");
-    s.properties.push_back(p.get<std::string>());
+    r.fail("kernel", "expected the kernel's identity (an object) or null, " + got(s.kernel));
+  s.base_seed = r.integer<uint64_t>("base_seed", 0, UINT64_MAX);
+  s.count = r.integer<int>("shard_count", 1, 1 << 20);
+  s.index = r.integer<int>("shard_index", 0, 1 << 20);
+  if (s.index >= s.count)
+    r.fail("shard_index", fmt::format("shard {}/{} is not a shard (expected I/N with 0 <= I < N)", s.index, s.count));
+  const Array props = r.array("properties", 1, kMaxReportProperties);
+  for (std::size_t i = 0; i < props.size(); ++i) {
+    std::string p = props.string(i);
+    if (std::find(s.properties.begin(), s.properties.end(), p) != s.properties.end())
+      props.fail(i, input::excerpt(props[i]) + " is listed twice");
+    s.properties.push_back(std::move(p));
   }
-  s.resumed = points(r, "resumed", s.properties, path);
-  s.resume = points(r, "resume", s.properties, path);
-  const uint64_t jobs = unsigned_field(r, "jobs", path);
-  if (jobs < 1 || jobs > 1024) throw ReportError(path + ".jobs: expected 1..1024, got " + std::to_string(jobs));
-  // The budget: cases per property and/or minutes.
-  const json& budget = field(r, "budget", path);
-  const json& budget_cases = field(budget, "cases_per_property", path + ".budget");
-  const json& budget_minutes = field(budget, "minutes", path + ".budget");
-  if (!budget_cases.is_null() && (!non_negative_integer(budget_cases) || budget_cases.get<uint64_t>() < 1 ||
-                                  budget_cases.get<uint64_t>() > uint64_t(kMaxReportCases)))
-    throw ReportError(fmt::format("{}.budget.cases_per_property: expected null or 1..{}, {}", path, kMaxReportCases,
-                                  got(budget_cases)));
-  if (!budget_minutes.is_null() &&
-      (!budget_minutes.is_number() || !std::isfinite(budget_minutes.get<double>()) || !(budget_minutes.get<double>() > 0)))
-    throw ReportError(path + ".budget.minutes: expected null or a finite number above 0, " + got(budget_minutes));
-  if (budget_cases.is_null() && budget_minutes.is_null())
-    throw ReportError(path + ".budget: neither cases_per_property nor minutes is given (every run has a budget)");
-  s.wall_seconds = seconds_field(r, "wall_seconds", path);
-  s.cpu_seconds = seconds_field(r, "cpu_seconds", path);
-  const json& rc = field(r, "exit_code", path);
-  if (!rc.is_number_integer()) throw ReportError(path + ".exit_code: expected an integer, " + got(rc));
-  if (rc != 0 && rc != 1 && rc != 3)
-    throw ReportError(path + ".exit_code: " + input::excerpt(rc) +
-                      " is not an exit code pav fuzz records (0 pass, 1 a failure found, 3 stopped early)");
-  s.exit_code = rc.get<int>();
-  const bool passed = bool_field(r, "passed", path);
-  s.interrupted = bool_field(r, "interrupted", path);
-  const json& runs = field(r, "runs", path);
-  if (!runs.is_array()) throw ReportError(path + ".runs: expected a list, " + got(runs));
+  s.resumed = points(r, "resumed", s.properties);
+  s.resume = points(r, "resume", s.properties);
+  const int jobs = r.integer<int>("jobs", 1, 1024);
+  // The budget: cases per property and/or minutes, each null when not given.
+  const Object budget = r.object("budget");
+  budget.at("cases_per_property");
+  budget.at("minutes");
+  const bool has_case_budget = budget.given("cases_per_property"), has_time_budget = budget.given("minutes");
+  const int64_t case_budget = has_case_budget ? budget.integer<int64_t>("cases_per_property", 1, kMaxReportCases) : 0;
+  if (has_time_budget) budget.positive("minutes");
+  if (!has_case_budget && !has_time_budget)
+    budget.fail_here("neither cases_per_property nor minutes is given (every run has a budget)");
+  s.wall_seconds = r.number("wall_seconds", 0, kMaxReportSeconds);
+  s.cpu_seconds = r.number("cpu_seconds", 0, kMaxReportSeconds);
+  s.exit_code = r.integer<int>("exit_code", INT_MIN, INT_MAX);
+  if (s.exit_code != 0 && s.exit_code != 1 && s.exit_code != 3)
+    r.fail("exit_code", fmt::format("{} is not an exit code pav fuzz records (0 pass, 1 a failure found, 3 stopped early)",
+                                    s.exit_code));
+  const bool passed = r.boolean("passed");
+  s.interrupted = r.boolean("interrupted");
+  const Array runs = r.array("runs", 0, kMaxReportProperties);
   if (runs.size() > s.properties.size())
-    throw ReportError(fmt::format("{}.runs: {} runs for {} properties (one run per property at most)", path,
-                                  runs.size(), s.properties.size()));
-  for (size_t i = 0; i < runs.size(); ++i) {
+    runs.fail_here(fmt::format("{} runs for {} properties (one run per property at most)", runs.size(),
+                               s.properties.size()));
+  for (std::size_t i = 0; i < runs.size(); ++i) {
     const std::string& p = s.properties[i];
-    s.runs.push_back(read_run(runs[i], fmt::format("{}.runs[{}]", path, i), p, int(jobs), s.resumed.at(p), s.resume.at(p)));
+    s.runs.push_back(read_run(runs.object(i), p, jobs, s.resumed.at(p), s.resume.at(p)));
     const RunInfo& run = s.runs.back();
     if (run.interrupted && !s.interrupted)
-      throw ReportError(fmt::format("{}.interrupted: false, but runs[{}] ({}) was interrupted", path, i, p));
-    // Without a case budget's end the run stopped early: only a failure, a
-    // stop or the time budget ends it.
-    if (budget_minutes.is_null() && !run.failed && !run.interrupted &&
-        run.cases != budget_cases.get<int64_t>())
-      throw ReportError(fmt::format("{}.runs[{}].cases: {} case(s) of a budget of {} per property, with no failure "
-                                    "and no stop",
-                                    path, i, run.cases, budget_cases.get<int64_t>()));
-    if (!budget_cases.is_null() && run.cases > budget_cases.get<int64_t>())
-      throw ReportError(fmt::format("{}.runs[{}].cases: {} case(s), more than the budget of {} per property", path, i,
-                                    run.cases, budget_cases.get<int64_t>()));
+      r.fail("interrupted", fmt::format("false, but runs[{}] ({}) was interrupted", i, p));
+    // Without a time budget the run ends at its case budget: only a failure
+    // or a stop ends it sooner.
+    const Object ro = runs.object(i);
+    if (!has_time_budget && !run.failed && !run.interrupted && run.cases != case_budget)
+      ro.fail("cases", fmt::format("{} case(s) of a budget of {} per property, with no failure and no stop", run.cases,
+                                   case_budget));
+    if (has_case_budget && run.cases > case_budget)
+      ro.fail("cases", fmt::format("{} case(s), more than the budget of {} per property", run.cases, case_budget));
   }
   // A property not reached stays where it was.
   for (size_t i = runs.size(); i < s.properties.size(); ++i) {
     const std::string& p = s.properties[i];
     if (s.resume.at(p) != s.resumed.at(p))
-      throw ReportError(fmt::format("{}.resume.{}: the property has no run, yet its seed stream moved from {} to {}",
-                                    path, p, point_text(s.resumed.at(p)), point_text(s.resume.at(p))));
+      r.object("resume").fail(p, fmt::format("the property has no run, yet its seed stream moved from {} to {}",
+                                             point_text(s.resumed.at(p)), point_text(s.resume.at(p))));
   }
   // The verdict, as pav fuzz derives it: a failure, else a stop, else a pass.
   const RunInfo* failed = nullptr;
@@ -292,15 +252,15 @@ ShardReport read_shard(const json& r, const std::string& path) {
     if (run.failed && !failed) failed = &run;
   const int want = failed ? 1 : s.interrupted ? 3 : 0;
   if (s.exit_code != want)
-    throw ReportError(fmt::format("{}.exit_code: {} contradicts the report, which {}", path, s.exit_code,
-                                  failed           ? "records a failure of " + failed->property + " (exit 1)"
-                                  : s.interrupted ? "says it was interrupted (exit 3)"
-                                                  : "records neither a failure nor a stop (exit 0)"));
+    r.fail("exit_code", fmt::format("{} contradicts the report, which {}", s.exit_code,
+                                    failed          ? "records a failure of " + failed->property + " (exit 1)"
+                                    : s.interrupted ? "says it was interrupted (exit 3)"
+                                                    : "records neither a failure nor a stop (exit 0)"));
   if (passed != (s.exit_code == 0))
-    throw ReportError(fmt::format("{}.passed: {} contradicts exit_code {}", path, passed ? "true" : "false", s.exit_code));
+    r.fail("passed", fmt::format("{} contradicts exit_code {}", passed ? "true" : "false", s.exit_code));
   if (s.exit_code == 0 && s.runs.size() < s.properties.size())
-    throw ReportError(fmt::format("{}.runs: no run of property '{}', yet the report neither stopped early nor failed",
-                                  path, s.properties[s.runs.size()]));
+    r.fail("runs", fmt::format("no run of property '{}', yet the report neither stopped early nor failed",
+                               s.properties[s.runs.size()]));
   if (failed) {
     s.not_passed = fmt::format("found a failure: {} seed {}{}", input::excerpt(failed->property), failed->seed,
                                failed->case_id.is_string() ? " (" + input::excerpt(failed->case_id.get<std::string>()) + ")" : "");
@@ -312,11 +272,20 @@ ShardReport read_shard(const json& r, const std::string& path) {
       if (i >= s.runs.size()) where = "; " + input::excerpt(s.properties[i]) + " not reached";
       else if (s.runs[i].interrupted)
         where = "; " + input::excerpt(s.properties[i]) + " stopped after " + std::to_string(s.runs[i].cases) + " case(s)";
-    const json& sig = r.contains("signal") && r.at("signal").is_string() ? r.at("signal") : json("a signal");
+    const std::string signal = r.given("signal") ? r.string("signal") : "a signal";
     s.not_passed = fmt::format("did not complete: stopped by {} before its budget was spent, after {} case(s){}",
-                               input::excerpt(sig.get<std::string>()), ran, where);
+                               input::excerpt(signal), ran, where);
   }
   return s;
+}
+
+// A report's fields, checked (see the header); every refusal a ReportError.
+ShardReport read_shard(const json& j, const std::string& path) {
+  try {
+    return read_shard_fields(j, path);
+  } catch (const input::InputError& e) {
+    throw ReportError(e.what());
+  }
 }
 
 bool at_start(const std::map<std::string, StreamPoint>& m) {
@@ -394,22 +363,6 @@ std::vector<const ShardReport*> chain(std::vector<const ShardReport*> segments) 
 
 ojson stream_point_json(const StreamPoint& p) {
   return ojson{{"next_case", p.next_case}, {"done_beyond", p.done_beyond}};
-}
-
-StreamPoint stream_point_from_json(const json& j, const std::string& where) {
-  StreamPoint p;
-  p.next_case = unsigned_field(j, "next_case", where);
-  const json& beyond = field(j, "done_beyond", where);
-  if (!beyond.is_array()) throw ReportError(where + ".done_beyond: expected a list of case indices");
-  for (const json& k : beyond) {
-    if (!non_negative_integer(k)) throw ReportError(where + ".done_beyond: expected a list of case indices");
-    const uint64_t v = k.get<uint64_t>();
-    if (v <= p.next_case || (!p.done_beyond.empty() && v <= p.done_beyond.back()))
-      throw ReportError(where + ".done_beyond: expected ascending case indices above next_case " +
-                        std::to_string(p.next_case));
-    p.done_beyond.push_back(v);
-  }
-  return p;
 }
 
 ResumeSource read_resume_source(const json& report, const std::string& path) {

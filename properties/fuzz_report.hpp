@@ -48,8 +48,6 @@ struct ReportError : std::runtime_error {
 };
 
 nlohmann::ordered_json stream_point_json(const StreamPoint& p);
-// `where` names the value in errors ("a.json: resume.planner").
-StreamPoint stream_point_from_json(const nlohmann::json& j, const std::string& where);
 
 // What --resume takes from a report: the campaign it belongs to and where each
 // property's stream stopped.

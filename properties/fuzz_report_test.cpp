@@ -268,16 +268,16 @@ TEST(MergeReports, RefusesMalformedReports) {
   EXPECT_NE(refusal(f).find("s1.json: not a pav fuzz report"), std::string::npos);
   f = shards(2, 5);
   f[1].report["resume"]["p"]["done_beyond"] = {9, 8};
-  EXPECT_NE(refusal(f).find("s1.json.resume.p.done_beyond: expected ascending"), std::string::npos) << refusal(f);
+  EXPECT_NE(refusal(f).find("s1.json: resume.p.done_beyond[1]: expected ascending case indices above next_case 5, got 8"), std::string::npos) << refusal(f);
   f = shards(2, 5);
   f[1].report["resume"]["p"]["done_beyond"] = {5};  // not above next_case
   EXPECT_NE(refusal(f).find("expected ascending"), std::string::npos) << refusal(f);
   f = shards(2, 5);
   f[0].report["shard_index"] = 2;
-  EXPECT_NE(refusal(f).find("s0.json: shard 2/2 is not a shard"), std::string::npos) << refusal(f);
+  EXPECT_NE(refusal(f).find("s0.json: shard_index: shard 2/2 is not a shard"), std::string::npos) << refusal(f);
   f = shards(2, 5);
   f[0].report.erase("resume");
-  EXPECT_NE(refusal(f).find("s0.json: missing field 'resume'"), std::string::npos) << refusal(f);
+  EXPECT_NE(refusal(f).find("s0.json: resume: missing (required)"), std::string::npos) << refusal(f);
   EXPECT_EQ(refusal({}), "no report to merge");
 }
 
@@ -401,82 +401,91 @@ TEST(MergeReports, RefusesAReportThatContradictsItselfNamingTheField) {
   ASSERT_EQ(refusal(shards(2, 5)), "");
   const std::vector<std::pair<std::string, std::function<void(json&)>>> changes = {
       // The verdict fields against each other and against the runs.
-      {"s1.json.exit_code: 0 contradicts the report, which says it was interrupted (exit 3)",
+      {"s1.json: exit_code: 0 contradicts the report, which says it was interrupted (exit 3)",
        [](json& r) { r["interrupted"] = true; }},
-      {"s1.json.exit_code: 137 is not an exit code pav fuzz records", [](json& r) { r["exit_code"] = 137; }},
-      {"s1.json.exit_code: 2 is not an exit code", [](json& r) { r["exit_code"] = 2; }},
-      {"s1.json.exit_code: 3 contradicts the report, which records neither a failure nor a stop",
+      {"s1.json: exit_code: 137 is not an exit code pav fuzz records", [](json& r) { r["exit_code"] = 137; }},
+      {"s1.json: exit_code: 2 is not an exit code", [](json& r) { r["exit_code"] = 2; }},
+      {"s1.json: exit_code: 3 contradicts the report, which records neither a failure nor a stop",
        [](json& r) { r["exit_code"] = 3; r["passed"] = false; }},
-      {"s1.json.exit_code: 0 contradicts the report, which records a failure of p",
+      {"s1.json: exit_code: 0 contradicts the report, which records a failure of p",
        [](json& r) { found_failure(r, "p-a", 9); r["exit_code"] = 0; r["passed"] = true; }},
-      {"s1.json.exit_code: 3 contradicts the report, which records a failure of p",
+      {"s1.json: exit_code: 3 contradicts the report, which records a failure of p",
        [](json& r) { found_failure(r, "p-a", 9); r["exit_code"] = 3; r["interrupted"] = true; }},
-      {"s1.json.passed: true contradicts exit_code 3", [](json& r) { stopped(r); r["passed"] = true; }},
-      {"s1.json.passed: false contradicts exit_code 0", [](json& r) { r["passed"] = false; }},
-      {"s1.json.exit_code: expected an integer", [](json& r) { r["exit_code"] = "0"; }},
-      {"s1.json.interrupted: expected true or false", [](json& r) { r["interrupted"] = 0; }},
-      {"s1.json: missing field 'interrupted'", [](json& r) { r.erase("interrupted"); }},
-      {"s1.json: missing field 'passed'", [](json& r) { r.erase("passed"); }},
-      {"s1.json.interrupted: false, but runs[0] (p) was interrupted",
+      {"s1.json: passed: true contradicts exit_code 3", [](json& r) { stopped(r); r["passed"] = true; }},
+      {"s1.json: passed: false contradicts exit_code 0", [](json& r) { r["passed"] = false; }},
+      {"s1.json: exit_code: expected an integer", [](json& r) { r["exit_code"] = "0"; }},
+      {"s1.json: interrupted: expected true or false", [](json& r) { r["interrupted"] = 0; }},
+      {"s1.json: interrupted: missing (required)", [](json& r) { r.erase("interrupted"); }},
+      {"s1.json: passed: missing (required)", [](json& r) { r.erase("passed"); }},
+      {"s1.json: interrupted: false, but runs[0] (p) was interrupted",
        [](json& r) { r["runs"][0]["interrupted"] = true; }},
-      {"s1.json.runs[0].passed: true contradicts its failure",
+      {"s1.json: runs[0].passed: true contradicts its failure",
        [](json& r) { found_failure(r, "p-a", 9); r["runs"][0]["passed"] = true; }},
-      {"s1.json.runs[0].passed: false contradicts a run without a failure",
+      {"s1.json: runs[0].passed: false contradicts a run without a failure",
        [](json& r) { r["runs"][0]["passed"] = false; }},
-      {"s1.json.runs[0].interrupted: true contradicts its failure",
+      {"s1.json: runs[0].interrupted: true contradicts its failure",
        [](json& r) { found_failure(r, "p-a", 9); r["runs"][0]["interrupted"] = true; r["interrupted"] = true; }},
       // Runs: every property reached has one, in order; the others did not move.
-      {"s1.json.resume.p: the property has no run, yet its seed stream moved",
+      {"s1.json: resume.p: the property has no run, yet its seed stream moved",
        [](json& r) { r["runs"] = json::array(); }},
-      {"s1.json.runs: no run of property 'p', yet the report neither stopped early nor failed",
+      {"s1.json: runs: no run of property 'p', yet the report neither stopped early nor failed",
        [](json& r) { r["runs"] = json::array(); r["resume"] = r["resumed"]; }},
-      {"s1.json.runs: 2 runs for 1 properties", [](json& r) { r["runs"].push_back(r["runs"][0]); }},
-      {"s1.json.runs[0].property: expected 'p'", [](json& r) { r["runs"][0]["property"] = "q"; }},
-      {"s1.json.runs: expected a list", [](json& r) { r["runs"] = json::object(); }},
-      {"s1.json.runs[0]: expected an object", [](json& r) { r["runs"][0] = 5; }},
+      {"s1.json: runs: 2 runs for 1 properties", [](json& r) { r["runs"].push_back(r["runs"][0]); }},
+      {"s1.json: runs[0].property: expected 'p'", [](json& r) { r["runs"][0]["property"] = "q"; }},
+      {"s1.json: runs: expected an array", [](json& r) { r["runs"] = json::object(); }},
+      {"s1.json: runs[0]: expected an object", [](json& r) { r["runs"][0] = 5; }},
       // Counts: non-negative, the per-job counts summing to the total, the
       // stream moved by exactly the cases counted.
-      {"s1.json.runs[0].cases: expected a case count 0..1099511627776, got -5",
+      {"s1.json: runs[0].cases: must be in 0..1099511627776, got -5",
        [](json& r) { r["runs"][0]["cases"] = -5; }},
-      {"s1.json.runs[0].cases_per_job[0]: expected a case count", [](json& r) { r["runs"][0]["cases_per_job"] = {-5}; }},
-      {"s1.json.runs[0].cases: 4 is not the sum of cases_per_job (5)", [](json& r) { r["runs"][0]["cases"] = 4; }},
-      {"s1.json.runs[0].cases: 4 case(s) do not take the seed stream from next_case 0 to next_case 5",
+      {"s1.json: runs[0].cases_per_job[0]: must be in 0..1099511627776, got -5", [](json& r) { r["runs"][0]["cases_per_job"] = {-5}; }},
+      {"s1.json: runs[0].cases: 4 is not the sum of cases_per_job (5)", [](json& r) { r["runs"][0]["cases"] = 4; }},
+      {"s1.json: runs[0].cases: 4 case(s) do not take the seed stream from next_case 0 to next_case 5",
        [](json& r) { r["runs"][0]["cases"] = 4; r["runs"][0]["cases_per_job"] = {4}; }},
-      {"s1.json.runs[0].cases_per_job: expected a list of 1 case count(s), one per job",
+      {"s1.json: runs[0].cases_per_job: expected 1 entries, got 2",
        [](json& r) { r["runs"][0]["cases_per_job"] = {3, 2}; }},
-      {"s1.json.runs[0].cases: expected a case count 0..1099511627776, got 1099511627777",
+      {"s1.json: runs[0].cases: must be in 0..1099511627776, got 1099511627777",
        [](json& r) { r["runs"][0]["cases"] = (int64_t(1) << 40) + 1; }},
-      {"s1.json.runs[0].seeds.from: next_case 1 is not where the report's resumed.p starts (next_case 0)",
+      {"s1.json: runs[0].seeds.from: next_case 1 is not where the report's resumed.p starts (next_case 0)",
        [](json& r) { r["runs"][0]["seeds"]["from"] = stream_point_json(point(1)); }},
-      {"s1.json.runs[0].seeds.to: next_case 4 is not where the report's resume.p stops (next_case 5)",
+      {"s1.json: runs[0].seeds.to: next_case 4 is not where the report's resume.p stops (next_case 5)",
        [](json& r) { r["runs"][0]["seeds"]["to"] = stream_point_json(point(4)); }},
-      {"s1.json.runs[0].seconds: expected a finite number of seconds >= 0, got -1",
+      {"s1.json: runs[0].seconds: must be in [0, 1000000000000], got -1",
        [](json& r) { r["runs"][0]["seconds"] = -1; }},
-      {"s1.json.wall_seconds: expected a finite number of seconds >= 0", [](json& r) { r["wall_seconds"] = "1"; }},
-      {"s1.json.cpu_seconds: expected a finite number of seconds >= 0", [](json& r) { r["cpu_seconds"] = -0.5; }},
+      {"s1.json: wall_seconds: expected a number, got a string \"1\"", [](json& r) { r["wall_seconds"] = "1"; }},
+      {"s1.json: cpu_seconds: must be in [0, 1000000000000], got -0.5", [](json& r) { r["cpu_seconds"] = -0.5; }},
       // The budget: a case budget alone is spent exactly by a run that passed.
-      {"s1.json.runs[0].cases: 5 case(s) of a budget of 6 per property, with no failure and no stop",
+      {"s1.json: runs[0].cases: 5 case(s) of a budget of 6 per property, with no failure and no stop",
        [](json& r) { r["budget"] = {{"cases_per_property", 6}, {"minutes", nullptr}}; }},
-      {"s1.json.runs[0].cases: 5 case(s), more than the budget of 4 per property",
+      {"s1.json: runs[0].cases: 5 case(s), more than the budget of 4 per property",
        [](json& r) { r["budget"] = {{"cases_per_property", 4}, {"minutes", 1.0}}; }},
-      {"s1.json.budget: neither cases_per_property nor minutes is given",
+      {"s1.json: budget: neither cases_per_property nor minutes is given",
        [](json& r) { r["budget"] = {{"cases_per_property", nullptr}, {"minutes", nullptr}}; }},
-      {"s1.json.budget.minutes: expected null or a finite number above 0",
+      {"s1.json: budget.minutes: expected a positive finite number, got 0",
        [](json& r) { r["budget"]["minutes"] = 0; }},
-      {"s1.json.budget.cases_per_property: expected null or 1..", [](json& r) { r["budget"]["cases_per_property"] = 0; }},
-      {"s1.json.jobs: expected 1..1024, got 0", [](json& r) { r["jobs"] = 0; }},
+      {"s1.json: budget.cases_per_property: must be in 1..1099511627776, got 0", [](json& r) { r["budget"]["cases_per_property"] = 0; }},
+      {"s1.json: jobs: must be in 1..1024, got 0", [](json& r) { r["jobs"] = 0; }},
       // The failure's fields.
-      {"s1.json.runs[0].failure.seed: expected a non-negative integer",
+      {"s1.json: runs[0].failure.seed: must be in 0..18446744073709551615, got -9",
        [](json& r) { found_failure(r, "p-a", 9); r["runs"][0]["failure"]["seed"] = -9; }},
-      {"s1.json.runs[0].failure.case_id: expected the shrunk case's id when reproduced is true",
+      {"s1.json: runs[0].failure.case_id: expected the shrunk case's id when reproduced is true",
        [](json& r) { found_failure(r, "p-a", 9); r["runs"][0]["failure"]["case_id"] = nullptr; }},
-      {"s1.json.runs[0].failure.message: expected a string",
+      {"s1.json: runs[0].failure.message: expected a string",
        [](json& r) { found_failure(r, "p-a", 9); r["runs"][0]["failure"]["message"] = 5; }},
-      {"s1.json.runs[0].failure: expected an object", [](json& r) { r["runs"][0]["failure"] = 5; }},
+      {"s1.json: runs[0].failure: expected an object", [](json& r) { r["runs"][0]["failure"] = 5; }},
       // Identity fields.
-      {"s1.json.kernel: expected the kernel's identity (an object) or null", [](json& r) { r["kernel"] = "k"; }},
-      {"s1.json.host: expected a string", [](json& r) { r["host"] = 5; }},
-      {"s1.json.properties: \"p\" is listed twice", [](json& r) { r["properties"] = {"p", "p"}; }},
+      {"s1.json: kernel: expected the kernel's identity (an object) or null", [](json& r) { r["kernel"] = "k"; }},
+      {"s1.json: host: expected a string", [](json& r) { r["host"] = 5; }},
+      {"s1.json: properties[1]: \"p\" is listed twice", [](json& r) { r["properties"] = {"p", "p"}; }},
+      // The typing input/ gives every reader: an integer is never a real, and
+      // each bound is checked before any conversion.
+      {"s1.json: runs[0].cases: expected an integer, got a number 5.0", [](json& r) { r["runs"][0]["cases"] = 5.0; }},
+      {"s1.json: shard_count: must be in 1..1048576, got 0", [](json& r) { r["shard_count"] = 0; }},
+      {"s1.json: base_seed: must be in 0..18446744073709551615, got -1", [](json& r) { r["base_seed"] = -1; }},
+      {"s1.json: resume.p.done_beyond[0]: expected an integer", [](json& r) { r["resume"]["p"]["done_beyond"] = {"x"}; }},
+      {"s1.json: runs[0].failure.case_id: expected a string or null",
+       [](json& r) { found_failure(r, "p-a", 9); r["runs"][0]["failure"]["case_id"] = 5; }},
+      {"s1.json: signal: expected a string", [](json& r) { stopped(r); r["signal"] = 5; }},
   };
   for (const auto& [expect, change] : changes) {
     std::vector<ReportFile> f = shards(2, 5);
@@ -501,6 +510,14 @@ TEST(MergeReports, RefusesAReportThatContradictsItselfNamingTheField) {
   f[1].report["runs"][0]["failure"]["reproduced"] = false;
   f[1].report["runs"][0]["failure"]["case_id"] = nullptr;
   EXPECT_EQ(refusal(f), "");
+  // The other side of the bounds: the largest seed, no time at all, and a
+  // field pav fuzz writes that the merge does not read.
+  f = shards(2, 5);
+  for (auto& x : f) x.report["base_seed"] = UINT64_MAX;
+  f[1].report["wall_seconds"] = 0;
+  f[1].report["runs"][0]["seconds"] = 0;
+  f[1].report["options"] = {{"anything", 1}};
+  EXPECT_EQ(refusal(f), "");
 }
 
 TEST(MergeReports, TwoJobsCountEveryCaseTheStreamMovedBy) {
@@ -517,7 +534,7 @@ TEST(MergeReports, TwoJobsCountEveryCaseTheStreamMovedBy) {
   // One case more beyond the frontier than the jobs counted.
   r["runs"][0]["seeds"]["to"] = stream_point_json(point(5, {6, 7}));
   r["resume"]["p"] = stream_point_json(point(5, {6, 7}));
-  EXPECT_NE(refusal(f).find("s1.json.runs[0].cases: 6 case(s) do not take the seed stream"), std::string::npos)
+  EXPECT_NE(refusal(f).find("s1.json: runs[0].cases: 6 case(s) do not take the seed stream"), std::string::npos)
       << refusal(f);
 }
 
@@ -532,7 +549,7 @@ TEST(ResumeSource, ReadsAStoppedReportAndRefusesOneThatContradictsItself) {
     read_resume_source(r, "a.json");
     ADD_FAILURE() << "a report that contradicts itself was read for resuming";
   } catch (const ReportError& e) {
-    EXPECT_NE(std::string(e.what()).find("a.json.exit_code: 0 contradicts"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("a.json: exit_code: 0 contradicts"), std::string::npos) << e.what();
   }
 }
 
