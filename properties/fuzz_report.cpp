@@ -40,6 +40,7 @@ json string_or_null(const Object& o, std::string_view key) {
   return v;
 }
 
+// A stream point: next_case, and the cases run beyond it, ascending.
 StreamPoint read_point(const Object& o) {
   StreamPoint p;
   p.next_case = o.integer<uint64_t>("next_case", 0, UINT64_MAX);
@@ -53,6 +54,7 @@ StreamPoint read_point(const Object& o) {
   return p;
 }
 
+// One property's run as the report records it, checked against itself.
 struct RunInfo {
   std::string property;
   int64_t cases = 0;
