@@ -31,6 +31,12 @@
 # judge the whole set in a little over half the time of one run.
 #   PAV_JOBS=1 PAV_MUTANT_SHARD=1/2 PAV_MUTANT_DIR=build/mutants-a ci/mutants.sh &
 #   PAV_JOBS=1 PAV_MUTANT_SHARD=2/2 PAV_MUTANT_DIR=build/mutants-b ci/mutants.sh
+#
+# PAV_MUTANT_LIST=FILE judges the patches FILE names (one NAME per line, '#'
+# comments and blank lines skipped), in that order, instead of every patch in
+# name order: a long run can put its cheap patches first (a patch of a header
+# rebuilds every source that includes it), or carry on with what an earlier run
+# of the same tree left unjudged. A name without a patch is BROKEN.
 set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 preset=${PAV_MUTANT_PRESET:-cpu}
@@ -88,8 +94,17 @@ verdict() {
 }
 count=0
 selected=0
-for patch in "$root"/ci/mutants/*.patch; do
-  [[ -e "$patch" ]] || continue
+if [[ -n ${PAV_MUTANT_LIST:-} ]]; then
+  [[ -r $PAV_MUTANT_LIST ]] || { echo "ci/mutants.sh: PAV_MUTANT_LIST: cannot read '$PAV_MUTANT_LIST'" >&2; exit 2; }
+  mapfile -t patches < <(sed 's/#.*//; s/[[:space:]]*$//; s/^[[:space:]]*//; /^$/d; s|.*|'"$root"'/ci/mutants/&.patch|' "$PAV_MUTANT_LIST")
+else
+  patches=("$root"/ci/mutants/*.patch)
+fi
+for patch in "${patches[@]}"; do
+  if [[ ! -e "$patch" ]]; then
+    [[ -n ${PAV_MUTANT_LIST:-} ]] && count=$((count + 1)) && verdict "BROKEN  $(basename "$patch" .patch) (no such patch in ci/mutants/)"
+    continue
+  fi
   name=$(basename "$patch" .patch)
   [[ -n "$filter" && "$name" != *"$filter"* ]] && continue
   ppreset=$(header "$patch" pav-preset); ppreset=${ppreset:-cpu}
