@@ -1036,10 +1036,17 @@ TEST(Abi, TheAttentionVariantCrossesTheBoundary) {
   adapters::KernelDescription back = adapters::abi::from_abi(desc);
   back.has_check = d.has_check;
   EXPECT_EQ(back, d);
+  // Both fields arrived in version 2: the first version that has them reads
+  // them, and the one before it does not.
+  desc.abi_version = 2;
+  EXPECT_EQ(adapters::abi::from_abi(desc).features, d.features);
+  EXPECT_EQ(adapters::abi::from_abi(desc).lse_base, adapters::LseBase::two);
+  desc.abi_version = PAV_KERNEL_ABI_VERSION;
   desc.variants = PAV_BIT(4);
   EXPECT_THROW(adapters::abi::from_abi(desc), KernelSpecError);
   desc.abi_version = 1;  // a version-1 desc: those bytes were reserved
   EXPECT_TRUE(adapters::abi::from_abi(desc).features.empty());
+  EXPECT_EQ(adapters::abi::from_abi(desc).lse_base, adapters::LseBase::e);
 }
 
 // Text a plugin hands pav (its name, a message filling the buffer without a
