@@ -393,8 +393,11 @@ TEST(ReferenceCompare, RefusesEachDimOutOfRangeAlone) {
     const int64_t rows = std::max<int64_t>(0, f.ref.num_seqs * f.ref.q_len * f.ref.hq);
     const size_t elems = size_t(std::max<int64_t>(0, rows * f.ref.head_dim));
     for (auto* a : {&f.ref.out, &f.ref.pq_l1, &f.ref.pq_l2, &f.ref.pq_sub}) a->resize(elems);
+    // Every per-row array follows the dims, so the dim alone is wrong.
     f.ref.lse.resize(size_t(rows));
     f.ref.seen.resize(size_t(rows));
+    if (!f.ref.score_max.empty()) f.ref.score_max.resize(size_t(rows));
+    if (!f.ref.bias_max.empty()) f.ref.bias_max.resize(size_t(rows));
     try {
       compare(f.view(), f.ref);
       ADD_FAILURE() << "accepted";
