@@ -26,6 +26,7 @@
 #include <set>
 #include <sstream>
 #include <thread>
+#include <tuple>
 
 #include "common/fault_testing.hpp"
 #include "common/test_paths.hpp"
@@ -749,6 +750,51 @@ TEST_F(PavCli, TextShowsEveryJsonFigure) {
       EXPECT_TRUE(found) << path << " = " << value.dump() << " is not in the text report:\n" << text.out;
     }
     EXPECT_GT(checked, 0);
+  }
+}
+
+// bench-compare's table puts A's figure in A's column and B's in B's, on every
+// row: each printed as the JSON's value at the table's precision. (A figure
+// shown anywhere in the text is not enough: at two digits A's 34.808 requests/s
+// is the "35" of "+35.39%".) The two fixture runs differ on every row but
+// completed requests (48 each), so a column taken from the other run shows.
+TEST_F(PavCli, BenchCompareColumnsAreAThenB) {
+  const Outcome text = run("bench-compare {fix}/stats/bench-a.json {fix}/stats/bench-b.json");
+  const Outcome js = run("bench-compare {fix}/stats/bench-a.json {fix}/stats/bench-b.json --json");
+  ASSERT_EQ(text.code, 0) << text.err;
+  ASSERT_EQ(js.code, 0) << js.err;
+  const json j = parsed(js.out);
+  ASSERT_TRUE(j.contains("a") && j.contains("b")) << js.out.substr(0, 300);
+  const auto fixed3 = [](const json& v) {
+    char buf[64];
+    std::snprintf(buf, sizeof buf, "%.3f", v.get<double>());
+    return std::string(buf);
+  };
+  const auto plain = [](const json& v) { return v.dump(); };  // the shortest text that reads back, as pav prints it
+  const std::vector<std::tuple<std::string, std::string, std::function<std::string(const json&)>>> rows = {
+      {"p50 latency (ms)", "p50_ms", fixed3},
+      {"p90 latency (ms)", "p90_ms", fixed3},
+      {"p99 latency (ms)", "p99_ms", fixed3},
+      {"interactivity (tok/s)", "interactivity_tok_s", fixed3},
+      {"throughput (tok/s)", "throughput_tok_s", fixed3},
+      {"samples", "samples", plain},
+      {"completed requests", "completed", plain},
+      {"duration (s)", "duration_s", plain},
+      {"requests/s", "requests_per_s", fixed3},
+  };
+  std::istringstream lines(text.out);
+  std::map<std::string, std::vector<std::string>> table;  // row name -> the words after it
+  for (std::string line; std::getline(lines, line);)
+    for (const auto& [name, key, format] : rows)
+      if (line.rfind("  " + name + " ", 0) == 0) {
+        std::istringstream words(line.substr(2 + name.size()));
+        for (std::string w; words >> w;) table[name].push_back(w);
+      }
+  for (const auto& [name, key, format] : rows) {
+    SCOPED_TRACE(name);
+    ASSERT_GE(table[name].size(), 2u) << text.out;
+    EXPECT_EQ(table[name][0], format(j["a"][key])) << text.out;
+    EXPECT_EQ(table[name][1], format(j["b"][key])) << text.out;
   }
 }
 
