@@ -26,11 +26,12 @@
 # Usage: ci/mutants.sh [PATTERN]   (only patches whose file name contains PATTERN)
 #
 # PAV_MUTANT_SHARD=K/N runs only every Nth selected patch, starting at the Kth
-# (1 <= K <= N). One patch's build is mostly one compile and one link, a single
-# core: on two cores, two shards with their own scratch folders and PAV_JOBS=1
-# judge the whole set in a little over half the time of one run.
-#   PAV_JOBS=1 PAV_MUTANT_SHARD=1/2 PAV_MUTANT_DIR=build/mutants-a ci/mutants.sh &
-#   PAV_JOBS=1 PAV_MUTANT_SHARD=2/2 PAV_MUTANT_DIR=build/mutants-b ci/mutants.sh
+# (1 <= K <= N). A patch of a source builds as one compile and one link, a
+# single core, so two shards with their own scratch folders keep both cores
+# busy; PAV_JOBS=2 each lets a patch of a header use both when the other shard
+# is idle.
+#   PAV_JOBS=2 PAV_MUTANT_SHARD=1/2 PAV_MUTANT_DIR=build/mutants-a ci/mutants.sh &
+#   PAV_JOBS=2 PAV_MUTANT_SHARD=2/2 PAV_MUTANT_DIR=build/mutants-b ci/mutants.sh
 #
 # PAV_MUTANT_LIST=FILE judges the patches FILE names (one NAME per line, '#'
 # comments and blank lines skipped), in that order, instead of every patch in

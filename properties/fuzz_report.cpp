@@ -228,13 +228,13 @@ ShardReport read_shard_fields(const json& j, const std::string& path) {
                                s.properties.size()));
   for (std::size_t i = 0; i < runs.size(); ++i) {
     const std::string& p = s.properties[i];
-    s.runs.push_back(read_run(runs.object(i), p, jobs, s.resumed.at(p), s.resume.at(p)));
+    const Object ro = runs.object(i);
+    s.runs.push_back(read_run(ro, p, jobs, s.resumed.at(p), s.resume.at(p)));
     const RunInfo& run = s.runs.back();
     if (run.interrupted && !s.interrupted)
       r.fail("interrupted", fmt::format("false, but runs[{}] ({}) was interrupted", i, p));
     // Without a time budget the run ends at its case budget: only a failure
     // or a stop ends it sooner.
-    const Object ro = runs.object(i);
     if (!has_time_budget && !run.failed && !run.interrupted && run.cases != case_budget)
       ro.fail("cases", fmt::format("{} case(s) of a budget of {} per property, with no failure and no stop", run.cases,
                                    case_budget));
