@@ -309,7 +309,7 @@ class WorkerKernel final : public KernelUnderTest {
       ::close(in[1]);
       ::close(out[0]);
       const std::string why = fmt::format("cannot start /bin/sh -c '{}': {}", command_, std::strerror(rc));
-      if (first) throw KernelSpecError("--kernel " + spec_ + ": " + why);
+      if (first) throw KernelSpecError("--kernel " + spec_excerpt() + ": " + why);
       throw WorkerFault{why};
     }
     pid_ = pid;
@@ -367,7 +367,7 @@ class WorkerKernel final : public KernelUnderTest {
       if (first) {
         const std::string tail = log_tail();
         stop();
-        throw KernelSpecError(utf8_clean(fmt::format("--kernel {}: {}", spec_, w.message),
+        throw KernelSpecError(utf8_clean(fmt::format("--kernel {}: {}", spec_excerpt(), w.message),
                                          size_t(kernels::kMaxKernelMessageBytes)) +
                               tail);
       }
@@ -517,6 +517,11 @@ class WorkerKernel final : public KernelUnderTest {
     for (size_t i = first; i < lines.size(); ++i) out += " | " + lines[i];
     return out;
   }
+
+  // The spec as a message names it: its start (the program and the kernel;
+  // a description on its command line can run to kilobytes), so the reason
+  // after it is never what a bounded message cuts off.
+  std::string spec_excerpt() const { return utf8_clean(spec_, 300); }
 
   std::string command_, spec_, adapter_;
   double timeout_;

@@ -1345,6 +1345,23 @@ TEST_F(PavCli, AHugeValueIsNotEchoedWhole) {
     EXPECT_LT(o.err.size(), 3000u) << args[0] << ": " << o.err.size() << " bytes of error";
     EXPECT_FALSE(o.err.empty());
   }
+  // The cut keeps the message's end, where it says why.
+  const Outcome o = launch({{"verify", "--backend", huge}});
+  EXPECT_NE(o.err.find("not in {cpu,gpu,auto}"), std::string::npos) << o.err.substr(o.err.size() - 300);
+  EXPECT_NE(o.err.find("of 100033 characters cut"), std::string::npos) << o.err.substr(0, 300);
+}
+
+// A kernel's spec can run to kilobytes (a worker's command line with its
+// description): the message names its start and keeps the reason whole.
+TEST_F(PavCli, ALongKernelSpecLeavesTheReasonInTheMessage) {
+  const std::string spec = "exec:/no/such/program --x " + std::string(5000, 'a');
+  const Outcome o = launch({{"verify", "--kernel", spec, "--decode-cases", "1"}});
+  EXPECT_EQ(o.code, 2) << o.err;
+  EXPECT_NE(o.err.find("--kernel exec:/no/such/program --x aaa"), std::string::npos) << o.err.substr(0, 300);
+  const size_t reason = o.err.find(": worker exited with status 127; worker stderr: | ");
+  ASSERT_NE(reason, std::string::npos) << o.err;
+  EXPECT_NE(o.err.find("/no/such/program", reason), std::string::npos) << "the shell's own words: " << o.err;
+  EXPECT_LT(o.err.size(), 1500u) << o.err;
 }
 
 // pav plan prints the planner's answer: each value worked out by hand.

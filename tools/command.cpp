@@ -44,11 +44,15 @@ nlohmann::ordered_json report_header(const std::string& command) {
 namespace {
 
 // An error message as printed: a hostile value echoed in it (a 50 MB option or
-// id) is cut, so the message stays readable and the log small.
+// id) is cut, so the message stays readable and the log small. Its start and
+// its end are kept: a message names the field first and says why last, and a
+// long value between them (a kernel's command line with its description) must
+// not cut off the reason.
 std::string bounded(std::string_view what) {
-  constexpr size_t kMax = 1000;
-  if (what.size() <= kMax) return std::string(what);
-  return std::string(what.substr(0, kMax)) + fmt::format("... ({} characters in all)", what.size());
+  constexpr size_t kHead = 600, kTail = 400;
+  if (what.size() <= kHead + kTail) return std::string(what);
+  return fmt::format("{} [... {} of {} characters cut ...] {}", what.substr(0, kHead), what.size() - kHead - kTail,
+                     what.size(), what.substr(what.size() - kTail));
 }
 
 }  // namespace

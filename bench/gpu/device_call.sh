@@ -22,6 +22,11 @@
 #   r  Nsight Compute on the balanced refresh at Hkv 1, batch 256
 #   x  Nsight Compute on the attention of trace16-h8g8-q4 (32 rows per pass) and
 #      trace32-h1g16-q1 (G 16), and the bench of the reduce at budget 8 x SMs
+#   h  the machine's interpreter headers and pybind11 headers, for
+#      bench/gpu/python_kit.sh: $OUT/pyheaders.tgz
+#   p  python_device_tests (python/tests/test_device.py) over pykit/
+#      (bench/gpu/python_kit.sh pack): the package as built must pass, and each
+#      Python mutant's package must fail
 # Exit 1 when the suite, a sanitizer or a mutant fails.
 cd "$(dirname "$0")" || exit 3
 W=$PWD
@@ -130,6 +135,42 @@ if has x; then
     --json "$OUT/bench-reduce.json" >"$OUT/bench-reduce.log" 2>&1
   stamp "reduce bench rc=$?"
   grep -E "^\| trace32" "$OUT/bench-reduce.log" | cut -c1-150
+fi
+if has h; then
+  py=$(command -v python3)
+  inc=$("$py" -c 'import sysconfig; print(sysconfig.get_paths()["include"])')
+  conf=$("$py" -c 'import sysconfig; print(sysconfig.get_config_h_filename())')
+  pb=$("$py" -c 'import os, pybind11; print(os.path.dirname(pybind11.__file__))')
+  # the multiarch pyconfig.h the interpreter's own pyconfig.h includes, if any
+  multi=$(ls -d /usr/include/*-linux-gnu/"$(basename "$inc")" 2>/dev/null | head -1)
+  tar czf "$OUT/pyheaders.tgz" "$inc" ${multi:+"$multi"} -C "$(dirname "$pb")" pybind11/include 2>/dev/null
+  stamp "headers rc=$?: $py, $inc, $conf, pybind11 $("$py" -c 'import pybind11; print(pybind11.__version__)')"
+fi
+
+if has p; then
+  # A Python mutant of module.cpp brings its own extension; one of the package's
+  # .py files runs with the extension as built.
+  for d in pykit/pkg/*/; do
+    ls "$d"pav/_pav.*.so >/dev/null 2>&1 || cp pykit/pkg/base/pav/_pav.*.so "$d"pav/
+  done
+  mkdir -p pyrun
+  pyrun() {  # pyrun PACKAGE: python_device_tests as CTest runs them, over pykit/pkg/PACKAGE
+    (cd pyrun && PYTHONPATH=$W/pykit/pkg/$1 PAV_BINARY=$W/pykit/bin/pav PAV_SOURCE_DIR=$W/pykit/src \
+       LD_LIBRARY_PATH=$W/pykit/lib:$LD_LIBRARY_PATH timeout 200 python3 -m pytest -q -p no:cacheprovider \
+       "$W/pykit/src/python/tests/test_device.py" >"$OUT/python-$1.log" 2>&1)
+  }
+  pyrun base
+  rc=$?; stamp "python_device_tests rc=$rc: $(tail -1 "$OUT/python-base.log")"; [[ $rc == 0 ]] || fail=1
+  for d in pykit/pkg/*/; do
+    name=$(basename "$d"); [[ $name == base ]] && continue
+    if pyrun "$name"; then
+      echo "  MISSED  $name: $(cat "$d/what")"
+    else
+      echo "  caught  $name ($(grep -cE '^FAILED ' "$OUT/python-$name.log") failing test(s): $(tail -1 "$OUT/python-$name.log"))"
+    fi
+  done | tee "$OUT/python-mutants.log"
+  grep -q MISSED "$OUT/python-mutants.log" && fail=1
+  stamp "python mutants: $(grep -c caught "$OUT/python-mutants.log") of $(($(ls -d pykit/pkg/*/ | wc -l) - 1)) caught"
 fi
 stamp "done (fail=$fail)"
 exit $fail

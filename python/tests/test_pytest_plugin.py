@@ -26,12 +26,25 @@ USER_TESTS = textwrap.dedent("""
 """)
 
 
+# One nested run takes a few seconds. Its limit is well under the 600 s CTest
+# gives the whole file, so a nested run that hangs fails its own test with what
+# it printed, and the file's other tests still run, instead of CTest killing
+# the file with nothing said.
+NESTED_TIMEOUT_S = 120
+
+
 def run_pytest(folder, *options, defect=None):
     env = dict(os.environ)
     env["USER_DEFECT"] = defect or ""
-    return subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "pav.pytest_plugin",
-                           "--pav-save", str(folder / "saved")] + list(options) + [str(folder / "test_user.py")],
-                          capture_output=True, text=True, timeout=600, cwd=folder, env=env)
+    command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "pav.pytest_plugin",
+               "--pav-save", str(folder / "saved")] + list(options) + [str(folder / "test_user.py")]
+    try:
+        return subprocess.run(command, capture_output=True, text=True, timeout=NESTED_TIMEOUT_S, cwd=folder, env=env)
+    except subprocess.TimeoutExpired as e:
+        printed = "".join(b.decode(errors="replace") if isinstance(b, bytes) else b
+                          for b in (e.stdout or "", e.stderr or ""))
+        raise AssertionError(f"the nested pytest run {' '.join(options)} did not end within {NESTED_TIMEOUT_S} s "
+                             f"(a hang); it printed:\n{printed}") from None
 
 
 def test_a_defect_fails_the_test_and_its_case_is_replayed_first_next_time(tmp_path):
