@@ -151,6 +151,14 @@ py::capsule dlpack_of(const TensorView& v, void* device_data) {
 
 std::string python_error_text(const py::error_already_set& e) { return std::string(e.what()).substr(0, 2000); }
 
+bool interpreter_finalizing() {
+#if PY_VERSION_HEX >= 0x030D0000
+  return Py_IsFinalizing();
+#else
+  return _Py_IsFinalizing();
+#endif
+}
+
 // A Python callable as a kernel under test. `runner` is a
 // pav._inprocess.Runner: check(request) -> None or a reason, decode(request,
 // arrays) -> None or (status, message).
@@ -159,6 +167,14 @@ class PythonKernel final : public pav::adapters::KernelUnderTest {
   PythonKernel(py::object runner, KernelDescription d, std::string spec)
       : runner_(std::move(runner)), description_(std::move(d)), spec_(std::move(spec)) {}
   ~PythonKernel() override {
+    // A kernel still registered when the process exits is destroyed with the
+    // registry, after the interpreter has finalized: the GIL can no longer be
+    // taken, and waiting for it would hang the exit. The reference is dropped
+    // unreleased; the interpreter's memory goes with the process.
+    if (!Py_IsInitialized() || interpreter_finalizing()) {
+      runner_.release();
+      return;
+    }
     py::gil_scoped_acquire gil;
     runner_ = py::object();
   }

@@ -17,6 +17,12 @@ import pav
 
 SOURCE = os.environ.get("PAV_SOURCE_DIR", os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
 PAV = os.environ.get("PAV_BINARY", "pav")
+# A child process (pav's command line, a Python script, a nested pytest) takes
+# a few seconds. Its limit is well under the 600 s CTest gives the whole of
+# python_tests, so a child that hangs fails its own test with what it printed
+# and the other tests still run and report, instead of CTest killing the lot
+# with nothing said.
+CHILD_TIMEOUT_S = 60
 sys.path.insert(0, os.path.join(SOURCE, "examples", "workers"))
 import numpy_decode  # noqa: E402
 
@@ -82,7 +88,7 @@ BAD_GQA = numpy_decode.NumpyDecode(defect="gqa-interleaved")
 
 
 def run_cli(*args):
-    return subprocess.run([PAV] + list(args), capture_output=True, text=True, timeout=300)
+    return subprocess.run([PAV] + list(args), capture_output=True, text=True, timeout=CHILD_TIMEOUT_S)
 
 
 # ---- tests
@@ -213,6 +219,23 @@ def test_a_bad_option_is_a_usage_error_and_every_kernel_is_unregistered_after_it
     assert rc == 2 and "no kernel of that name" in capfd.readouterr().err
 
 
+LEFT_REGISTERED_SCRIPT = textwrap.dedent("""
+    import json, sys
+    sys.path.insert(0, {tests!r})
+    import pav, test_inprocess as t
+    # As a run that never reached its unregistering would leave it: the kernel
+    # outlives the interpreter and is destroyed with the registry at exit.
+    pav.api._extension().register_kernel("left", object(), json.dumps(t.DESCRIPTION.fields), "python:left")
+    print("REGISTERED", flush=True)
+""")
+
+
+def test_a_kernel_left_registered_does_not_hang_the_exit():
+    script = LEFT_REGISTERED_SCRIPT.format(tests=os.path.dirname(os.path.abspath(__file__)))
+    r = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=CHILD_TIMEOUT_S)
+    assert r.returncode == 0 and r.stdout == "REGISTERED\n", r.stdout + r.stderr
+
+
 def test_a_kernel_without_a_file_records_a_python_name():
     kernel = pav.Kernel(lambda call: GOOD.decode(call), DESCRIPTION)
     assert kernel.replay_spec.startswith("python:")
@@ -247,7 +270,7 @@ STOP_SCRIPT = textwrap.dedent("""
 
 def test_ctrl_c_stops_the_run_with_its_summary_and_gives_pythons_handler_back(tmp_path):
     script = STOP_SCRIPT.format(tests=os.path.dirname(os.path.abspath(__file__)), save=str(tmp_path))
-    r = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300)
+    r = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=CHILD_TIMEOUT_S)
     assert "STOPPED True False True" in r.stdout, r.stdout + r.stderr
     assert "HANDLER BACK True" in r.stdout and "SIGINT RAISED KEYBOARDINTERRUPT" in r.stdout
     assert "NEXT RUN PASS 3" in r.stdout  # an earlier stop does not stop the next run

@@ -8,7 +8,7 @@ import subprocess
 import sys
 import textwrap
 
-SOURCE = os.environ.get("PAV_SOURCE_DIR", os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
+from test_inprocess import CHILD_TIMEOUT_S, SOURCE
 
 USER_TESTS = textwrap.dedent("""
     import os, sys
@@ -26,11 +26,6 @@ USER_TESTS = textwrap.dedent("""
 """)
 
 
-# One nested run takes a few seconds. Its limit is well under the 600 s CTest
-# gives the whole file, so a nested run that hangs fails its own test with what
-# it printed, and the file's other tests still run, instead of CTest killing
-# the file with nothing said.
-NESTED_TIMEOUT_S = 120
 
 
 def run_pytest(folder, *options, defect=None):
@@ -39,11 +34,11 @@ def run_pytest(folder, *options, defect=None):
     command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "pav.pytest_plugin",
                "--pav-save", str(folder / "saved")] + list(options) + [str(folder / "test_user.py")]
     try:
-        return subprocess.run(command, capture_output=True, text=True, timeout=NESTED_TIMEOUT_S, cwd=folder, env=env)
+        return subprocess.run(command, capture_output=True, text=True, timeout=CHILD_TIMEOUT_S, cwd=folder, env=env)
     except subprocess.TimeoutExpired as e:
         printed = "".join(b.decode(errors="replace") if isinstance(b, bytes) else b
                           for b in (e.stdout or "", e.stderr or ""))
-        raise AssertionError(f"the nested pytest run {' '.join(options)} did not end within {NESTED_TIMEOUT_S} s "
+        raise AssertionError(f"the nested pytest run {' '.join(options)} did not end within {CHILD_TIMEOUT_S} s "
                              f"(a hang); it printed:\n{printed}") from None
 
 
