@@ -27,7 +27,9 @@
 set -euo pipefail
 mode=${1:-}
 if [[ $mode != pack || $# -ne 3 ]]; then sed -n '2,25p' "$0"; exit 2; fi
-kit=$2 headers=$(cd "$3" && pwd)
+kit=$2
+[[ -d $3 ]] || { echo "python_kit: HEADERS: no folder '$3' (device_call.sh step h saves pyheaders.tgz)" >&2; exit 2; }
+headers=$(cd "$3" && pwd)
 root=$(cd "$(dirname "$0")/../.." && pwd)
 build=$(cd "${PAV_NVIDIA_BUILD:-$root/build/nvidia}" && pwd)
 so=$(ls "$build"/python/pav/_pav.*.so 2>/dev/null | head -1)
@@ -48,6 +50,7 @@ PY
 )
 link=$(cd "$build" && ninja -t commands "python/pav/$(basename "$so")" | tail -1)
 [[ -n $compile && $link == *module.cpp.o* ]] || { echo "python_kit: no compile or link command for _pav in $build" >&2; exit 3; }
+[[ $compile == *-DPAV_HAVE_GPU=1* ]] || { echo "python_kit: $build is not a GPU build (the nvidia preset)" >&2; exit 3; }
 # This interpreter's headers out, the GPU machine's in (its pyconfig.h includes
 # <triplet/pythonX.Y/pyconfig.h>, found under usr/include).
 compile=$(sed -E "s#-isystem [^ ]*/python3\.[0-9]+#-isystem $pyinc -isystem $headers/usr/include -isystem $headers/pybind11/include#" <<<"$compile")
