@@ -44,7 +44,8 @@ done
 logs=${logs:-$build/gpu-gate}
 mkdir -p "$logs"
 
-header() { sed -n "s/^$2:[[:space:]]*//p" "$1" | head -1; }
+# shellcheck source=ci/mutant_header.sh
+source "$root/ci/mutant_header.sh"
 # A ctest -R regex of suite names (A|B.C) as a gtest filter (A*:B.C*).
 gtest_filter_of() { echo "$1" | tr '|' '\n' | sed 's/[\\^$]//g; s/$/*/' | paste -sd: -; }
 

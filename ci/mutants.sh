@@ -74,7 +74,8 @@ sync_tree() {
     (cd "$src" && while read -r f; do rm -f -- "$f"; done)
 }
 
-header() { sed -n "s/^$2:[[:space:]]*//p" "$1" | head -1; }
+# shellcheck source=ci/mutant_header.sh
+source "$root/ci/mutant_header.sh"
 
 # A run stopped while a patch was applied leaves objects built from the mutant
 # newer than the restored files: make those files newer again so they rebuild.

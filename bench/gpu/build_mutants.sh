@@ -34,7 +34,8 @@ work=$build/mutant-work
 mkdir -p "$work"
 # shellcheck source=bench/gpu/mutant_sources.sh
 source "$root/bench/gpu/mutant_sources.sh"
-header() { sed -n "s/^$2:[[:space:]]*//p" "$1" | head -1; }
+# shellcheck source=ci/mutant_header.sh
+source "$root/ci/mutant_header.sh"
 gtest_filter_of() { echo "$1" | tr '|' '\n' | sed 's/[\\^$]//g; s/$/*/' | paste -sd: -; }
 link_cmd=$(cd "$build" && ninja -t commands gpu_test | tail -1)
 link_cmd=${link_cmd%% && cd *}  # the link alone, not the test discovery after it

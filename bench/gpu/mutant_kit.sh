@@ -60,7 +60,7 @@ jobs=8; [[ ${1:-} == -j ]] && jobs=$2
 mkdir -p "$out"; out=$(cd "$out" && pwd)
 nvcc=${NVCC:-/usr/local/cuda/bin/nvcc}
 cudalib=/usr/local/cuda/lib64; [[ -d $cudalib ]] || cudalib=/usr/local/cuda/targets/x86_64-linux/lib
-header() { sed -n "s/^$2:[[:space:]]*//p" "$1" | head -1; }
+header() { sed -n "s/^$2:[[:space:]]*//p" "$1" | head -1; }  # ci/mutant_header.sh, here where the kit runs
 gtest_filter_of() { echo "$1" | tr '|' '\n' | sed 's/[\\^$]//g; s/$/*/' | paste -sd: -; }
 # shellcheck source=bench/gpu/mutant_sources.sh
 source "$kit/mutant_sources.sh"

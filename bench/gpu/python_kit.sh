@@ -81,7 +81,8 @@ objcopy --strip-debug "$build/pav" "$kit/bin/pav"
 for l in libtbb.so.12 libfmt.so.9; do cp -L "/usr/lib/x86_64-linux-gnu/$l" "$kit/lib/"; done
 package "$root" "$kit/pkg/base"
 echo "python_kit: base package for Python $ver"
-header() { sed -n "s/^$2:[[:space:]]*//p" "$1" | head -1; }
+# shellcheck source=ci/mutant_header.sh
+source "$root/ci/mutant_header.sh"
 for patch in "$root"/ci/mutants/*.patch; do
   [[ $(header "$patch" pav-preset) == nvidia && $(header "$patch" pav-tests) == *python_device_tests* ]] || continue
   name=$(basename "$patch" .patch)

@@ -91,6 +91,12 @@ def run_cli(*args):
     return subprocess.run([PAV] + list(args), capture_output=True, text=True, timeout=CHILD_TIMEOUT_S)
 
 
+def run_script(template, **values):
+    """A Python script in a child process; {tests} in it is this folder (to import test_inprocess)."""
+    script = template.format(tests=os.path.dirname(os.path.abspath(__file__)), **values)
+    return subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=CHILD_TIMEOUT_S)
+
+
 # ---- tests
 
 @pytest.mark.parametrize("fn", [decode_ok, decode_in_place])
@@ -231,8 +237,7 @@ LEFT_REGISTERED_SCRIPT = textwrap.dedent("""
 
 
 def test_a_kernel_left_registered_does_not_hang_the_exit():
-    script = LEFT_REGISTERED_SCRIPT.format(tests=os.path.dirname(os.path.abspath(__file__)))
-    r = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=CHILD_TIMEOUT_S)
+    r = run_script(LEFT_REGISTERED_SCRIPT)
     assert r.returncode == 0 and r.stdout == "REGISTERED\n", r.stdout + r.stderr
 
 
@@ -269,8 +274,7 @@ STOP_SCRIPT = textwrap.dedent("""
 
 
 def test_ctrl_c_stops_the_run_with_its_summary_and_gives_pythons_handler_back(tmp_path):
-    script = STOP_SCRIPT.format(tests=os.path.dirname(os.path.abspath(__file__)), save=str(tmp_path))
-    r = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=CHILD_TIMEOUT_S)
+    r = run_script(STOP_SCRIPT, save=str(tmp_path))
     assert "STOPPED True False True" in r.stdout, r.stdout + r.stderr
     assert "HANDLER BACK True" in r.stdout and "SIGINT RAISED KEYBOARDINTERRUPT" in r.stdout
     assert "NEXT RUN PASS 3" in r.stdout  # an earlier stop does not stop the next run

@@ -26,8 +26,6 @@ USER_TESTS = textwrap.dedent("""
 """)
 
 
-
-
 def run_pytest(folder, *options, defect=None):
     env = dict(os.environ)
     env["USER_DEFECT"] = defect or ""
