@@ -28,8 +28,8 @@
 #include "adapters/testdata/test_support.hpp"
 #include "adapters/worker_protocol.hpp"
 #include "common/test_paths.hpp"
-#include "properties/host_case.hpp"
-#include "properties/runner_kernel.hpp"
+#include "properties/case/host_case.hpp"
+#include "properties/checks/runner_kernel.hpp"
 
 namespace {
 

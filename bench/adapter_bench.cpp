@@ -36,7 +36,7 @@
 
 #include "adapters/kernel.hpp"
 #include "common/test_paths.hpp"
-#include "properties/host_case.hpp"
+#include "properties/case/host_case.hpp"
 
 namespace {
 

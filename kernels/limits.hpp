@@ -28,7 +28,7 @@ inline constexpr int64_t kMaxKvHeads = 1024;
 inline constexpr int64_t kMaxContextLen = 2147483647;
 inline constexpr int64_t kMaxPlanTiles = (kMaxContextLen + 255) / 256;
 
-// Shape fields of a case file (properties/case_format.cpp). Every case pav
+// Shape fields of a case file (properties/case/case_format.cpp). Every case pav
 // saves must replay, so a kernel's description is held to them too
 // (adapters::description_problem): pav refuses, when the kernel describes
 // itself, a G or a minimum q_len it could generate but never read back.

@@ -1,8 +1,9 @@
 // SPDX-License-Identifier: Apache-2.0
 // pav._pav: the extension behind `import pav`. It registers Python callables
 // as in-process kernels under test (adapters/in_process.hpp) and runs pav's
-// own commands in this process, so a Python kernel goes through the same
-// properties, shrinking, saving, replay and reports as a lib: or exec: one.
+// own runs in this process through the session API (properties/session), so
+// a Python kernel goes through the same properties, shrinking, saving, replay
+// and reports as a lib: or exec: one.
 // The call's tensors reach Python as NumPy arrays over pav's own memory (no
 // copy, no file); python/pav/_inprocess.py turns them into the worker
 // helper's Call and checks what the kernel gives back.
@@ -10,7 +11,11 @@
 #include <pybind11/numpy.h>
 #include <pybind11/stl.h>
 
+#include <algorithm>
 #include <atomic>
+#include <functional>
+#include <optional>
+#include <type_traits>
 #include <cstdio>
 #include <memory>
 #include <mutex>
@@ -28,8 +33,8 @@
 #include "adapters/kernel.hpp"
 #include "adapters/worker_protocol.hpp"
 #include "input/json_input.hpp"
-#include "tools/command.hpp"
-#include "tools/stop.hpp"
+#include "properties/session/session.hpp"
+#include "properties/session/stop.hpp"
 
 namespace py = pybind11;
 using nlohmann::json;
@@ -303,33 +308,176 @@ void register_kernel(const std::string& key, py::object runner, const std::strin
   pav::adapters::register_in_process_kernel(key, std::make_shared<PythonKernel>(std::move(runner), d, spec));
 }
 
-// argv for a main-like entry: words[0] is the program's name. The pointers
-// point into words.
-std::vector<char*> argv_of(std::vector<std::string>& words) {
-  std::vector<char*> argv;
-  for (std::string& w : words) argv.push_back(w.data());
-  return argv;
+// A run's options from a Python dict, field by field: a field of the wrong
+// type or one the run does not know is BadInput naming it, as a bad option is
+// on the command line.
+class Fields {
+ public:
+  Fields(const std::string& run, const py::dict& d) : run_(run), d_(d) {}
+
+  template <class T>
+  void read(const char* name, T& into) {
+    if (!d_.contains(name)) return;
+    seen_.push_back(name);
+    py::handle v = d_[name];
+    if (v.is_none()) return;
+    if constexpr (std::is_same_v<T, bool>) {
+      if (!py::isinstance<py::bool_>(v)) bad(name, "true or false", v);
+    } else if constexpr (std::is_integral_v<T>) {
+      if (py::isinstance<py::bool_>(v) || !py::isinstance<py::int_>(v)) bad(name, "an integer", v);
+      try {
+        into = v.cast<T>();
+      } catch (const py::cast_error&) {
+        bad(name, "an integer in range", v);
+      }
+      return;
+    } else if constexpr (std::is_floating_point_v<T>) {
+      if (py::isinstance<py::bool_>(v) || !(py::isinstance<py::float_>(v) || py::isinstance<py::int_>(v)))
+        bad(name, "a number", v);
+    } else if constexpr (std::is_same_v<T, std::string>) {
+      if (!py::isinstance<py::str>(v)) bad(name, "a string", v);
+    } else {
+      if (!py::isinstance<py::list>(v) && !py::isinstance<py::tuple>(v)) bad(name, "a list of strings", v);
+      for (py::handle e : v)
+        if (!py::isinstance<py::str>(e)) bad(name, "a list of strings", v);
+    }
+    into = v.cast<T>();
+  }
+  template <class T>
+  void read(const char* name, std::optional<T>& into) {
+    if (!d_.contains(name) || d_[name].is_none()) {
+      if (d_.contains(name)) seen_.push_back(name);
+      return;
+    }
+    T value{};
+    read(name, value);
+    into = value;
+  }
+  // Every field was read: one the run does not know is refused.
+  void finish() const {
+    for (auto item : d_) {
+      const std::string key = py::str(item.first);
+      if (std::find(seen_.begin(), seen_.end(), key) == seen_.end())
+        throw pav::session::BadInput(run_ + ": unknown option '" + key.substr(0, 60) + "'");
+    }
+  }
+
+ private:
+  [[noreturn]] void bad(const char* name, const char* want, py::handle v) const {
+    throw pav::session::BadInput(run_ + ": " + name + ": expected " + want + ", got " +
+                                 std::string(py::str(py::type::of(v).attr("__name__"))));
+  }
+  std::string run_;
+  const py::dict& d_;
+  std::vector<std::string> seen_;
+};
+
+void read_kernel(Fields& f, pav::session::KernelOptions& k) {
+  f.read("kernel", k.specs);
+  f.read("isolate", k.isolate);
+  f.read("timeout", k.timeout);
+  f.read("exchange_dir", k.exchange_dir);
 }
 
-// Runs `pav ARGS...` in this process with the GIL released (the kernel's
-// calls take it back). SIGINT and SIGTERM stop the run cleanly, as on the
-// command line; Python's handlers are back in place when it returns. Returns
-// (exit code, the signal that stopped it or "").
-std::pair<int, std::string> run(const std::vector<std::string>& args) {
-  std::vector<std::string> words = {"pav"};
-  words.insert(words.end(), args.begin(), args.end());
-  std::vector<char*> argv = argv_of(words);
-  int rc = 0;
+// Runs one of the session's runs in this process with the GIL released (the
+// kernel's calls take it back). SIGINT and SIGTERM stop the run cleanly, as
+// on the command line; Python's handlers are back in place when it returns.
+// Returns (exit code, the report as JSON text, the signal that stopped it or
+// ""); an error raises BadInput or CannotRun with its reason.
+py::tuple run_session(const std::string& run, const py::dict& options, bool quiet) {
+  namespace s = pav::session;
+  Fields f(run, options);
+  std::function<s::Report(const s::Io&)> call;
+  if (run == "verify") {
+    s::VerifyOptions o;
+    read_kernel(f, o.kernel);
+    f.read("backend", o.backend);
+    f.read("seed", o.seed);
+    f.read("checks", o.checks);
+    f.read("plan_cases", o.plan_cases);
+    f.read("decode_cases", o.decode_cases);
+    f.read("reject_cases", o.reject_cases);
+    f.read("stale_cases", o.stale_cases);
+    f.read("save_dir", o.save_dir);
+    f.read("out_dir", o.out_dir);
+    call = [o](const s::Io& io) { return s::verify(o, io); };
+  } else if (run == "fuzz") {
+    s::FuzzOptions o;
+    read_kernel(f, o.kernel);
+    f.read("backend", o.backend);
+    f.read("seed", o.seed);
+    f.read("cases", o.cases);
+    f.read("minutes", o.minutes);
+    f.read("properties", o.properties);
+    f.read("save_dir", o.save_dir);
+    f.read("jobs", o.jobs);
+    f.read("keep_going", o.keep_going);
+    f.read("verbose", o.verbose);
+    call = [o](const s::Io& io) { return s::fuzz(o, io); };
+  } else if (run == "replay") {
+    s::ReplayOptions o;
+    read_kernel(f, o.kernel);
+    f.read("files", o.files);
+    f.read("backend", o.backend);
+    f.read("path", o.path_override);
+    f.read("trust_case_kernel", o.trust_case_kernel);
+    o.timeout_given = options.contains("timeout");
+    call = [o](const s::Io& io) { return s::replay(o, io); };
+  } else if (run == "compare") {
+    s::CompareOptions o;
+    read_kernel(f, o.kernel);
+    f.read("cases", o.cases);
+    f.read("seed", o.seed);
+    f.read("out_dir", o.out_dir);
+    f.read("alpha", o.alpha);
+    f.read("gate", o.gate);
+    call = [o](const s::Io& io) { return s::compare(o, io); };
+  } else if (run == "drift") {
+    s::DriftOptions o;
+    read_kernel(f, o.kernel);
+    f.read("sweep", o.sweep_path);
+    f.read("backend", o.backend);
+    f.read("cells", o.cells);
+    o.cells_given = options.contains("cells");
+    f.read("max_context", o.max_context);
+    f.read("seeds", o.seeds);
+    f.read("markdown", o.markdown_path);
+    f.read("plot", o.plot_path);
+    call = [o](const s::Io& io) { return s::drift(o, io); };
+  } else {
+    throw s::BadInput("no run named '" + run.substr(0, 40) + "' (verify, fuzz, replay, compare, drift)");
+  }
+  f.finish();
+  s::Report report;
   std::string stopped;
+  std::optional<s::ErrorText> error;
   {
     py::gil_scoped_release release;
-    pav::cli::StopScope scope;
-    rc = pav::cli::run_main(int(argv.size()), argv.data());
-    stopped = pav::cli::stop_signal_name();
+    s::StopScope scope;
+    s::install_stop_handlers();
+    s::Io io;
+    io.show_progress = !quiet;
+    try {
+      report = call(io);
+    } catch (...) {
+      error = s::error_text(std::current_exception());
+    }
+    stopped = s::stop_signal_name();
     std::fflush(stdout);
     std::fflush(stderr);
   }
-  return {rc, stopped};
+  if (error && error->exit_code == s::kExitBadInput) throw s::BadInput(error->message);
+  if (error) throw s::CannotRun(error->message);
+  return py::make_tuple(report.exit_code, report.json.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace),
+                        stopped);
+}
+
+// argv for a main-like entry: words[0] is the program's name. The pointers
+// point into words.
+[[maybe_unused]] std::vector<char*> argv_of(std::vector<std::string>& words) {
+  std::vector<char*> argv;
+  for (std::string& w : words) argv.push_back(w.data());
+  return argv;
 }
 
 }  // namespace
@@ -345,8 +493,12 @@ PYBIND11_MODULE(_pav, m) {
   m.def("check_description", [](const std::string& j) { return pav::adapters::to_json(read_description(j)).dump(); },
         py::arg("description_json"));
   m.def("unregister_kernel", &pav::adapters::unregister_in_process_kernel, py::arg("key"));
-  m.def("run", &run, py::arg("args"));
-  m.def("version", [] { return pav::cli::version_line(); });
+  // The session's errors as Python exceptions carrying their reason (pav.api
+  // raises them as UsageError and CannotRun).
+  py::register_exception<pav::session::BadInput>(m, "BadInput", PyExc_ValueError);
+  py::register_exception<pav::session::CannotRun>(m, "CannotRun", PyExc_RuntimeError);
+  m.def("session", &run_session, py::arg("run"), py::arg("options"), py::arg("quiet") = true);
+  m.def("version", [] { return pav::session::version_line(); });
   // Why a kernel of device memory cannot run here ("" when it can).
   m.def("device_memory_unavailable", []() -> std::string {
 #ifdef PAV_HAVE_GPU

@@ -9,9 +9,9 @@
 #include <filesystem>
 
 #include "common/test_paths.hpp"
-#include "properties/case_format.hpp"
-#include "properties/fuzz_engine.hpp"
-#include "properties/replay.hpp"
+#include "properties/case/case_format.hpp"
+#include "properties/engine/fuzz_engine.hpp"
+#include "properties/checks/replay.hpp"
 
 #ifndef PAV_SOURCE_DIR
 #error "PAV_SOURCE_DIR must name the source tree (set by regression/CMakeLists.txt)"

@@ -9,8 +9,8 @@
 
 #include "kernels/dispatch/route.hpp"
 #include "kernels/validate.hpp"
-#include "properties/case_format.hpp"
-#include "properties/stale_gen.hpp"
+#include "properties/case/case_format.hpp"
+#include "properties/gen/stale_gen.hpp"
 #include "tools/command.hpp"
 
 using ojson = nlohmann::ordered_json;

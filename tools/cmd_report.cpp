@@ -5,7 +5,7 @@
 #include <fmt/core.h>
 
 #include "input/json_input.hpp"
-#include "properties/fuzz_report.hpp"
+#include "properties/engine/fuzz_report.hpp"
 #include "tools/command.hpp"
 
 namespace {

@@ -12,6 +12,7 @@
 #include "common/durable_file.hpp"
 #include "input/json_input.hpp"
 #include "common/version.hpp"
+#include "properties/session/stop.hpp"
 #include "tools/options.hpp"
 
 namespace pav::cli {
@@ -24,38 +25,6 @@ std::vector<Command>& registry() {
 Registrar::Registrar(std::string name, std::string summary, CommandFn fn) {
   registry().push_back({std::move(name), std::move(summary), std::move(fn)});
 }
-
-std::string verdict_text(bool passed, const std::string& message) {
-  if (passed) return "PASS";
-  if (message.rfind("FAIL", 0) == 0) return message;
-  return "FAIL: " + message;
-}
-
-std::string version_line() { return fmt::format("pav {} (commit {})", pav::version(), pav::source_commit()); }
-
-nlohmann::ordered_json report_header(const std::string& command) {
-  nlohmann::ordered_json j;
-  j["command"] = command;
-  j["pav_version"] = pav::version();
-  j["source_commit"] = pav::source_commit();
-  return j;
-}
-
-namespace {
-
-// An error message as printed: a hostile value echoed in it (a 50 MB option or
-// id) is cut, so the message stays readable and the log small. Its start and
-// its end are kept: a message names the field first and says why last, and a
-// long value between them (a kernel's command line with its description) must
-// not cut off the reason.
-std::string bounded(std::string_view what) {
-  constexpr size_t kHead = 600, kTail = 400;
-  if (what.size() <= kHead + kTail) return std::string(what);
-  return fmt::format("{} [... {} of {} characters cut ...] {}", what.substr(0, kHead), what.size() - kHead - kTail,
-                     what.size(), what.substr(what.size() - kTail));
-}
-
-}  // namespace
 
 int parse(CLI::App& app, const std::vector<std::string>& args) {
   // Help shows each option's default: the bound variable's value before parsing.
@@ -71,7 +40,7 @@ int parse(CLI::App& app, const std::vector<std::string>& args) {
     fmt::print("{}", app.help("", CLI::AppFormatMode::All));
     return kExitOk;
   } catch (const CLI::ParseError& e) {
-    fmt::print(stderr, "pav {}: {}\n", app.get_name(), bounded(e.what()));
+    fmt::print(stderr, "pav {}: {}\n", app.get_name(), session::bounded_message(e.what()));
     fmt::print(stderr, "run 'pav {} --help' for the options\n", app.get_name());
     return kExitBadInput;
   }
@@ -96,11 +65,25 @@ void ReportOutput::emit(const nlohmann::ordered_json& report) const {
   if (!json_out.empty()) pav::write_file_atomically(json_out, report.dump(2) + "\n");
 }
 
+int ReportOutput::finish(const session::Report& report, const std::string& command) const {
+  if (report.json.is_null()) return report.exit_code;
+  return finish(report.json, report.exit_code, command);
+}
+
+session::Io ReportOutput::io(bool quiet) const {
+  session::install_stop_handlers();
+  session::Io io;
+  io.out = text() ? stdout : nullptr;
+  io.log = text() ? stdout : stderr;
+  io.show_progress = !quiet;
+  return io;
+}
+
 int ReportOutput::finish(const nlohmann::ordered_json& report, int rc, const std::string& command) const {
   try {
     emit(report);
   } catch (const pav::IoError& e) {
-    fmt::print(stderr, "pav {}: {}\n", command, bounded(e.what()));
+    fmt::print(stderr, "pav {}: {}\n", command, session::bounded_message(e.what()));
     return rc == kExitFail ? kExitFail : kExitCannotRun;
   }
   return rc;
@@ -124,7 +107,7 @@ const Command* find(const std::string& name) {
 }
 
 int unknown_command(const std::string& name) {
-  fmt::print(stderr, "pav: unknown command '{}'\n\n", bounded(name));
+  fmt::print(stderr, "pav: unknown command '{}'\n\n", session::bounded_message(name));
   usage(stderr);
   return kExitBadInput;
 }
@@ -132,32 +115,10 @@ int unknown_command(const std::string& name) {
 int run_command(const Command& c, std::vector<std::string> args) {
   try {
     return c.run(std::move(args));
-  } catch (const BadInput& e) {
-    fmt::print(stderr, "pav {}: {}\n", c.name, bounded(e.what()));
-    return kExitBadInput;
-  } catch (const CannotRun& e) {
-    fmt::print(stderr, "pav {}: could not run: {}\n", c.name, bounded(e.what()));
-    return kExitCannotRun;
-  } catch (const pav::IoError& e) {
-    fmt::print(stderr, "pav {}: could not run: {}\n", c.name, bounded(e.what()));
-    return kExitCannotRun;
-  } catch (const pav::input::InputError& e) {  // a reader's error a command did not wrap
-    fmt::print(stderr, "pav {}: {}\n", c.name, e.what());
-    return kExitBadInput;
-  } catch (const pav::input::ReadError& e) {
-    fmt::print(stderr, "pav {}: could not run: {}\n", c.name, e.what());
-    return kExitCannotRun;
-  } catch (const std::bad_alloc&) {
-    fmt::print(stderr, "pav {}: could not run: out of memory\n", c.name);
-    return kExitCannotRun;
-  } catch (const std::system_error& e) {
-    // The system refused a resource (a thread, a process): not pav's bug.
-    fmt::print(stderr, "pav {}: could not run: {}\n", c.name, bounded(e.what()));
-    return kExitCannotRun;
-  } catch (const std::exception& e) {
-    // Not a verdict about the code under test: never exit 1 for it.
-    fmt::print(stderr, "pav {}: could not run: internal error: {}\n", c.name, bounded(e.what()));
-    return kExitCannotRun;
+  } catch (...) {
+    const session::ErrorText e = session::error_text(std::current_exception());
+    fmt::print(stderr, "pav {}: {}\n", c.name, e.message);
+    return e.exit_code;
   }
 }
 

@@ -14,13 +14,15 @@
 
 #include <nlohmann/json.hpp>
 
+#include "properties/session/session.hpp"
+
 namespace pav::cli {
 
-// Exit codes shared by every command.
-inline constexpr int kExitOk = 0;
-inline constexpr int kExitFail = 1;      // the check ran and found a defect
-inline constexpr int kExitBadInput = 2;  // bad arguments or malformed input
-inline constexpr int kExitCannotRun = 3; // could not run: no device, missing tool, I/O error
+// Exit codes shared by every command: the session's (properties/session).
+inline constexpr int kExitOk = session::kExitOk;
+inline constexpr int kExitFail = session::kExitFail;
+inline constexpr int kExitBadInput = session::kExitBadInput;
+inline constexpr int kExitCannotRun = session::kExitCannotRun;
 
 using CommandFn = std::function<int(std::vector<std::string> args)>;
 
@@ -42,34 +44,20 @@ struct Registrar {
 // names the option at fault and goes to stderr with a pointer to --help).
 int parse(CLI::App& app, const std::vector<std::string>& args);
 
-// Thrown by a command for bad input (malformed file, missing field, bad value):
-// the dispatcher prints "pav <cmd>: <what>" and exits 2.
-struct BadInput : std::runtime_error {
-  using std::runtime_error::runtime_error;
-};
-
-// Thrown when the command cannot run here (no device, a missing tool, a file it
-// cannot write): the dispatcher prints "pav <cmd>: <what>" and exits 3. A
-// pav::IoError maps to 3 the same way.
-struct CannotRun : std::runtime_error {
-  using std::runtime_error::runtime_error;
-};
+// Thrown by a command for bad input (exit 2) or when it cannot run here
+// (exit 3): the session's errors, so a command and the session it calls speak
+// of one failure the same way. The dispatcher prints "pav <cmd>: <what>".
+using BadInput = session::BadInput;
+using CannotRun = session::CannotRun;
 
 // Runs the command line: `pav CMD ARGS`, `pav help [CMD]`, `pav --version`.
 // Every exception becomes its exit code here (never 1, which means a defect).
 int run_main(int argc, char** argv);
 
-// "pav <version> (commit <source commit>)".
-std::string version_line();
+using session::version_line;
 
-// The verdict word of a case for the text tables: "PASS", or "FAIL: <why>"
-// with exactly one FAIL (a message that already says FAIL is not prefixed
-// again).
-std::string verdict_text(bool passed, const std::string& message);
-
-// The fields every JSON report starts with: the command, pav's version and the
-// source commit it was built from.
-nlohmann::ordered_json report_header(const std::string& command);
+using session::report_header;
+using session::verdict_text;
 
 // --json (machine output on stdout instead of the tables) and --json-out FILE
 // (the same JSON written to FILE, durably, whatever goes to stdout).
@@ -89,6 +77,13 @@ struct ReportOutput {
   int finish(const nlohmann::ordered_json& report, int rc, const std::string& command) const;
   // True when the human-readable text should go to stdout (no --json).
   bool text() const { return !json; }
+  // A session run's report: emitted as above (none where the run wrote no
+  // report), then its exit code as finish() makes it.
+  int finish(const session::Report& report, const std::string& command) const;
+  // Where a session run writes on the command line: its text on stdout, or,
+  // with --json, its narrative on stderr and no text; progress on stderr
+  // unless quiet. Installs the stop handlers (SIGINT, SIGTERM).
+  session::Io io(bool quiet) const;
 };
 
 }  // namespace pav::cli

@@ -1,30 +1,19 @@
 // SPDX-License-Identifier: Apache-2.0
 #pragma once
-// --kernel and its companions (--isolate, --timeout, --exchange-dir), shared by
-// the commands that run a kernel under test (docs/verify-your-kernel.md).
-#include <fmt/core.h>
-
-#include <cstdio>
-#include <filesystem>
-#include <memory>
+// The options that name what a run works on, shared by the commands:
+// --kernel and its companions (--isolate, --timeout, --exchange-dir;
+// docs/verify-your-kernel.md), --save and --trust-case-kernel. They fill the
+// session's option values; opening a kernel is the session's.
 #include <string>
-#include <vector>
 
-#include <nlohmann/json.hpp>
-
-#include "adapters/kernel.hpp"
-#include "properties/kernel_gen.hpp"
+#include "properties/session/session.hpp"
 #include "tools/command.hpp"
 #include "tools/options.hpp"
 
 namespace pav::cli {
 
-struct KernelOptions {
-  std::vector<std::string> specs;  // --kernel, in the order given
-  bool isolate = false;
-  double timeout = 60;
-  std::string exchange_dir;
-};
+using session::KernelOptions;
+using session::open_kernel;
 
 // many: --kernel may be given twice (two kernels compared on the same cases).
 inline void add_kernel_options(CLI::App& app, KernelOptions& o, bool many = false) {
@@ -44,41 +33,20 @@ inline void add_kernel_options(CLI::App& app, KernelOptions& o, bool many = fals
       ->check(non_empty());
 }
 
-// Opens one kernel; a bad --kernel is BadInput (exit 2), a kernel that cannot
-// run here is CannotRun (exit 3). for_cases: pav will generate cases for it, so
-// a description it cannot generate for is BadInput too.
-inline std::unique_ptr<adapters::KernelUnderTest> open_kernel(const std::string& spec, const KernelOptions& o,
-                                                              bool for_cases = true) {
-  adapters::OpenOptions opt;
-  opt.isolate = o.isolate;
-  opt.timeout_seconds = o.timeout;
-  opt.exchange_dir = o.exchange_dir;
-  try {
-    std::unique_ptr<adapters::KernelUnderTest> k = adapters::open_kernel(spec, opt);
-    if (for_cases)
-      if (auto why = props::generation_problem(k->description()))
-        throw BadInput("--kernel " + spec + ": pav cannot generate calls for this kernel: " + *why);
-    return k;
-  } catch (const adapters::KernelSpecError& e) {
-    throw BadInput(e.what());
-  } catch (const adapters::KernelUnavailable& e) {
-    throw CannotRun(e.what());
-  }
+// --save DIR (default: the documented counterexample folder).
+inline CLI::Option* add_save_option(CLI::App& app, std::string& dir) {
+  dir = session::default_save_dir();
+  return app.add_option("--save", dir,
+                        "folder for counterexample case files (default: $PAV_COUNTEREXAMPLE_DIR, else "
+                        "./counterexamples)")
+      ->check(non_empty());
 }
 
-// What a saved case records, beside the kernel's identity, to open it again
-// the same way (FuzzOptions::kernel_run, meta.kernel in the case file): the
-// isolation, the per-call timeout and the working directory a relative path in
-// the spec is relative to.
-inline nlohmann::json kernel_run_record(const KernelOptions& o) {
-  std::error_code ec;
-  const std::filesystem::path cwd = std::filesystem::current_path(ec);
-  return {{"isolate", o.isolate}, {"timeout_seconds", o.timeout}, {"cwd", ec ? std::string() : cwd.string()}};
-}
-
-// "kernel    NAME VERSION via ADAPTER (SPEC)" and what it supports.
-inline void print_kernel(std::FILE* f, const adapters::KernelUnderTest& k, const char* label = "kernel") {
-  fmt::print(f, "{:<9} {}\n{:<9} {}\n", label, adapters::identity(k), "", adapters::summary(k.description()));
+// --trust-case-kernel.
+inline void add_trust_case_kernel_option(CLI::App& app, bool& trust) {
+  app.add_flag("--trust-case-kernel", trust,
+               "run the lib: or exec: kernel a case file records (it loads that library or runs that command); "
+               "without it such a case is refused unless --kernel names the kernel");
 }
 
 }  // namespace pav::cli

@@ -9,7 +9,7 @@
 #include <sstream>
 #include <string>
 
-#include "properties/host_case.hpp"
+#include "properties/case/host_case.hpp"
 
 namespace pav::adapters::fixture {
 

@@ -3,7 +3,7 @@
 // A small owning decode call for the kernels' unit tests: zero-filled fp8
 // caches (every score 0, every value 0), identity-ordered block tables, and
 // scratch for either kernel. The property suites build richer calls with
-// properties/host_case.hpp; this one needs nothing outside pav_kernels.
+// properties/case/host_case.hpp; this one needs nothing outside pav_kernels.
 #include <cstddef>
 #include <cstdint>
 #include <optional>

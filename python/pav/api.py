@@ -1,15 +1,15 @@
 # SPDX-License-Identifier: Apache-2.0
-"""pav's commands as Python functions. Each runs the command of the same name
-in this process (`pav verify`, `pav fuzz`, `pav replay`, `pav compare`), with
-Python kernels registered as in-process kernels under test, and returns a
-Report holding the command's JSON report."""
+"""pav's runs as Python functions. Each calls pav's session API in this
+process (the same functions `pav verify`, `pav fuzz`, `pav replay` and `pav
+compare` call), with Python kernels registered as in-process kernels under
+test, and returns a Report holding the run's JSON report. pav's refusals and
+failures to run are raised with their reason."""
 import inspect
 import itertools
 import json
 import os
 import shlex
 import sys
-import tempfile
 
 from pav import worker
 
@@ -17,11 +17,13 @@ _keys = itertools.count()
 
 
 class UsageError(ValueError):
-    """pav refused the request (exit 2): a bad option, description or case file."""
+    """pav refused the request (exit 2): a bad option, description or case file;
+    the message says which and why."""
 
 
 class CannotRun(RuntimeError):
-    """pav could not run (exit 3): an I/O error, no device, a lost report."""
+    """pav could not run (exit 3): an I/O error, no device, a case it could not
+    save; the message says why."""
 
 
 class Interrupted(KeyboardInterrupt):
@@ -216,41 +218,26 @@ class _Registered:
             _extension().unregister_kernel(key)
 
 
-def _run(command, args):
-    """Runs `pav COMMAND ARGS --json-out TMP` here; the Report, or the error
-    its exit code stands for."""
+def _run(run, options, quiet=True):
+    """Runs one of pav's runs (verify, fuzz, replay, compare, drift) here,
+    through the session API: the Report, or the error it stands for, raised
+    with pav's reason."""
     ext = _extension()
     sys.stdout.flush()
     sys.stderr.flush()
-    fd, path = tempfile.mkstemp(prefix="pav-report-", suffix=".json")
-    os.close(fd)
+    options = {k: v for k, v in options.items() if v is not None}
     try:
-        rc, stopped = ext.run([command] + [str(a) for a in args] + ["--json-out", path])
-        try:
-            with open(path) as f:
-                data = json.load(f)
-        except (OSError, ValueError):
-            data = {}
-    finally:
-        os.unlink(path)
-    report = Report(data, rc)
+        rc, text, stopped = ext.session(run, options, quiet)
+    except ext.BadInput as e:
+        raise UsageError("pav %s: %s" % (run, e)) from None
+    except ext.CannotRun as e:
+        raise CannotRun("pav %s: %s" % (run, e)) from None
+    report = Report(json.loads(text) if text != "null" else {}, rc)
     if stopped:
         raise Interrupted(report)
-    if rc == 2:
-        raise UsageError("pav %s refused the request (exit 2): see its message above" % command)
     if rc not in (0, 1):
-        raise CannotRun("pav %s could not run (exit %d): see its message above" % (command, rc))
+        raise CannotRun("pav %s could not finish (exit %d): %s" % (run, rc, report.get("verdict", "no verdict")))
     return report
-
-
-def _common(args, seed, save_dir, quiet):
-    if seed is not None:
-        args += ["--seed", seed]
-    if save_dir is not None:
-        args += ["--save", save_dir]
-    if quiet:
-        args += ["--quiet"]
-    return args
 
 
 def verify(kernel, description=None, checks=None, cases=None, seed=None, save_dir=None, reject_cases=None,
@@ -261,14 +248,9 @@ def verify(kernel, description=None, checks=None, cases=None, seed=None, save_di
     those names; cases: calls of the decode check. The first failure is shrunk
     and saved under save_dir (default ./counterexamples)."""
     with _Registered() as reg:
-        args = ["--kernel", reg.spec(kernel, description)]
-        if checks is not None:
-            args += ["--checks", ",".join(checks)]
-        for option, value in (("--decode-cases", cases), ("--reject-cases", reject_cases),
-                              ("--stale-cases", stale_cases)):
-            if value is not None:
-                args += [option, value]
-        return _run("verify", _common(args, seed, save_dir, quiet))
+        return _run("verify", {"kernel": [reg.spec(kernel, description)], "checks": _names(checks),
+                               "decode_cases": cases, "reject_cases": reject_cases, "stale_cases": stale_cases,
+                               "seed": seed, "save_dir": _path(save_dir)}, quiet)
 
 
 def fuzz(kernel, description=None, cases=None, seconds=None, seed=None, properties=None, jobs=1, save_dir=None,
@@ -279,13 +261,11 @@ def fuzz(kernel, description=None, cases=None, seconds=None, seed=None, properti
     if (cases is None) == (seconds is None):
         raise UsageError("fuzz: give cases or seconds (one of them)")
     with _Registered() as reg:
-        args = ["--kernel", reg.spec(kernel, description), "--jobs", jobs]
-        args += ["--cases", cases] if cases is not None else ["--minutes", repr(seconds / 60.0)]
-        for p in properties or []:
-            args += ["--property", p]
-        if keep_going:
-            args += ["--keep-going"]
-        return _run("fuzz", _common(args, seed, save_dir, quiet))
+        return _run("fuzz", {"kernel": [reg.spec(kernel, description)], "jobs": jobs,
+                             "cases": cases if cases is not None else 0,
+                             "minutes": seconds / 60.0 if seconds is not None else 0,
+                             "properties": _names(properties), "keep_going": keep_going, "seed": seed,
+                             "save_dir": _path(save_dir)}, quiet)
 
 
 def replay(case, kernel, description=None):
@@ -295,7 +275,7 @@ def replay(case, kernel, description=None):
     if not cases:
         raise UsageError("replay: no case file")
     with _Registered() as reg:
-        return _run("replay", ["--kernel", reg.spec(kernel, description)] + [os.fspath(c) for c in cases])
+        return _run("replay", {"kernel": [reg.spec(kernel, description)], "files": [os.fspath(c) for c in cases]})
 
 
 def compare(kernel_a, kernel_b, description_a=None, description_b=None, cases=None, seed=None, out_dir=None,
@@ -304,12 +284,19 @@ def compare(kernel_a, kernel_b, description_a=None, description_b=None, cases=No
     verdicts (compare-a.jsonl, compare-b.jsonl under out_dir) and McNemar's
     paired test."""
     with _Registered() as reg:
-        args = ["--kernel", reg.spec(kernel_a, description_a), "--kernel", reg.spec(kernel_b, description_b)]
-        for option, value in (("--cases", cases), ("--seed", seed), ("--out-dir", out_dir), ("--alpha", alpha)):
-            if value is not None:
-                args += [option, value]
-        if gate:
-            args += ["--gate"]
-        if quiet:
-            args += ["--quiet"]
-        return _run("compare", args)
+        return _run("compare", {"kernel": [reg.spec(kernel_a, description_a), reg.spec(kernel_b, description_b)],
+                                "cases": cases, "seed": seed, "out_dir": _path(out_dir), "alpha": alpha,
+                                "gate": gate}, quiet)
+
+
+def _names(names):
+    """A list of names (checks, properties) as the session takes it; a string is one name."""
+    if names is None:
+        return None
+    if isinstance(names, str):
+        return [names]
+    return [str(n) for n in names]
+
+
+def _path(path):
+    return None if path is None else os.fspath(path)

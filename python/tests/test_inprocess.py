@@ -214,15 +214,49 @@ def test_a_kernel_needs_its_description_and_a_spec_takes_none():
         pav.verify("pav:cpu", DESCRIPTION)
 
 
-def test_a_bad_option_is_a_usage_error_and_every_kernel_is_unregistered_after_its_run(tmp_path, capfd):
-    with pytest.raises(pav.UsageError):
+def test_a_bad_option_is_a_usage_error_and_every_kernel_is_unregistered_after_its_run(tmp_path):
+    # The reason travels in the exception, not on stderr.
+    with pytest.raises(pav.UsageError, match="unknown check 'no-such-check'"):
         pav.verify(decode_ok, DESCRIPTION, checks=["no-such-check"], save_dir=str(tmp_path))
     report = pav.verify(decode_ok, DESCRIPTION, checks=["decode"], cases=1, save_dir=str(tmp_path))
     assert report.passed
     last = "inproc:py%d" % (next(pav.api._keys) - 1)  # the key the run above registered
-    capfd.readouterr()
-    rc, _ = pav.api._extension().run(["verify", "--kernel", last, "--checks", "decode", "--decode-cases", "1"])
-    assert rc == 2 and "no kernel of that name" in capfd.readouterr().err
+    ext = pav.api._extension()
+    with pytest.raises(ext.BadInput, match="no kernel of that name"):
+        ext.session("verify", {"kernel": [last], "checks": ["decode"], "decode_cases": 1})
+
+
+def test_the_session_refuses_an_unknown_option_or_a_value_of_another_type():
+    ext = pav.api._extension()
+    with pytest.raises(ext.BadInput, match="verify: unknown option 'decode_case'"):
+        ext.session("verify", {"decode_case": 1})
+    with pytest.raises(ext.BadInput, match="verify: decode_cases: expected an integer, got str"):
+        ext.session("verify", {"decode_cases": "1"})
+    with pytest.raises(ext.BadInput, match="verify: seed: expected an integer in range"):
+        ext.session("verify", {"seed": -1})
+    with pytest.raises(ext.BadInput, match="verify: checks: expected a list of strings"):
+        ext.session("verify", {"checks": "decode"})
+    with pytest.raises(ext.BadInput, match="--decode-cases: expected 1..100000, got 0"):
+        ext.session("verify", {"decode_cases": 0})
+    with pytest.raises(ext.BadInput, match="no run named 'verfy'"):
+        ext.session("verfy", {})
+    # An empty list of checks names none: refused, never the default checks.
+    with pytest.raises(pav.UsageError, match="--checks: an empty list"):
+        pav.verify("pav:cpu", checks=[])
+
+
+def test_python_calls_the_session_api_not_the_command_line():
+    # pav's Python face calls the session's functions: no argv, no temporary
+    # report file, no command line linked in.
+    here = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
+    sources = [os.path.join(here, "module.cpp")]
+    sources += [os.path.join(here, "pav", f) for f in os.listdir(os.path.join(here, "pav")) if f.endswith(".py")]
+    for path in sources:
+        with open(path) as f:
+            text = f.read()
+        for word in ("run_main", '#include "tools/', "--json-out", "tempfile"):
+            assert word not in text, "%s uses %s" % (path, word)
+    assert not hasattr(pav.api._extension(), "run")
 
 
 LEFT_REGISTERED_SCRIPT = textwrap.dedent("""

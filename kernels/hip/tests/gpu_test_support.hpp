@@ -11,7 +11,7 @@
 #include "kernels/call.hpp"
 #include "kernels/hip/gpu_backend.hpp"
 #include "kernels/planner.hpp"
-#include "properties/host_case.hpp"
+#include "properties/case/host_case.hpp"
 
 namespace pav::kernels::gpu::testing {
 

@@ -12,7 +12,7 @@
 #include "kernels/hip/gpu_backend.hpp"
 #include "kernels/hip/tests/gpu_test_support.hpp"
 #include "kernels/planner.hpp"
-#include "properties/gen.hpp"
+#include "properties/gen/gen.hpp"
 
 namespace pav::kernels::gpu::testing {
 namespace {

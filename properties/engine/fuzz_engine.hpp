@@ -1,0 +1,381 @@
+// SPDX-License-Identifier: Apache-2.0
+#pragma once
+// The fuzz engine behind `pav fuzz`: runs property generators at scale over a
+// seed stream, stops at the first failure or at the budget, shrinks the failing
+// value by walking RapidCheck's shrink tree, and saves the minimal
+// counterexample as a case file (pav-case/1, the property in its "meta") that
+// replay_case_file() (properties/checks/replay.hpp) re-runs through the same property.
+// The properties themselves live in builtin_properties.hpp (pav's planner,
+// gate and kernels) and kernel_properties.hpp (any kernel under test).
+//
+// Every run (pav fuzz, and pav verify's planner and decode checks) goes
+// through run_fuzz, so both commands find, shrink, name and save cases the same
+// way (properties/engine/counterexample.hpp).
+//
+// Seeds: case k of shard I of N has seed base + k*N + I; job j of J runs
+// k = j, j+J, j+2J, ..., so jobs and shards never run the same seed. The
+// generator size is a function of the seed (case_size), so one seed alone
+// reproduces a case. Under a case budget the failure reported is the one of
+// the lowest case index, whatever the number of jobs: the same base seed gives
+// the same counterexample with --jobs 1 or 8.
+#include <rapidcheck.h>
+
+#include "common/durable_file.hpp"
+
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <functional>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "adapters/kernel.hpp"
+#include "kernels/launch.hpp"
+#include "properties/case/case_format.hpp"
+#include "properties/engine/counterexample.hpp"
+#include "properties/case/host_case.hpp"
+
+namespace pav::props::fuzz {
+
+inline constexpr int kMaxSize = 100;  // RapidCheck's default max size
+
+// Seed of case k in shard `shard_index` of `shard_count`.
+uint64_t case_seed(uint64_t base, uint64_t k, int shard_index, int shard_count);
+// The case index of job `job` of `jobs` at its m-th case.
+uint64_t job_case_index(int job, int jobs, uint64_t m);
+// Generator size for a seed: 0..kMaxSize, cycling with the seed.
+int case_size(uint64_t seed);
+
+struct Verdict {
+  bool passed = true;
+  std::string message;  // why it failed
+  static Verdict pass() { return {}; }
+  static Verdict fail(std::string why) { return {false, std::move(why)}; }
+};
+
+struct CheckContext {
+  kernels::Backend backend = kernels::Backend::cpu;
+  // A kernel under test (--kernel): the kernel properties run against it.
+  // Without one, pav's kernels run on `backend` (their settings drawn per case).
+  adapters::KernelUnderTest* kernel = nullptr;
+};
+
+struct ShrinkLimits {
+  int64_t max_tries = 20000;   // property evaluations while shrinking
+  double max_seconds = 600;    // wall clock spent shrinking
+  std::function<bool()> should_stop = nullptr;  // true: stop now (a clean stop was asked)
+};
+
+// True when shrinking must stop before the next candidate.
+bool shrink_limit_reached(const ShrinkLimits& limits, int64_t tries, std::chrono::steady_clock::time_point t0);
+
+template <class T>
+struct Shrunk {
+  T value;
+  Verdict verdict;        // of `value`
+  int64_t steps = 0;      // accepted shrinks from the RapidCheck tree
+  int64_t simplify_steps = 0;  // accepted simplifications (simplify_failing)
+  int64_t tries = 0;      // evaluated candidates
+  bool hit_limit = false; // stopped by ShrinkLimits, not at a local minimum
+};
+
+// Runs a check, turning any exception into a failure naming it, except
+// pav::IoError: pav's own I/O failing (writing a worker's inputs into a full
+// --exchange-dir) says nothing about the code under test, so it is thrown on
+// and the run ends with exit 3, no verdict and no case saved.
+template <class T>
+Verdict guarded(const std::function<Verdict(const T&)>& check, const T& v) {
+  try {
+    return check(v);
+  } catch (const pav::IoError&) {
+    throw;  // pav's own I/O failed (a full --exchange-dir): no verdict, exit 3
+  } catch (const std::exception& e) {
+    return Verdict::fail(std::string("exception: ") + e.what());
+  } catch (...) {
+    return Verdict::fail("unknown exception");
+  }
+}
+
+// Greedy shrinking: from a failing shrinkable, take the first child that still
+// fails and repeat until no child fails (a local minimum) or a limit is hit.
+// Children whose generation throws are skipped, as RapidCheck does.
+template <class T>
+Shrunk<T> shrink_failing(const rc::Shrinkable<T>& root, const Verdict& root_verdict,
+                         const std::function<Verdict(const T&)>& check, const ShrinkLimits& limits = {}) {
+  using Clock = std::chrono::steady_clock;
+  const auto t0 = Clock::now();
+  rc::Shrinkable<T> current = root;
+  Shrunk<T> out{root.value(), root_verdict};
+  for (bool progressed = true; progressed;) {
+    progressed = false;
+    auto children = current.shrinks();
+    while (auto child = children.next()) {
+      if (shrink_limit_reached(limits, out.tries, t0)) {
+        out.hit_limit = true;
+        return out;
+      }
+      std::optional<T> v;
+      try {
+        v.emplace(child->value());
+      } catch (...) {
+        continue;
+      }
+      ++out.tries;
+      Verdict verdict = guarded(check, *v);
+      if (!verdict.passed) {
+        current = *child;
+        out.value = std::move(*v);
+        out.verdict = std::move(verdict);
+        ++out.steps;
+        progressed = true;
+        break;
+      }
+    }
+  }
+  return out;
+}
+
+// RapidCheck keeps its generation context in process-wide statics (not
+// thread-local), so jobs draw values one at a time under this lock and run the
+// checks, where the time goes, in parallel.
+std::mutex& generation_mutex();
+
+// Second pass after the RapidCheck walk: a property's own simplifications of a
+// value (fewer sequences, shorter lengths, smaller shapes), which reach what the
+// generators' shrink trees cannot (a boundary length picked from a list does
+// not shrink there). Greedy too: the first candidate that still fails is taken.
+// Every candidate must be smaller in some well-founded order, so this ends.
+template <class T>
+void simplify_failing(Shrunk<T>& s, const std::function<Verdict(const T&)>& check,
+                      const std::function<std::vector<T>(const T&)>& simplify, const ShrinkLimits& limits,
+                      std::chrono::steady_clock::time_point t0) {
+  for (bool progressed = true; progressed;) {
+    progressed = false;
+    for (T& candidate : simplify(s.value)) {
+      if (shrink_limit_reached(limits, s.tries, t0)) {
+        s.hit_limit = true;
+        return;
+      }
+      ++s.tries;
+      Verdict verdict = guarded(check, candidate);
+      if (!verdict.passed) {
+        s.value = std::move(candidate);
+        s.verdict = std::move(verdict);
+        ++s.simplify_steps;
+        progressed = true;
+        break;
+      }
+    }
+  }
+}
+
+// A failing case after shrinking, as a case file's content.
+struct Found {
+  std::string property;
+  uint64_t seed = 0;
+  int size = 0;
+  std::string first_message;  // the failure as first found
+  std::string message;        // the failure of the shrunk case
+  int64_t shrink_steps = 0, simplify_steps = 0, shrink_tries = 0;
+  bool shrink_hit_limit = false;
+  bool reproduced = true;     // false: the failure did not recur when regenerated (flaky)
+  CaseSpec spec;              // the shrunk case
+  nlohmann::json meta;        // property-specific fields and the run's facts
+  std::string description;    // one-line summary of the shrunk value
+  std::string reproduce;      // the command that runs this case again (reproduce_command)
+};
+
+// One property, type-erased. Built with make_property().
+struct Property {
+  std::string name;
+  std::string summary;
+  bool host_only = false;  // ignores --backend (the planner runs on the host)
+  // Draws the value for (seed, size) and checks it.
+  std::function<Verdict(uint64_t seed, int size, const CheckContext&)> check_seed;
+  // Regenerates (seed, size), and if it fails shrinks it and returns the case file.
+  std::function<std::optional<Found>(uint64_t seed, int size, const CheckContext&, const ShrinkLimits&)> shrink_seed;
+  // Re-runs the property on a saved case; CaseError when the case cannot be
+  // rebuilt as a value of this property (a malformed meta).
+  std::function<Verdict(const CaseSpec&, const nlohmann::json& meta, const CheckContext&)> replay;
+};
+
+// The command that runs case `seed` of a property again, alone, on the same
+// kernel: --kernel SPEC (with --isolate and --timeout where they apply) for a
+// kernel under test, --backend for pav's kernels.
+struct FuzzOptions;
+std::string reproduce_command(const std::string& property, uint64_t seed, const FuzzOptions& opt);
+
+template <class T>
+struct PropertyParts {
+  std::string name, summary;
+  bool host_only = false;
+  rc::Gen<T> gen;
+  std::function<Verdict(const T&, const CheckContext&)> check;
+  // The value as a case file: the CaseSpec carries what it can (lens, hkv,
+  // options); the rest goes into meta.
+  std::function<CaseSpec(const T&, nlohmann::json& meta)> to_case;
+  std::function<T(const CaseSpec&, const nlohmann::json& meta)> from_case;
+  std::function<std::string(const T&)> describe;
+  // Optional: simpler variants of a value, tried after the shrink tree walk.
+  std::function<std::vector<T>(const T&)> simplify = nullptr;
+  // Optional: the kernel under test the value ran on, when the property draws
+  // it per case (pav's kernels with drawn settings): the saved case's
+  // meta.kernel, so it replays on that kernel.
+  std::function<nlohmann::json(const T&, const CheckContext&)> kernel_record = nullptr;
+};
+
+template <class T>
+Property make_property(PropertyParts<T> parts) {
+  auto p = std::make_shared<PropertyParts<T>>(std::move(parts));
+  Property out;
+  out.name = p->name;
+  out.summary = p->summary;
+  out.host_only = p->host_only;
+  out.check_seed = [p](uint64_t seed, int size, const CheckContext& ctx) {
+    std::function<Verdict(const T&)> check = [&](const T& v) { return p->check(v, ctx); };
+    try {
+      std::optional<T> v;
+      {
+        std::lock_guard<std::mutex> lock(generation_mutex());
+        v.emplace(p->gen(rc::Random(seed), size).value());
+      }
+      return guarded(check, *v);
+    } catch (const pav::IoError&) {
+      throw;
+    } catch (const std::exception& e) {
+      return Verdict::fail(std::string("generator threw: ") + e.what());
+    }
+  };
+  out.shrink_seed = [p](uint64_t seed, int size, const CheckContext& ctx,
+                        const ShrinkLimits& limits) -> std::optional<Found> {
+    std::function<Verdict(const T&)> check = [&](const T& v) { return p->check(v, ctx); };
+    // Shrinking regenerates values throughout; it runs alone (after the jobs).
+    std::lock_guard<std::mutex> lock(generation_mutex());
+    const rc::Shrinkable<T> root = p->gen(rc::Random(seed), size);
+    const T v = root.value();
+    const Verdict first = guarded(check, v);
+    if (first.passed) return std::nullopt;
+    const auto t0 = std::chrono::steady_clock::now();
+    Shrunk<T> s = shrink_failing<T>(root, first, check, limits);
+    if (p->simplify && !s.hit_limit) simplify_failing<T>(s, check, p->simplify, limits, t0);
+    Found f;
+    f.property = p->name;
+    f.seed = seed;
+    f.size = size;
+    f.first_message = first.message;
+    f.message = s.verdict.message;
+    f.shrink_steps = s.steps;
+    f.simplify_steps = s.simplify_steps;
+    f.shrink_tries = s.tries;
+    f.shrink_hit_limit = s.hit_limit;
+    f.meta = nlohmann::json::object();
+    f.spec = p->to_case(s.value, f.meta);
+    if (p->kernel_record) f.meta["kernel"] = p->kernel_record(s.value, ctx);
+    if (p->describe) f.description = p->describe(s.value);
+    return f;
+  };
+  out.replay = [p](const CaseSpec& spec, const nlohmann::json& meta, const CheckContext& ctx) {
+    std::function<Verdict(const T&)> check = [&](const T& v) { return p->check(v, ctx); };
+    T v;
+    try {
+      v = p->from_case(spec, meta);
+    } catch (const std::exception& e) {
+      throw CaseError(std::string("cannot rebuild the ") + p->name + " case: " + e.what());
+    }
+    return guarded(check, v);
+  };
+  return out;
+}
+
+// ---- runs ----------------------------------------------------------------------
+
+// Where a property's seed stream stands, so a later run continues it instead of
+// repeating seeds: every case index below next_case has run (in this run or one
+// it continued), and so has each index in done_beyond (ascending, all above
+// next_case); no other index has. Jobs stopped by a deadline leave a few cases
+// past the first one not run: those are done_beyond.
+struct StreamPoint {
+  uint64_t next_case = 0;
+  std::vector<uint64_t> done_beyond;
+  bool operator==(const StreamPoint&) const = default;
+  // The case index of the i-th case not run yet (i = 0, 1, ...), in increasing order.
+  uint64_t fresh_case(uint64_t i) const;
+};
+
+// Where the stream stands after a run from `from` whose job j of J ran the
+// fresh cases j, j+J, ..., j+(cases_per_job[j]-1)*J (fresh_case numbering).
+StreamPoint advance_stream(const StreamPoint& from, const std::vector<int64_t>& cases_per_job);
+
+struct FuzzOptions {
+  int64_t cases = 0;         // per property; 0: no case budget
+  double minutes = 0;        // all properties together; 0: no time budget
+  uint64_t seed = 1;
+  int jobs = 1;
+  int shard_index = 0, shard_count = 1;
+  CheckContext ctx;
+  std::string save_dir = default_counterexample_dir();
+  ShrinkLimits shrink;       // its should_stop is set from should_stop below
+  bool progress = true;      // progress line on `progress_out` (pav::ProgressReporter)
+  bool verbose = false;      // one line per case with its seed
+  bool keep_going = false;   // after a failure (shrunk and saved), go on with the next property
+  // Per property: continue its seed stream from there (a run resumed from an
+  // earlier report); a property not named starts at case 0. The case budget
+  // counts the cases of this run.
+  std::map<std::string, StreamPoint> resume;
+  // How the kernel under test was opened beyond its identity (isolate,
+  // timeout_seconds, cwd): merged into a saved case's meta.kernel, so a replay
+  // opens the same kernel the same way (docs/case-format.md).
+  nlohmann::json kernel_run = nlohmann::json::object();
+  std::string label = "pav fuzz";       // how the log's first line names the run
+  std::function<bool()> should_stop;    // polled between cases: true ends the run cleanly
+};
+
+struct PropertyRun {
+  std::string property;
+  int64_t cases = 0;
+  double seconds = 0;      // wall clock
+  double cpu_seconds = 0;  // summed over the jobs' threads
+  double cases_per_second() const { return seconds > 0 ? double(cases) / seconds : 0; }
+  double cases_per_cpu_second() const { return cpu_seconds > 0 ? double(cases) / cpu_seconds : 0; }
+  std::vector<int64_t> cases_per_job;
+  std::optional<Found> failure;  // the property's first failure (lowest case index), shrunk
+  std::string saved_path;        // its case file; "" when none was saved
+  std::string save_error;        // why it could not be saved ("" when saved or nothing to save)
+  bool interrupted = false;      // a clean stop ended this property's run early
+  StreamPoint from, to;          // the seed stream before and after this run
+};
+
+struct FuzzReport {
+  std::vector<PropertyRun> runs;  // in the order run; a property not reached has no run
+  bool interrupted = false;       // should_stop ended the run before its budget
+  bool passed() const { return first_failure() == nullptr; }
+  // The first run (in property order) that found a failure, or nullptr.
+  const PropertyRun* first_failure() const;
+};
+
+// Thrown by run_fuzz when the jobs asked for cannot start here (a thread or
+// its memory refused, e.g. under ulimit -v): the run stops before any verdict,
+// every job started is joined, and the CLI exits 3 with this message.
+struct JobsUnavailable : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+// Runs the properties one after another (the time budget split evenly among
+// them). A property's run ends at its first failure, which is shrunk and saved
+// under opt.save_dir; the whole run then stops, unless keep_going. A failed save
+// is reported (PropertyRun::save_error) and the run goes on. Messages go to
+// `out`, the progress line to `progress_out`.
+FuzzReport run_fuzz(const FuzzOptions& opt, const std::vector<const Property*>& props, std::FILE* out,
+                    std::FILE* progress_out);
+
+// Writes a Found as a case file under dir (save_counterexample: durable, named
+// by property, seed and hash) and returns its path; throws pav::IoError.
+std::string save_found(const std::string& dir, const Found& f, const FuzzOptions& opt);
+
+}  // namespace pav::props::fuzz

@@ -1,0 +1,93 @@
+// SPDX-License-Identifier: Apache-2.0
+#pragma once
+// Generators for a kernel under test: decode cases inside what the kernel's
+// description claims (the decode property), and calls at and just past the
+// edges of that claim plus the hard-reject classes (the reject property).
+#include <rapidcheck.h>
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "adapters/kernel.hpp"
+#include "kernels/planner.hpp"
+#include "kernels/validate.hpp"
+#include "properties/gen/gen.hpp"
+#include "properties/case/host_case.hpp"
+
+namespace pav::props {
+
+// Why pav cannot generate cases for this description (e.g. no block size that
+// is a multiple of 16, which pav's case builder needs), or nullopt.
+std::optional<std::string> generation_problem(const adapters::KernelDescription& d);
+
+// The GQA ratios a description lists that are rare in engines' tilings: above
+// 16, or not a power of two (20, 48). The generator weights them up.
+std::vector<int64_t> rare_gqa_ratios(const adapters::KernelDescription& d);
+
+// A case the description claims, as a CaseSpec: spec.path is planned for
+// split = plan kernels (the plan comes from plan_params(spec)), uniform
+// otherwise; spec.max_partitions is the split ceiling handed to a self-splitting
+// kernel (0: its own choice). Lengths are never negative.
+rc::Gen<CaseSpec> gen_kernel_case(const adapters::KernelDescription& d, DecodeGenLimits limits = {});
+
+// Draws the attention variant of a spec from what the description declares:
+// windows at their edges (0, 1, L-1, L, L+1, past L), soft caps from 1 to 50,
+// dominant, negligible and moderate sinks, geometric or drawn ALiBi slopes.
+void draw_variant(CaseSpec& s, const adapters::KernelDescription& d);
+// Draws the cache format of a case from the description: layout, page size,
+// cache dtype, K/V storage, padding (strided_cache), page table and the K and
+// V scale kinds.
+void draw_cache_format(CaseSpec& s, const adapters::KernelDescription& d);
+
+// Whether a spec stays inside the description (shrinking keeps only those).
+bool spec_within(const CaseSpec& s, const adapters::KernelDescription& d);
+
+// A stale-plan value for a kernel that runs pav's plan (split = plan): a case
+// the description claims, at its live lengths, handed a plan that no longer
+// describes them. Either the whole plan was refreshed from other lengths
+// (plan_lens: the lengths before draft steps advanced them in place, or before
+// one sequence grew, shrank or emptied), or it is torn: refreshed from the live
+// lengths but for one work_info row left from the refresh from plan_lens (an
+// interrupted refresh; the row may be another sequence's, recording that
+// sequence's live length). The kernel must answer stale_plan, refuse the call
+// in its check, or compute the live call correctly all the same.
+struct StaleKernelCase {
+  CaseSpec spec;                   // the call at its live lengths (spec.lens)
+  std::vector<int32_t> plan_lens;  // the lengths the stale refresh saw
+  int64_t torn_row = -1;           // >= 0: only this row is from plan_lens
+};
+std::string to_string(const StaleKernelCase& s);
+// The plan a stale value hands the kernel, written into `plan` (made for the
+// spec's plan_params): refreshed from plan_lens, or from the live lengths with
+// the torn row taken from plan_lens' refresh.
+void make_stale_plan(const StaleKernelCase& s, kernels::WorkPlan& plan);
+// Stale values for a split = plan description: half torn plans (the torn row
+// one whose value differs between the two refreshes), half whole ones.
+rc::Gen<StaleKernelCase> gen_stale_kernel_case(const adapters::KernelDescription& d, DecodeGenLimits limits = {});
+
+// A reject-property value: a spec, possibly moved just outside the description
+// (`moved` names the field), or a base spec whose materialized call breaks one
+// hard-reject clause of kernels/validate.hpp (`clause`, `variant`).
+struct RejectCase {
+  CaseSpec spec;
+  std::string moved;                               // "" or the field moved outside
+  kernels::Clause clause = kernels::Clause::none;  // a structural clause to break
+  int variant = 0;
+};
+std::string to_string(const RejectCase& r);
+
+// The clauses of kernels/validate.hpp that a call crossing the ABI can break
+// (options the ABI has no field for, such as ALiBi or the partition size, and
+// pav's scratch, are left out).
+std::vector<kernels::Clause> abi_clauses(adapters::Split split);
+
+// Fields a reject case can move outside this description, and the move.
+std::vector<std::string> outside_moves(const adapters::KernelDescription& d);
+// Applies a move to a spec inside the description; false when the move does
+// not apply to this spec (e.g. no neighbour value to step to).
+bool move_outside(CaseSpec& s, const std::string& field, const adapters::KernelDescription& d);
+
+rc::Gen<RejectCase> gen_reject_case(const adapters::KernelDescription& d);
+
+}  // namespace pav::props
