@@ -175,7 +175,7 @@ class BuildAndCoverage(unittest.TestCase):
     def test_only_prose_results_kept_mutants_and_the_sweep_leave_the_coverage_key(self):
         for f in ["README.md", "docs/json-reports.md", "results/mutation-sweep/seed-2027.json",
                   "ci/mutants/route-log-misses-the-largest-batch.patch", "ci/mutation-sweep-equivalent.txt",
-                  "bench/gpu/results/h200-2026-12-01c-gate.log"]:
+                  "results/gpu-bench/h200-2026-12-01c-gate.log"]:
             self.assertTrue(sweep.coverage_neutral(f), f)
         for f in ["ci/mutation-sweep", "ci/mutation-sweep-test.py"]:
             self.assertTrue(sweep.coverage_neutral(f), f)   # Python; COVERAGE_FORMAT covers it
