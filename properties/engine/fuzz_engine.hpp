@@ -1,23 +1,32 @@
 // SPDX-License-Identifier: Apache-2.0
 #pragma once
-// The fuzz engine behind `pav fuzz`: runs property generators at scale over a
-// seed stream, stops at the first failure or at the budget, shrinks the failing
-// value by walking RapidCheck's shrink tree, and saves the minimal
-// counterexample as a case file (pav-case/1, the property in its "meta") that
-// replay_case_file() (properties/checks/replay.hpp) re-runs through the same property.
-// The properties themselves live in builtin_properties.hpp (pav's planner,
-// gate and kernels) and kernel_properties.hpp (any kernel under test).
+// The fuzz engine: every property run of pav (session::verify's checks,
+// session::fuzz) goes through run_fuzz, so all of them find, shrink, name and
+// save cases the same way. A property hands the engine its generator and its
+// check as values (builtin_properties.hpp: pav's planner, gate and kernels;
+// kernel_properties.hpp: any kernel under test); the engine knows no generator.
 //
-// Every run (pav fuzz, and pav verify's planner and decode checks) goes
-// through run_fuzz, so both commands find, shrink, name and save cases the same
-// way (properties/engine/counterexample.hpp).
-//
-// Seeds: case k of shard I of N has seed base + k*N + I; job j of J runs
-// k = j, j+J, j+2J, ..., so jobs and shards never run the same seed. The
-// generator size is a function of the seed (case_size), so one seed alone
-// reproduces a case. Under a case budget the failure reported is the one of
-// the lowest case index, whatever the number of jobs: the same base seed gives
-// the same counterexample with --jobs 1 or 8.
+// How it works:
+//   run     Case k of shard I of N has seed base + k*N + I; job j of J runs
+//           k = j, j+J, j+2J, ..., so jobs and shards never run the same seed.
+//           The generator size is a function of the seed (case_size), so one
+//           seed alone reproduces a case. The run stops at the first failure,
+//           at the case or time budget, or when asked to stop; under a case
+//           budget the failure reported is the one of the lowest case index,
+//           whatever the number of jobs.
+//   shrink  The failing value is regenerated from its seed (a failure that
+//           does not recur is reported as not reproduced, never shrunk), then
+//           simplified by walking RapidCheck's shrink tree and the property's
+//           own simpler values, keeping each candidate that still fails, within
+//           ShrinkLimits (tries, seconds, a stop).
+//   save    The minimal value is saved as a case file (pav-case/1, the
+//           property and how to open its kernel in "meta"), named by a hash
+//           of its content (counterexample.hpp), written durably; replay
+//           (checks/replay.hpp) re-runs it through the same property.
+//   resume  A run's report records where each property's seed stream
+//           stopped (fuzz_report.hpp); a later run given that report continues
+//           from there instead of repeating seeds, and shards' reports merge
+//           into one result.
 #include <rapidcheck.h>
 
 #include "common/durable_file.hpp"

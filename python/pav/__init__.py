@@ -23,6 +23,7 @@ from pav.api import (  # noqa: F401
     Report,
     UsageError,
     compare,
+    drift,
     fuzz,
     replay,
     verify,

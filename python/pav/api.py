@@ -134,16 +134,31 @@ def serve_spec(fn, fields):
 
 
 class Report(dict):
-    """A command's JSON report (the fields of `pav CMD --json`), with
-    `exit_code`, `passed` and the saved cases' paths at hand."""
+    """A run's JSON report (the fields of `pav CMD --json`), with the fields
+    every report has as typed attributes and the saved cases' paths at hand."""
 
     def __init__(self, data, exit_code):
         super().__init__(data)
-        self.exit_code = exit_code
+        self.exit_code: int = int(exit_code)
 
     @property
-    def passed(self):
+    def command(self) -> str:
+        """verify, fuzz, replay, compare or drift."""
+        return str(self.get("command", ""))
+
+    @property
+    def verdict(self) -> str:
+        """The run's verdict: PASS, FAIL, STOPPED (not a pass), ... ("" where the report has none)."""
+        return str(self.get("verdict", ""))
+
+    @property
+    def passed(self) -> bool:
         return self.exit_code == 0 and bool(self.get("passed", True))
+
+    @property
+    def interrupted(self) -> bool:
+        """A signal stopped the run before its budget was spent."""
+        return bool(self.get("interrupted", False))
 
     def __getattr__(self, field):
         if field in self:
@@ -287,6 +302,19 @@ def compare(kernel_a, kernel_b, description_a=None, description_b=None, cases=No
         return _run("compare", {"kernel": [reg.spec(kernel_a, description_a), reg.spec(kernel_b, description_b)],
                                 "cases": cases, "seed": seed, "out_dir": _path(out_dir), "alpha": alpha,
                                 "gate": gate}, quiet)
+
+
+def drift(kernel=None, description=None, sweep=None, cells=None, max_context=None, seeds=None, backend=None,
+          quiet=True):
+    """`pav drift`: does the decode error grow with the split ceiling? The
+    sweep file (default: the built-in quick sweep) through the kernel, or
+    through pav's own kernels when none is given; cells: names or indices."""
+    with _Registered() as reg:
+        options = {"sweep": _path(sweep), "max_context": max_context, "seeds": seeds, "backend": backend,
+                   "cells": ",".join(_names(cells)) if cells is not None else None}
+        if kernel is not None:
+            options["kernel"] = [reg.spec(kernel, description)]
+        return _run("drift", options, quiet)
 
 
 def _names(names):

@@ -245,6 +245,20 @@ def test_the_session_refuses_an_unknown_option_or_a_value_of_another_type():
         pav.verify("pav:cpu", checks=[])
 
 
+def test_drift_runs_through_the_session_and_names_what_it_refuses(tmp_path):
+    missing = str(tmp_path / "no-such-sweep.json")
+    with pytest.raises(pav.UsageError, match="no-such-sweep.json"):
+        pav.drift(sweep=missing)
+    with pytest.raises(pav.UsageError, match="--cells: no cell 'nope'"):
+        pav.drift(cells=["nope"])
+
+
+def test_a_report_has_typed_fields(tmp_path):
+    report = pav.verify(decode_ok, DESCRIPTION, checks=["decode"], cases=2, save_dir=str(tmp_path))
+    assert (report.command, report.verdict, report.exit_code, report.passed, report.interrupted) == \
+        ("verify", "PASS", 0, True, False)
+
+
 def test_python_calls_the_session_api_not_the_command_line():
     # pav's Python face calls the session's functions: no argv, no temporary
     # report file, no command line linked in.
