@@ -16,7 +16,8 @@
 #   was; it is replaced there by the hunk's post-image. A file the patch names
 #   that is gone, or that no longer holds a hunk's text, is looked for among
 #   TREE's files: the one file where every hunk of that file occurs exactly
-#   once takes its place ("moved: OLD -> NEW"). Zero or several places, for a
+#   once takes its place ("moved: OLD -> NEW"; files of the same extension
+#   first, any file where none of those holds it). Zero or several places, for a
 #   hunk or for a moved file, refuse the patch and say which hunk and why (the
 #   closest text and the lines that differ, when a hunk's text is gone). Reads
 #   TREE; writes the patched files under OUT (default TREE), only when every
@@ -183,7 +184,7 @@ mutant_apply() {
     case $1 in --dry-run) dry=1 ;; --exact) exact_only=1 ;; *) echo "mutant_apply: unknown option $1" >&2; return 2 ;; esac
     shift
   done
-  local patch=$1 tree=$2 out=${3:-$2} name report remap="" files="" old res st ex cand c l kind rest
+  local patch=$1 tree=$2 out=${3:-$2} name report remap="" files="" old res st ex cand c l kind rest scope
   local exact=1 refused=0 line msgs="" notes="" moves="" resolved=""
   local -a sections=() hits lines
   local -A seen=() longest=() errs=()
@@ -203,19 +204,29 @@ mutant_apply() {
   for line in "${sections[@]}"; do
     IFS=$'\t' read -r old res st ex <<<"$line"
     if [[ $st == absent || $st == gone ]]; then
-      # Look for the one file that now holds every hunk's text, exactly once each.
+      # Look for the one file that now holds every hunk's text, exactly once
+      # each: among the files of the old one's extension, then among all.
       mapfile -t lines <<<"${longest[$old]%$'\n'}"
       [[ -n $files ]] || files=$(_mutant_tree_files "$tree")
-      cand=$(cd "$tree" && grep -v -x -F -e "$old" <<<"$files" | tr '\n' '\0' | xargs -0r grep -lxF -e "${lines[0]}" -- 2>/dev/null)
-      for l in "${lines[@]:1}"; do
-        [[ -n $cand ]] || break
-        cand=$(cd "$tree" && tr '\n' '\0' <<<"$cand" | xargs -0r grep -lxF -e "$l" -- 2>/dev/null)
-      done
       hits=()
-      while read -r c; do
-        [[ -n $c ]] || continue
-        [[ $(_mutant_awk "$patch" "$tree" "$out" check "$old"$'\t'"$c" "$old") == *$'\nS\t'*$'\tok\t'* ]] && hits+=("$c")
-      done < <(LC_ALL=C sort <<<"$cand")
+      for scope in same any; do
+        if [[ $scope == same ]]; then
+          [[ ${old##*/} == *.* ]] || continue
+          cand=$(grep -F -e ".${old##*.}" <<<"$files" | grep -E "\.${old##*.}\$")
+        else
+          cand=$files
+        fi
+        cand=$(cd "$tree" && grep -v -x -F -e "$old" <<<"$cand" | tr '\n' '\0' | xargs -0r grep -lxF -e "${lines[0]}" -- 2>/dev/null)
+        for l in "${lines[@]:1}"; do
+          [[ -n $cand ]] || break
+          cand=$(cd "$tree" && tr '\n' '\0' <<<"$cand" | xargs -0r grep -lxF -e "$l" -- 2>/dev/null)
+        done
+        while read -r c; do
+          [[ -n $c ]] || continue
+          [[ $(_mutant_awk "$patch" "$tree" "$out" check "$old"$'\t'"$c" "$old") == *$'\nS\t'*$'\tok\t'* ]] && hits+=("$c")
+        done < <(LC_ALL=C sort <<<"$cand")
+        ((${#hits[@]} == 0)) || break
+      done
       if ((${#hits[@]} == 1)); then
         moves+="$name: moved: $old -> ${hits[0]}"$'\n'
         remap+="$old"$'\t'"${hits[0]}"$'\n'

@@ -3,8 +3,8 @@
 # Tests of applying kept mutants by content (mutant_apply, ci/mutant_lib.sh) and
 # of ci/mutants-refresh.sh, on a scratch tree: an exact patch passes; lines added
 # above a hunk leave it applying on its own line, and refresh rewrites its @@
-# line; a moved file is found by its text, and refresh rewrites the path; code
-# moved into another file is found there; a hunk whose text occurs twice, a hunk
+# line; a moved file is found by its text (among files of its extension first),
+# and refresh rewrites the path; code moved into another file is found there; a hunk whose text occurs twice, a hunk
 # whose text is gone and a moved file whose text is in two files are refused with
 # the hunk, the file and the reason named; malformed patches, a patch outside an
 # area folder and a name used twice fail --check; patches are found by name in
@@ -82,6 +82,13 @@ check; rc=$?
   ok "the defect lands in the moved file, which mutant_apply names" || { bad "landed at '$(mutated_at moved)'"; cat "$tmp/notes"; }
 bash "$script" moved >"$tmp/out" 2>&1 && check --exact && grep -q '^+++ b/src/deeper/b.cpp$' "$t/ci/mutants/area/moved.patch" &&
   ok "refresh rewrites the moved path; the patch is exact again" || { bad "path not rewritten"; cat "$tmp/out"; }
+
+# A moved file whose text a document quotes too: the file of the same extension wins.
+fresh
+write_patch quoted 20 "line 20 mutated"
+mkdir -p "$t/docs"; cp "$t/src/a.cpp" "$t/docs/notes.md"; mv "$t/src/a.cpp" "$t/src/b.cpp"
+check quoted && grep -q 'moved: src/a.cpp -> src/b.cpp' "$tmp/out" &&
+  ok "a moved file is looked for among files of its extension first" || { bad "quoted text taken"; cat "$tmp/out"; }
 
 # The hunk's code moved into another file, the old file still there.
 fresh
