@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # SPDX-License-Identifier: Apache-2.0
 # Sourced by the scripts that read kept mutants (ci/mutants.sh,
 # ci/mutants-refresh.sh, ci/gpu.sh, ci/fuzz-demo.sh, bench/gpu/build_mutants.sh,

@@ -134,7 +134,7 @@ for patch in "${patches[@]}"; do
     continue
   fi
   sed 's/^/   /' "$scratch/$name.apply.log"
-  printf '%s\n' $touched >"$scratch/applied"
+  printf '%s\n' "$touched" >"$scratch/applied"
   if ! mutant_apply "$patch" "$src" >/dev/null 2>"$scratch/$name.apply.log"; then
     verdict "BROKEN  $name (does not apply: $scratch/$name.apply.log)"
     sync_tree; for f in $touched; do touch "$src/$f"; done
