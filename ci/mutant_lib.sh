@@ -159,7 +159,7 @@ BEGIN {
         last = at[s, h] + m - 1
         if (at[s, h] != ostart[s, h] || nstart[s, h] != at[s, h] + delta) {
           exact = 0
-          if (at[s, h] != ostart[s, h]) print "N\t" old "\t" what ": written for line " ostart[s, h] ", found at line " at[s, h]
+          if (at[s, h] != ostart[s, h]) print "N\t" old "\t" what ": written for line " ostart[s, h] ", found at line " at[s, h] (res == old ? "" : " of " res)
         }
         delta += npost[s, h] - npre[s, h]
       }
