@@ -86,7 +86,11 @@ BEGIN {
     if (ns == 0 && line ~ /^pav-(mutant|tests):[ \t]*[^ \t]/) { split(line, kv, ":"); has[kv[1]] = 1; continue }
     if (line ~ /^diff --git /) { ns++; nh[ns] = 0; path[ns] = ""; continue }
     if (ns == 0) continue
-    if (line ~ /^\+\+\+ /) { p = substr(line, 5); sub(/\t.*/, "", p); sub(/^b\//, "", p); path[ns] = p; continue }
+    if (line ~ /^\+\+\+ /) {
+      p = substr(line, 5); sub(/\t.*/, "", p); sub(/^b\//, "", p); path[ns] = p
+      if (p == "/dev/null") { fail("line " lineno ": deletes a file; a mutant changes lines of files that exist"); break }
+      continue
+    }
     if (line ~ /^@@ /) {
       if (path[ns] == "") { fail("line " lineno ": a hunk before its +++ line"); break }
       if (!match(line, /^@@ -[0-9]+(,[0-9]+)? \+[0-9]+(,[0-9]+)? @@/)) { fail("line " lineno ": not a @@ -A,B +C,D @@ line"); break }
