@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # SPDX-License-Identifier: Apache-2.0
 # Sourced by bench/gpu/build_mutants.sh and mutant_kit.sh (which carries it in
 # its kit): which HIP sources a GPU mutant changes.
