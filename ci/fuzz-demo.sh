@@ -8,13 +8,21 @@
 #   4. rebuild without the defect: pav replay of the same file must pass.
 # Exit 0 when all four hold, 1 otherwise, 2 when the tree cannot be built.
 #
-# Usage: ci/fuzz-demo.sh [PATCH]   (default ci/mutants/decode-causality-off-by-one.patch)
+# Usage: ci/fuzz-demo.sh [MUTANT]   (a kept mutant's NAME or a patch file; a
+#   path under ci/mutants/ that is not there is looked up by its name, whatever
+#   its area folder; default decode-causality-off-by-one)
 # Environment: PAV_FUZZ_DEMO_DIR (scratch, default build/fuzz-demo),
 #   PAV_FUZZ_DEMO_SEED (default 1), PAV_FUZZ_DEMO_PROPERTY (default decode),
 #   PAV_JOBS (build and fuzz jobs, default nproc).
 set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
-patch=${1:-$root/ci/mutants/decode-causality-off-by-one.patch}
+# shellcheck source=ci/mutant_lib.sh
+source "$root/ci/mutant_lib.sh"
+patch=${1:-decode-causality-off-by-one}
+if [[ ! -f $patch ]]; then
+  name=${patch##*/}
+  patch=$(mutant_patch "$root" "${name%.patch}") || { echo "fuzz-demo: no patch or kept mutant ${1:-}"; exit 2; }
+fi
 scratch=${PAV_FUZZ_DEMO_DIR:-$root/build/fuzz-demo}
 seed=${PAV_FUZZ_DEMO_SEED:-1}
 property=${PAV_FUZZ_DEMO_PROPERTY:-decode}
@@ -22,7 +30,6 @@ jobs=${PAV_JOBS:-$(nproc)}
 src="$scratch/src"
 bld="$scratch/build"
 out="$scratch/counterexamples"
-[[ -f "$patch" ]] || { echo "fuzz-demo: no patch $patch"; exit 2; }
 
 sync_tree() {
   mkdir -p "$src"
@@ -51,16 +58,12 @@ mkdir -p "$scratch"
 echo "== fuzz-demo: $(sed -n 's/^pav-mutant:[[:space:]]*//p' "$patch" | head -1)"
 echo "   patch $patch"
 sync_tree
-# patch, not git apply: the scratch tree lies inside this repository, where git
-# apply silently skips every path outside the current directory.
-if ! (cd "$src" && patch -p1 --forward -s <"$patch"); then
-  echo "fuzz-demo: the patch does not apply"; exit 2
-fi
-if (cd "$src" && patch -p1 --dry-run -R -s -f <"$patch" >/dev/null 2>&1); then
-  echo "   applied to the scratch tree"
-else
-  echo "fuzz-demo: the patch did not take"; exit 2
-fi
+# By content: each hunk's text exactly once in its file (ci/mutant_lib.sh).
+changed=$(mutant_apply "$patch" "$src") || { echo "fuzz-demo: the patch does not apply"; exit 2; }
+while read -r f; do
+  cmp -s "$src/$f" "$root/$f" && { echo "fuzz-demo: the patch did not take ($f unchanged)"; exit 2; }
+done <<<"$changed"
+echo "   applied to the scratch tree"
 echo "== building pav with the defect ($bld)"
 build_pav || { echo "fuzz-demo: build with the defect failed"; exit 2; }
 cp "$bld/pav" "$scratch/pav-defect"
@@ -85,7 +88,7 @@ check "pav fuzz --replay fails with the defect" test $? -eq 1
 echo "== building pav without the defect"
 sync_tree  # restores the patched files, with their old mtimes:
 # ninja rebuilds only inputs newer than their outputs, so mark them changed.
-sed -n 's|^+++ b/||p' "$patch" | while read -r f; do touch "$src/$f"; done
+while read -r f; do touch "$src/$f"; done <<<"$changed"
 build_pav || { echo "fuzz-demo: build without the defect failed"; exit 2; }
 cp "$bld/pav" "$scratch/pav-clean"
 echo "== pav replay without the defect"

@@ -5,7 +5,7 @@
 #   2. run every test labelled gpu through CTest, one GPU per test, spread over
 #      all GPUs (a CTest resource spec generated from nvidia-smi),
 #   3. run GpuSanitize.* under compute-sanitizer memcheck and racecheck,
-#   4. with --mutants: re-inject every ci/mutants/gpu-*.patch and prove the GPU
+#   4. with --mutants: re-inject every gpu-* mutant (ci/mutants/gpu/) and prove the GPU
 #      suite goes red (ci/mutants.sh with PAV_MUTANT_PRESET=nvidia), or with
 #      --run-mutants DIR run mutant test binaries built elsewhere
 #      (--build-mutants DIR builds them: one gpu_test per patch).
@@ -44,8 +44,8 @@ done
 logs=${logs:-$build/gpu-gate}
 mkdir -p "$logs"
 
-# shellcheck source=ci/mutant_header.sh
-source "$root/ci/mutant_header.sh"
+# shellcheck source=ci/mutant_lib.sh
+source "$root/ci/mutant_lib.sh"
 # A ctest -R regex of suite names (A|B.C) as a gtest filter (A*:B.C*).
 gtest_filter_of() { echo "$1" | tr '|' '\n' | sed 's/[\\^$]//g; s/$/*/' | paste -sd: -; }
 
@@ -61,11 +61,16 @@ if [[ -n "$build_mutants" ]]; then
     (cd "$root" && git ls-files -co --exclude-standard -z) |
       rsync -a --delete-after --from0 --files-from=- "$root/" "$src/"
   }
-  # rsync -a restores old mtimes: touch what any patch touches so ninja
+  # The GPU mutants (NAME gpu-*, nvidia preset) and the files they change.
+  gpu_patches=()
+  while read -r patch; do
+    [[ ${patch##*/} == gpu-* && $(header "$patch" pav-preset) == nvidia ]] && gpu_patches+=("$patch")
+  done < <(mutant_patches "$root")
+  patched=$(for patch in "${gpu_patches[@]}"; do mutant_apply --dry-run "$patch" "$root" 2>/dev/null; done | sort -u)
+  # rsync -a restores old mtimes: touch what any patch changes so ninja
   # rebuilds it after every restore.
   touch_patched() {
-    grep -h '^+++ b/' "$root"/ci/mutants/gpu-*.patch | sed 's|^+++ b/||' | sort -u |
-      while read -r f; do [[ -e $src/$f ]] && touch "$src/$f"; done
+    while read -r f; do [[ -n $f && -e $src/$f ]] && touch "$src/$f"; done <<<"$patched"
   }
   sync_tree
   if [[ ! -f $bld/build.ninja ]]; then
@@ -74,15 +79,12 @@ if [[ -n "$build_mutants" ]]; then
       { echo "mutant build: configure failed ($out/configure.log)"; exit 1; }
   fi
   status=0
-  for patch in "$root"/ci/mutants/gpu-*.patch; do
-    [[ -e $patch ]] || continue
+  for patch in "${gpu_patches[@]}"; do
     name=$(basename "$patch" .patch)
-    [[ $(header "$patch" pav-preset) == nvidia ]] || continue
     sync_tree
     touch_patched
-    # patch(1), not git apply: the scratch tree sits inside this repository,
-    # where git apply silently skips paths outside the current directory.
-    if ! (cd "$src" && patch -p1 --forward -s <"$patch" && patch -p1 -R --dry-run -s <"$patch" >/dev/null); then
+    # By content (ci/mutant_lib.sh): each hunk's text exactly once in its file.
+    if ! mutant_apply "$patch" "$src" >/dev/null; then
       echo "BROKEN  $name (patch does not apply)"; status=1; continue
     fi
     mkdir -p "$out/$name"

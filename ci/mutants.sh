@@ -2,7 +2,7 @@
 # SPDX-License-Identifier: Apache-2.0
 # Re-injects every defect kept under ci/mutants/ and proves the suite catches it.
 #
-# Each ci/mutants/*.patch starts with a header, then a git diff:
+# Each ci/mutants/AREA/NAME.patch starts with a header, then a git diff:
 #   pav-mutant: one line saying what defect the patch injects
 #   pav-tests:  a ctest -R regex naming the tests that must go red
 #   pav-labels: (optional) a ctest -L regex; default: any label
@@ -12,18 +12,19 @@
 #               passes PAV_MUTANT_PRESET=nvidia); a defect only a sanitizer can
 #               see (a read past a buffer) runs with PAV_MUTANT_PRESET=sanitize
 #
-# For each patch: apply it to a scratch copy of the tree, build, run the named
-# tests; "caught" when they fail, "MISSED" when they pass, "BROKEN" when the patch
-# does not apply without fuzz or the tree does not build. Exit 1 if any is missed
-# or broken. (A patch that needs an offset still runs; ci/mutants-refresh.sh
-# regenerates it, and its --check, run by CI, insists on exact application.)
+# For each patch: apply it by content to a scratch copy of the tree (each hunk's
+# text exactly once in its file, a moved file found by that text: mutant_apply
+# in ci/mutant_lib.sh), build, run the named tests; "caught" when they fail,
+# "MISSED" when they pass, "BROKEN" when the patch does not apply or the tree
+# does not build. Exit 1 if any is missed or broken.
 #
 # The scratch tree is built once and then rebuilt incrementally, only the targets
 # each patch names. Its build folder sits at the same relative place as the main
 # build (SCRATCH/src/build/PRESET beside build/PRESET), so with ccache's base_dir
 # covering both, the first scratch build is mostly cache hits.
 #
-# Usage: ci/mutants.sh [PATTERN]   (only patches whose file name contains PATTERN)
+# Usage: ci/mutants.sh [PATTERN]   (only patches whose NAME contains PATTERN;
+# the name is the file's base name, whatever its area folder)
 #
 # PAV_MUTANT_SHARD=K/N runs only every Nth selected patch, starting at the Kth
 # (1 <= K <= N). A patch of a source builds as one compile and one link, a
@@ -74,8 +75,8 @@ sync_tree() {
     (cd "$src" && while read -r f; do rm -f -- "$f"; done)
 }
 
-# shellcheck source=ci/mutant_header.sh
-source "$root/ci/mutant_header.sh"
+# shellcheck source=ci/mutant_lib.sh
+source "$root/ci/mutant_lib.sh"
 
 # A run stopped while a patch was applied leaves objects built from the mutant
 # newer than the restored files: make those files newer again so they rebuild.
@@ -98,13 +99,17 @@ count=0
 selected=0
 if [[ -n ${PAV_MUTANT_LIST:-} ]]; then
   [[ -r $PAV_MUTANT_LIST ]] || { echo "ci/mutants.sh: PAV_MUTANT_LIST: cannot read '$PAV_MUTANT_LIST'" >&2; exit 2; }
-  mapfile -t patches < <(sed 's/#.*//; s/[[:space:]]*$//; s/^[[:space:]]*//; /^$/d; s|.*|'"$root"'/ci/mutants/&.patch|' "$PAV_MUTANT_LIST")
+  patches=()
+  while read -r name; do
+    patches+=("$(mutant_patch "$root" "$name" || echo "$name")")
+  done < <(sed 's/#.*//; s/[[:space:]]*$//; s/^[[:space:]]*//; /^$/d' "$PAV_MUTANT_LIST")
 else
-  patches=("$root"/ci/mutants/*.patch)
+  mapfile -t patches < <(mutant_patches "$root")
 fi
 for patch in "${patches[@]}"; do
   if [[ ! -e "$patch" ]]; then
-    [[ -n ${PAV_MUTANT_LIST:-} ]] && count=$((count + 1)) && verdict "BROKEN  $(basename "$patch" .patch) (no such patch in ci/mutants/)"
+    count=$((count + 1))
+    verdict "BROKEN  $patch (no such patch in ci/mutants/)"
     continue
   fi
   name=$(basename "$patch" .patch)
@@ -120,13 +125,18 @@ for patch in "${patches[@]}"; do
   count=$((count + 1))
   echo "== mutant $name: $what"
   sync_tree
-  # patch(1), not git apply: the scratch tree may sit inside this repository's
-  # work tree, where git apply silently skips paths outside the current folder.
-  touched=$(sed -n 's|^+++ b/||p' "$patch")
+  # The files it changes (moved ones where they are now), noted before they
+  # change, then changed.
   started=$SECONDS
-  printf '%s\n' $touched >"$scratch/applied"
-  if ! (cd "$src" && patch -p1 --forward --batch --fuzz=0 -s < "$patch"); then
-    verdict "BROKEN  $name (patch does not apply without fuzz: ci/mutants-refresh.sh $name)"
+  if ! touched=$(mutant_apply --dry-run "$patch" "$src" 2>"$scratch/$name.apply.log"); then
+    sed 's/^/     /' "$scratch/$name.apply.log"
+    verdict "BROKEN  $name (does not apply: ci/mutants-refresh.sh --check $name)"
+    continue
+  fi
+  sed 's/^/   /' "$scratch/$name.apply.log"
+  printf '%s\n' "$touched" >"$scratch/applied"
+  if ! mutant_apply "$patch" "$src" >/dev/null 2>"$scratch/$name.apply.log"; then
+    verdict "BROKEN  $name (does not apply: $scratch/$name.apply.log)"
     sync_tree; for f in $touched; do touch "$src/$f"; done
     continue
   fi

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: Apache-2.0
-# GPU mutant binaries without a second build tree: for each ci/mutants/gpu-*.patch
-# (pav-preset nvidia), compile the sources it changes (those it patches and those
+# GPU mutant binaries without a second build tree: for each kept mutant gpu-*
+# (ci/mutants/gpu/, pav-preset nvidia), compile the sources it changes (those it patches and those
 # including a header it patches: bench/gpu/mutant_sources.sh) with the nvidia
 # build's own commands, swap them into a copy of their static library, and relink
 # gpu_test with the build's own link command. Needs a built nvidia preset
@@ -34,8 +34,8 @@ work=$build/mutant-work
 mkdir -p "$work"
 # shellcheck source=bench/gpu/mutant_sources.sh
 source "$root/bench/gpu/mutant_sources.sh"
-# shellcheck source=ci/mutant_header.sh
-source "$root/ci/mutant_header.sh"
+# shellcheck source=ci/mutant_lib.sh
+source "$root/ci/mutant_lib.sh"
 gtest_filter_of() { echo "$1" | tr '|' '\n' | sed 's/[\\^$]//g; s/$/*/' | paste -sd: -; }
 link_cmd=$(cd "$build" && ninja -t commands gpu_test | tail -1)
 link_cmd=${link_cmd%% && cd *}  # the link alone, not the test discovery after it
@@ -43,16 +43,16 @@ link_cmd=${link_cmd%% && cd *}  # the link alone, not the test discovery after i
 
 one() {
   local patch=$1 name file obj cmd
-  local -a sources
+  local -a sources changed
   name=$(basename "$patch" .patch)
   local dir=$work/$name
   rm -rf "$dir"; mkdir -p "$dir/tree"
   # The kernels' sources: a patch of a header changes every source including it.
   if [[ -n $rev ]]; then git -C "$root" archive "$rev" kernels | tar x -C "$dir/tree"; else cp -r "$root/kernels" "$dir/tree/"; fi
-  if ! (cd "$dir/tree" && sed '1,/^---$/d' "$patch" | patch -p1 -s --forward); then
-    echo "BROKEN  $name (patch does not apply)"; return 1
+  if ! mapfile -t changed < <(mutant_apply "$patch" "$dir/tree" 2>"$dir/apply.log") || ((${#changed[@]} == 0)); then
+    echo "BROKEN  $name (patch does not apply: $dir/apply.log)"; return 1
   fi
-  mapfile -t sources < <(mutant_sources "$patch" "$dir/tree")
+  mapfile -t sources < <(mutant_sources "$dir/tree" "${changed[@]}")
   ((${#sources[@]})) || { echo "BROKEN  $name (changes no source of pav_gpu)"; return 1; }
   cp "$build/kernels/hip/libpav_gpu.a" "$dir/libpav_gpu.a"
   for file in "${sources[@]}"; do
@@ -89,19 +89,19 @@ EOF2
   echo "built   $name"
 }
 
-patches=$root/ci/mutants
+patches=$root
 if [[ -n $rev ]]; then
   patches=$work/patches-$rev; rm -rf "$patches"; mkdir -p "$patches"
-  git -C "$root" archive "$rev" ci/mutants | tar x -C "$patches" --strip-components=2
+  git -C "$root" archive "$rev" ci/mutants | tar x -C "$patches"
 fi
 status=0
 pids=()
-for patch in "$patches"/gpu-*"$pattern"*.patch; do
-  [[ -e $patch && $(header "$patch" pav-preset) == nvidia ]] || continue
+while read -r patch; do
+  [[ ${patch##*/} == gpu-*"$pattern"*.patch && $(header "$patch" pav-preset) == nvidia ]] || continue
   [[ -e $out/$(basename "$patch" .patch).tar.xz ]] && continue  # built already
   one "$patch" &
   pids+=($!)
   if [[ ${#pids[@]} -ge $jobs ]]; then wait "${pids[0]}" || status=1; pids=("${pids[@]:1}"); fi
-done
+done < <(mutant_patches "$patches")
 for p in "${pids[@]}"; do wait "$p" || status=1; done
 exit $status

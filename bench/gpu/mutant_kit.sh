@@ -8,14 +8,14 @@
 #
 # pack copies into KIT what the gpu_test link needs besides the patched source
 # (its objects and static libraries, debug info stripped; the Debian rapidcheck,
-# gtest, TBB and fmt libraries), the kernels/ sources and every
-# ci/mutants/gpu-*.patch. build applies each patch to a copy of the sources,
-# compiles the sources it changes (mutant_sources.sh) with nvcc (the nvidia
-# preset's flags), swaps the objects into libpav_gpu.a and links gpu_test with
-# the machine's g++: only the defect differs from the suite's own binary. Two
-# control binaries (the decode sources, and the refresh, compiled there
-# unpatched) must pass the suite: a mutant counts as caught only where they do. The layout of MUTDIR is the one
-# bench/gpu/device_call.sh step m runs (mut/NAME/...).
+# gtest, TBB and fmt libraries), the kernels/ sources, every kept mutant gpu-*
+# and ci/mutant_lib.sh. build applies each patch by content to a copy of the
+# sources, compiles the sources it changes (mutant_sources.sh) with nvcc (the
+# nvidia preset's flags), swaps the objects into libpav_gpu.a and links gpu_test
+# with the machine's g++: only the defect differs from the suite's own binary.
+# Two control binaries (the decode sources, and the refresh, compiled there
+# unpatched) must pass the suite: a mutant counts as caught only where they do.
+# The layout of MUTDIR is the one bench/gpu/device_call.sh step m runs (mut/NAME/...).
 set -uo pipefail
 mode=${1:-}; shift || true
 if [[ $mode == pack ]]; then
@@ -26,7 +26,8 @@ if [[ $mode == pack ]]; then
   rm -rf "$kit"; mkdir -p "$kit/lib" "$kit/obj" "$kit/src/kernels/hip" "$kit/patches"
   cp "$root"/kernels/*.hpp "$kit/src/kernels/"
   cp "$root"/kernels/hip/*.hip "$root"/kernels/hip/*.hpp "$kit/src/kernels/hip/"
-  cp "$root"/ci/mutants/gpu-*.patch "$kit/patches/"
+  find "$root/ci/mutants" -name 'gpu-*.patch' -exec cp {} "$kit/patches/" \;
+  cp "$root/ci/mutant_lib.sh" "$kit/"
   cp "$build"/kernels/hip/tests/CMakeFiles/gpu_test.dir/*.o "$kit/obj/"
   for a in kernels/hip/libpav_gpu.a properties/libpav_props.a reference/libpav_reference.a kernels/libpav_kernels.a \
            adapters/libpav_adapters.a adapters/libpav_adapters_core.a common/libpav_common.a stats/libpav_stats.a \
@@ -60,7 +61,8 @@ jobs=8; [[ ${1:-} == -j ]] && jobs=$2
 mkdir -p "$out"; out=$(cd "$out" && pwd)
 nvcc=${NVCC:-/usr/local/cuda/bin/nvcc}
 cudalib=/usr/local/cuda/lib64; [[ -d $cudalib ]] || cudalib=/usr/local/cuda/targets/x86_64-linux/lib
-header() { sed -n "s/^$2:[[:space:]]*//p" "$1" | head -1; }  # ci/mutant_header.sh, here where the kit runs
+# shellcheck source=ci/mutant_lib.sh
+source "$kit/mutant_lib.sh"
 gtest_filter_of() { echo "$1" | tr '|' '\n' | sed 's/[\\^$]//g; s/$/*/' | paste -sd: -; }
 # shellcheck source=bench/gpu/mutant_sources.sh
 source "$kit/mutant_sources.sh"
@@ -76,8 +78,9 @@ one() {
   else
     name=$(basename "$patch" .patch); dir=$out/.work/$name; dest=$out/$name
     rm -rf "$dir"; mkdir -p "$dir"; cp -r "$kit/src" "$dir/src"
-    (cd "$dir/src" && sed '1,/^---$/d' "$patch" | patch -p1 -s --forward) || { echo "BROKEN  $name (patch does not apply)"; return 1; }
-    mapfile -t files < <(mutant_sources "$patch" "$dir/src")
+    mapfile -t files < <(mutant_apply "$patch" "$dir/src" 2>"$dir/apply.log")
+    ((${#files[@]})) || { echo "BROKEN  $name (patch does not apply)"; cat "$dir/apply.log"; return 1; }
+    mapfile -t files < <(mutant_sources "$dir/src" "${files[@]}")
     ((${#files[@]})) || { echo "BROKEN  $name (changes no source of pav_gpu)"; return 1; }
   fi
   cp "$kit/lib/libpav_gpu.a" "$dir/libpav_gpu.a"

@@ -22,8 +22,8 @@
 #   pkg/NAME/what       the patch's pav-mutant line
 #   bin/pav, lib/       the nvidia build's pav (debug info stripped), libtbb and libfmt
 #   src/                python/tests and examples/workers: PAV_SOURCE_DIR for the tests
-# The mutants are every ci/mutants/*.patch of the nvidia preset whose pav-tests
-# names python_device_tests.
+# The mutants are every kept mutant (ci/mutants/AREA/NAME.patch) of the nvidia
+# preset whose pav-tests names python_device_tests.
 set -euo pipefail
 mode=${1:-}
 if [[ $mode != pack || $# -ne 3 ]]; then sed -n '2,25p' "$0"; exit 2; fi
@@ -81,16 +81,16 @@ objcopy --strip-debug "$build/pav" "$kit/bin/pav"
 for l in libtbb.so.12 libfmt.so.9; do cp -L "/usr/lib/x86_64-linux-gnu/$l" "$kit/lib/"; done
 package "$root" "$kit/pkg/base"
 echo "python_kit: base package for Python $ver"
-# shellcheck source=ci/mutant_header.sh
-source "$root/ci/mutant_header.sh"
-for patch in "$root"/ci/mutants/*.patch; do
+# shellcheck source=ci/mutant_lib.sh
+source "$root/ci/mutant_lib.sh"
+mapfile -t patches < <(mutant_patches "$root")
+for patch in "${patches[@]}"; do
   [[ $(header "$patch" pav-preset) == nvidia && $(header "$patch" pav-tests) == *python_device_tests* ]] || continue
   name=$(basename "$patch" .patch)
   tree=$work/$name; rm -rf "$tree"; mkdir -p "$tree"
   cp -r "$root/python" "$tree/"
-  (cd "$tree" && sed '1,/^---$/d' "$patch" | patch -p1 -s --forward --fuzz=0) ||
-    { echo "python_kit: $name does not apply" >&2; exit 1; }
-  if [[ -n $(sed -n 's|^+++ b/||p' "$patch" | grep -v '^python/pav/.*\.py$') ]]; then
+  changed=$(mutant_apply "$patch" "$tree") || { echo "python_kit: $name does not apply" >&2; exit 1; }
+  if [[ -n $(grep -v '^python/pav/.*\.py$' <<<"$changed") ]]; then
     package "$tree" "$kit/pkg/$name"
   else  # Python files only: device_call.sh step p puts the base extension beside them
     mkdir -p "$kit/pkg/$name/pav"; cp "$tree"/python/pav/*.py "$kit/pkg/$name/pav/"
