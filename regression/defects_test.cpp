@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 // One pin per defect of docs/numerics.md, "The defects pav pins" (the upstream review's 13). Each
-// suite DefectNN_* goes red when ci/mutants/defect-NN-*.patch re-injects the
+// suite DefectNN_* goes red when ci/mutants/defect/defect-NN-*.patch re-injects the
 // defect. (Defect 9 counts allocations, so it lives in alloc_hook_test.cpp.)
 #include <gtest/gtest.h>
 

@@ -25,7 +25,7 @@ if(PAV_BUILD_TESTS)
 
   # Builds pav twice in a scratch tree (with and without an injected defect).
   add_test(NAME FuzzDemo.InjectedCausalityDefect
-    COMMAND ${CMAKE_SOURCE_DIR}/ci/fuzz-demo.sh ${CMAKE_SOURCE_DIR}/ci/mutants/decode-causality-off-by-one.patch)
+    COMMAND ${CMAKE_SOURCE_DIR}/ci/fuzz-demo.sh decode-causality-off-by-one)
   set_tests_properties(FuzzDemo.InjectedCausalityDefect PROPERTIES LABELS slow TIMEOUT 5400
     ENVIRONMENT "PAV_FUZZ_DEMO_DIR=${CMAKE_BINARY_DIR}/fuzz-demo")
 endif()
