@@ -1,0 +1,207 @@
+# SPDX-License-Identifier: Apache-2.0
+"""The ground truth of a lifecycle run: the KV pool, the requests, their live
+lengths and page tables at every step, and the fp64 reference an attention
+call's output is compared with.
+
+The pool is pav's memory; the engine under test reads it and writes the new
+tokens' K and V into it through its own slot mapping. pav keeps a second copy
+(`expected`) that only pav writes: every slot outside a live context is NaN in
+both, so a read past a live length shows as NaN, and after each engine call the
+pool must equal `expected` bit for bit (NaN where NaN), so a write through a
+stale slot mapping shows as the slot it hit.
+"""
+from dataclasses import dataclass, field
+
+import numpy as np
+
+
+@dataclass(frozen=True)
+class Shape:
+    """The attention layer's dimensions and the pool's size."""
+    q_heads: int = 4
+    kv_heads: int = 2
+    head_dim: int = 16
+    page_size: int = 8
+    num_pages: int = 512
+    max_pages_per_request: int = 48
+
+    def __post_init__(self):
+        for name in ("q_heads", "kv_heads", "head_dim", "page_size", "num_pages", "max_pages_per_request"):
+            v = getattr(self, name)
+            if not isinstance(v, int) or isinstance(v, bool) or v < 1:
+                raise ValueError(f"Shape.{name} must be an integer >= 1, got {v!r}")
+        if self.q_heads % self.kv_heads:
+            raise ValueError(f"Shape.q_heads ({self.q_heads}) must be a multiple of kv_heads ({self.kv_heads})")
+
+    @property
+    def max_len(self):
+        return self.page_size * self.max_pages_per_request
+
+    def to_json(self):
+        return {k: getattr(self, k) for k in ("q_heads", "kv_heads", "head_dim", "page_size", "num_pages",
+                                                "max_pages_per_request")}
+
+
+class KVPool:
+    """K and V, [num_pages, page_size, kv_heads, head_dim] float32 each."""
+
+    def __init__(self, shape: Shape):
+        self.shape = shape
+        dims = (shape.num_pages, shape.page_size, shape.kv_heads, shape.head_dim)
+        self.k = np.full(dims, np.nan, dtype=np.float32)
+        self.v = np.full(dims, np.nan, dtype=np.float32)
+
+
+@dataclass
+class Request:
+    rid: int
+    pages: list = field(default_factory=list)
+    length: int = 0
+
+
+class PoolFull(Exception):
+    pass
+
+
+class World:
+    """Requests, pages and lengths as they truly are; pav's copy of the pool."""
+
+    def __init__(self, shape: Shape, rng: np.random.Generator):
+        self.shape = shape
+        self.rng = rng
+        self.pool = KVPool(shape)          # the engine's view: it reads and writes this
+        self.expected = KVPool(shape)      # pav's copy: only pav writes it
+        self.free_pages = list(range(shape.num_pages - 1, -1, -1))
+        self.requests = []                 # live, in admission order
+        self.next_rid = 0
+
+    # ---- pages and slots
+
+    def _ensure_pages(self, req, length):
+        need = -(-length // self.shape.page_size)
+        if need > self.shape.max_pages_per_request:
+            raise PoolFull(f"request {req.rid} would need {need} pages, past {self.shape.max_pages_per_request}")
+        while len(req.pages) < need:
+            if not self.free_pages:
+                raise PoolFull("the KV pool has no free page")
+            req.pages.append(self.free_pages.pop())
+
+    def slot(self, req, pos):
+        """The flat slot index (page * page_size + offset) of token `pos` of `req`."""
+        return req.pages[pos // self.shape.page_size] * self.shape.page_size + pos % self.shape.page_size
+
+    def room(self, req, extra):
+        return req.length + extra <= self.shape.max_len
+
+    def _write(self, flat_slot, k, v, into_pool):
+        p, o = divmod(flat_slot, self.shape.page_size)
+        self.expected.k[p, o] = k
+        self.expected.v[p, o] = v
+        if into_pool:
+            self.pool.k[p, o] = k
+            self.pool.v[p, o] = v
+
+    def _poison(self, flat_slot):
+        p, o = divmod(flat_slot, self.shape.page_size)
+        for pool in (self.pool, self.expected):
+            pool.k[p, o] = np.nan
+            pool.v[p, o] = np.nan
+
+    def new_kv(self, n):
+        s = self.shape
+        k = self.rng.standard_normal((n, s.kv_heads, s.head_dim)).astype(np.float32)
+        v = self.rng.standard_normal((n, s.kv_heads, s.head_dim)).astype(np.float32)
+        return k, v
+
+    def new_q(self, n):
+        s = self.shape
+        return self.rng.standard_normal((n, s.q_heads, s.head_dim)).astype(np.float32)
+
+    # ---- requests
+
+    def admit(self, length):
+        """A request whose first `length` tokens are already in the pool (prefill is not under test)."""
+        req = Request(self.next_rid)
+        self._ensure_pages(req, length)
+        self.next_rid += 1
+        k, v = self.new_kv(length)
+        for pos in range(length):
+            self._write(self.slot(req, pos), k[pos], v[pos], into_pool=True)
+        req.length = length
+        self.requests.append(req)
+        return req
+
+    def finish(self, req):
+        for pos in range(req.length):
+            self._poison(self.slot(req, pos))
+        self.free_pages.extend(reversed(req.pages))
+        self.requests.remove(req)
+
+    def grow(self, req, n):
+        """Reserve the slots of `n` new tokens (the engine writes them); returns their flat slots."""
+        self._ensure_pages(req, req.length + n)
+        return [self.slot(req, req.length + i) for i in range(n)]
+
+    def commit(self, req, k, v):
+        """The engine was asked to write these tokens: pav's copy gets them, the live length grows."""
+        slots = self.grow(req, len(k))
+        for i, s in enumerate(slots):
+            self._write(s, k[i], v[i], into_pool=False)
+        req.length += len(k)
+
+    def roll_back(self, req, n):
+        """Drop the last `n` tokens (rejected draft tokens): their slots are poisoned again."""
+        for pos in range(req.length - n, req.length):
+            self._poison(self.slot(req, pos))
+        req.length -= n
+
+    def page_table(self, reqs, width=None):
+        width = width or self.shape.max_pages_per_request
+        t = np.zeros((len(reqs), width), dtype=np.int32)
+        for i, r in enumerate(reqs):
+            t[i, :len(r.pages)] = r.pages
+        return t
+
+    # ---- checks
+
+    def pool_differences(self, limit=3):
+        """Slots where the engine's pool differs from pav's copy: (page, offset, what)."""
+        out = []
+        for name in ("k", "v"):
+            a, b = getattr(self.pool, name), getattr(self.expected, name)
+            same = (a == b) | (np.isnan(a) & np.isnan(b))
+            bad = np.argwhere(~same.all(axis=(2, 3)))
+            for p, o in bad[:limit]:
+                out.append((int(p), int(o), name))
+        return out
+
+    def owner_of(self, page, offset):
+        for r in self.requests:
+            if page in r.pages:
+                pos = r.pages.index(page) * self.shape.page_size + offset
+                return f"request {r.rid} token {pos}" + ("" if pos < r.length else " (past its live length)")
+        return "a free page"
+
+
+def reference(world, reqs, q, q_len):
+    """fp64 attention of `q` ([len(reqs) * q_len, Hq, D]) over each request's TRUE live context, from
+    pav's own copy of the pool. Query row j of a request of live length L attends tokens
+    [0, L - q_len + j + 1) (the q_len new tokens are the last q_len of its context)."""
+    s = world.shape
+    g = s.q_heads // s.kv_heads
+    out = np.empty((len(reqs) * q_len, s.q_heads, s.head_dim), dtype=np.float64)
+    scale = 1.0 / np.sqrt(s.head_dim)
+    for b, r in enumerate(reqs):
+        slots = np.array([world.slot(r, pos) for pos in range(r.length)], dtype=np.int64)
+        pages, offs = np.divmod(slots, s.page_size)
+        k = world.expected.k[pages, offs].astype(np.float64)      # [L, Hkv, D]
+        v = world.expected.v[pages, offs].astype(np.float64)
+        for j in range(q_len):
+            n = r.length - q_len + j + 1
+            qr = q[b * q_len + j].astype(np.float64).reshape(s.kv_heads, g, s.head_dim)
+            sc = np.einsum("hgd,lhd->hgl", qr, k[:n]) * scale
+            sc -= sc.max(axis=-1, keepdims=True)
+            p = np.exp(sc)
+            p /= p.sum(axis=-1, keepdims=True)
+            out[b * q_len + j] = np.einsum("hgl,lhd->hgd", p, v[:n]).reshape(s.q_heads, s.head_dim)
+    return out
