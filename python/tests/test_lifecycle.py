@@ -1,0 +1,260 @@
+# SPDX-License-Identifier: Apache-2.0
+"""pav.lifecycle: the reference engine passes a timed run; each of its lifecycle
+defects is found (by the check meant for it), shrunk, saved, replayed through a
+fresh defective engine (fails again) and through the correct one (passes); the
+taps outputs cannot show each fire on an engine that breaks them; sequence files
+round-trip and malformed ones are refused with the field named.
+
+Seeds print; PAV_LIFECYCLE_SEED=N starts from another one. Needs NumPy only."""
+import copy
+import json
+import os
+import sys
+import time
+from dataclasses import replace
+
+import numpy as np
+import pytest
+
+SOURCE = os.environ.get("PAV_SOURCE_DIR", os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
+sys.path.insert(0, os.path.join(SOURCE, "python"))
+sys.path.insert(0, os.path.join(SOURCE, "examples", "engine"))
+
+from pav import lifecycle  # noqa: E402
+from adapter import ReferenceEngine, factory  # noqa: E402
+from engine import DEFECTS  # noqa: E402
+
+SEED = int(os.environ.get("PAV_LIFECYCLE_SEED", "1"))
+
+# defect -> the check that must report it first (the one meant for it), and the most steps its
+# shrunk sequence may keep
+EXPECTED = {
+    "draft-stale-plan": ("output", 8),
+    "microbatch-shared-plan": ("output", 4),
+    "dummy-refreshes-plan": ("output", 4),
+    "capture-unplanned": ("route", 4),
+    "replay-refreshes-eager-buffer": ("refresh-target", 4),
+    "warmup-advances-lengths": ("output", 4),
+    "padding-stale-rows": ("pool", 6),
+    "graph-key-batch-only": ("graph-key", 4),
+    "workspace-realloc": ("buffer-moved", 14),
+    "plan-per-runtime-batch": ("specialise-outside-capture", 3),
+}
+
+
+def test_every_defect_has_an_expectation():
+    assert set(EXPECTED) == set(DEFECTS)
+
+
+def test_correct_engine_passes_a_timed_run():
+    t0 = time.perf_counter()
+    seed, steps, outcomes = lifecycle.explore(factory(), SEED, n_steps=80, rounds=8)
+    took = time.perf_counter() - t0
+    assert seed is None, f"seed {seed}: {outcomes.first.to_json()}"
+    n = sum(o.steps for o in outcomes)
+    total = {}
+    for o in outcomes:
+        for k, v in o.counts.items():
+            total[k] = total.get(k, 0) + v
+    print(f"\ncorrect engine: seeds {SEED}..{SEED + 7}, {n} steps in {took:.2f} s ({n / took:.0f} steps/s); {total}")
+    # the run exercised what it claims to: replays, draft loops, micro-batches, dummy runs, captures
+    for op in ("capture", "decode", "draft", "micro", "dummy", "admit", "finish"):
+        assert total.get(op, 0) > 0, op
+    assert total["replays"] > 0 and total["mints"] > 0
+
+
+@pytest.mark.parametrize("defect", sorted(EXPECTED))
+def test_defect_found_shrunk_saved_replayed(defect, tmp_path):
+    check, most = EXPECTED[defect]
+    make = factory(defect)
+    t0 = time.perf_counter()
+    seed, steps, out = lifecycle.explore(make, SEED, n_steps=60, rounds=40, log=lambda *_: None)
+    found_s = time.perf_counter() - t0
+    assert seed is not None, f"{defect}: not found in 40 sequences from seed {SEED}"
+    assert out.first.check == check, out.first.to_json()
+    small, runs = lifecycle.shrink(make, steps, seed, check)
+    again = lifecycle.run(make, small, seed)
+    print(f"\n{defect}: seed {seed}, found at step {out.first.step} in {found_s:.2f} s; shrunk from "
+          f"{out.steps} to {len(small)} steps in {runs} runs: {again.first.message}")
+    assert again.first is not None and again.first.check == check
+    assert len(small) <= most, small
+    assert len(small) < out.steps or out.steps <= most
+    path = tmp_path / f"{defect}.json"
+    lifecycle.save(str(path), seed, small, engine={"defect": defect}, finding=again.first)
+    res, label = lifecycle.replay(str(path), factory(defect))
+    assert label == "reproduced", (label, res.findings and res.first.to_json())
+    res, label = lifecycle.replay(str(path), factory())
+    assert res.passed, res.first.to_json()
+
+
+def test_runtime_mint_is_found_with_the_cache_past_its_bound():
+    """The full ladder captured (8 plans, the bound), then an eager batch of 3 (which would pad to
+    4 if not eager): the runtime mint, its kernel variant and the ninth plan are three findings."""
+    steps = [{"op": "admit", "len": 5}] * 3
+    steps += [{"op": "capture", "bs": b, "q_len": q} for b in (1, 2, 4, 8) for q in (1, 2)]
+    steps += [{"op": "decode", "n": 3, "q_len": 1, "eager": True, "dummy": 0}]
+    assert lifecycle.run(factory(), steps, SEED).passed
+    out = lifecycle.run(factory("plan-per-runtime-batch"), steps, SEED)
+    assert {f.check for f in out.findings} == {"specialise-outside-capture", "mint-outside-capture",
+                                               "plan-cache-bound"}
+    assert all(f.step == len(steps) - 1 for f in out.findings)
+
+
+class ReplaysWhenEager(ReferenceEngine):
+    def prepare(self, batch):
+        return super().prepare(replace(batch, eager=False))
+
+
+class CapturesLazily(ReferenceEngine):
+    def prepare(self, batch):
+        b = self.backend
+        if not batch.eager and batch.size in b.ladder_sizes and (batch.size, batch.q_len) not in b.graphs:
+            b.capture(batch.size, batch.q_len)
+        return super().prepare(batch)
+
+
+class SeesScratch(ReferenceEngine):
+    """Records, at each prepare, whether every scratch buffer holds nothing but poison."""
+    seen = []
+
+    def prepare(self, batch):
+        SeesScratch.seen.append(all(np.isnan(a).all() for a in self.scratch().values()))
+        return super().prepare(batch)
+
+
+SHORT = [{"op": "admit", "len": 20}, {"op": "admit", "len": 3},
+         {"op": "capture", "bs": 2, "q_len": 1},
+         {"op": "decode", "n": 2, "q_len": 1, "eager": False, "dummy": 0},
+         {"op": "decode", "n": 2, "q_len": 1, "eager": True, "dummy": 0},
+         {"op": "decode", "n": 2, "q_len": 1, "eager": False, "dummy": 0}]
+
+
+def test_a_step_asked_eager_that_replays_is_found():
+    assert lifecycle.run(factory(), SHORT, SEED).passed
+    out = lifecycle.run(lambda h, p, s: ReplaysWhenEager(h, p, s), SHORT, SEED)
+    assert out.first.check == "replay-when-eager" and out.first.step == 4
+
+
+def test_a_graph_captured_while_serving_is_found():
+    steps = [SHORT[0], SHORT[3]]
+    assert lifecycle.run(factory(), steps, SEED).passed
+    out = lifecycle.run(lambda h, p, s: CapturesLazily(h, p, s), steps, SEED)
+    assert {f.check for f in out.findings} >= {"capture-outside-capture", "mint-outside-capture"}
+
+
+def test_scratch_is_poisoned_before_every_step():
+    SeesScratch.seen = []
+    out = lifecycle.run(lambda h, p, s: SeesScratch(h, p, s), SHORT, SEED)
+    assert out.passed and SeesScratch.seen == [True, True, True]
+
+
+def test_an_engine_that_raises_is_a_finding():
+    class Raises(ReferenceEngine):
+        def draft(self, batch):
+            raise RuntimeError("illegal memory access")
+    out = lifecycle.run(lambda h, p, s: Raises(h, p, s), SHORT[:2] + [{"op": "draft", "n": 2, "k": 2}], SEED)
+    assert out.first.check == "raised" and "illegal memory access" in out.first.message
+
+
+def test_state_machine_draws_the_lifecycle():
+    ladder = lifecycle.ladder_of(factory())
+    steps = []
+    for s in range(SEED, SEED + 5):
+        steps += lifecycle.draw(np.random.default_rng(s), ladder, 80)
+    ops = {st["op"] for st in steps}
+    assert ops == set(lifecycle.OPS)
+    caps = {(st["bs"], st["q_len"]) for st in steps if st["op"] == "capture"}
+    assert caps == set(ladder)
+    dec = [st for st in steps if st["op"] == "decode"]
+    top = max(b for b, _ in ladder)
+    assert any(st["n"] > top for st in dec), "an above-ladder batch"
+    assert any(st["q_len"] not in {q for _, q in ladder} for st in dec), "a q_len never captured"
+    assert any(st["eager"] for st in dec) and any(st["dummy"] for st in dec)
+    lens = [st["len"] for st in steps if st["op"] == "admit"]
+    assert min(lens) <= 16 and max(lens) >= 40
+    # same seed, same sequence
+    assert lifecycle.draw(np.random.default_rng(SEED), ladder, 80) == lifecycle.draw(np.random.default_rng(SEED),
+                                                                                     ladder, 80)
+
+
+def test_sequence_file_round_trips(tmp_path):
+    ladder = lifecycle.ladder_of(factory())
+    steps = lifecycle.draw(np.random.default_rng(SEED), ladder, 40)
+    path = tmp_path / "seq.json"
+    lifecycle.save(str(path), SEED, steps)
+    doc = lifecycle.load(str(path))
+    assert doc["steps"] == steps and doc["seed"] == SEED and doc["version"] == lifecycle.VERSION
+    a, b = lifecycle.run(factory(), steps, SEED), lifecycle.run(factory(), doc["steps"], doc["seed"])
+    assert a.passed and b.passed and a.steps == b.steps == len(steps)
+    out, label = lifecycle.replay(str(path), factory())
+    assert out.passed and label == "passed"
+
+
+def _good():
+    return {"format": lifecycle.FORMAT, "version": lifecycle.VERSION, "seed": 3, "shape": lifecycle.Shape().to_json(),
+            "engine": {}, "steps": [{"op": "admit", "len": 4}, {"op": "capture", "bs": 1, "q_len": 1},
+                                    {"op": "decode", "n": 1, "q_len": 1}], "finding": None}
+
+
+def _set(path, value):
+    def f(doc):
+        d = doc
+        for k in path[:-1]:
+            d = d[k]
+        if value is KeyError:
+            del d[path[-1]]
+        else:
+            d[path[-1]] = value
+    return f
+
+
+MALFORMED = [
+    (_set(["format"], "pav-case"), "'format' must be 'pav-lifecycle-sequence'"),
+    (_set(["version"], 2), "'version' 2 is not one this pav reads"),
+    (_set(["version"], KeyError), "'version' None"),
+    (_set(["seed"], -1), "'seed' must be an integer >= 0"),
+    (_set(["seed"], True), "'seed' must be an integer >= 0"),
+    (_set(["extra"], 1), "unknown field(s) extra"),
+    (_set(["shape", "q_heads"], 3), "must be a multiple of kv_heads"),
+    (_set(["shape", "page_size"], 0), "Shape.page_size must be an integer >= 1"),
+    (_set(["steps"], {}), "'steps' must be a list"),
+    (_set(["steps", 0], "admit"), "step 0: expected an object"),
+    (_set(["steps", 0, "op"], "prefill"), "step 0: unknown op 'prefill'"),
+    (_set(["steps", 0, "len"], KeyError), "step 0 (admit): missing field 'len'"),
+    (_set(["steps", 0, "len"], 0), "step 0 (admit): 'len' = 0 is outside 1..100000"),
+    (_set(["steps", 1, "q_len"], 65), "step 1 (capture): 'q_len' = 65 is outside 1..64"),
+    (_set(["steps", 1, "bs"], 1.5), "step 1 (capture): 'bs' must be an integer"),
+    (_set(["steps", 2, "eager"], 1), "step 2 (decode): 'eager' must be true or false"),
+    (_set(["steps", 2, "speed"], 1), "step 2 (decode): unknown field 'speed'"),
+    (_set(["finding"], "output"), "'finding' must be null or an object"),
+]
+
+
+@pytest.mark.parametrize("mutate,message", MALFORMED, ids=[m for _, m in MALFORMED])
+def test_malformed_sequence_files_are_refused(tmp_path, mutate, message):
+    doc = _good()
+    lifecycle.validate(copy.deepcopy(doc))
+    mutate(doc)
+    path = tmp_path / "bad.json"
+    path.write_text(json.dumps(doc))
+    with pytest.raises(lifecycle.SequenceError) as e:
+        lifecycle.load(str(path))
+    assert message in str(e.value) and str(path) in str(e.value)
+
+
+def test_a_file_that_is_not_json_is_refused(tmp_path):
+    path = tmp_path / "bad.json"
+    path.write_text("{\"format\": ")
+    with pytest.raises(lifecycle.SequenceError, match="not JSON"):
+        lifecycle.load(str(path))
+
+
+def test_a_saved_failure_that_no_longer_fails_is_labelled_not_reproduced(tmp_path):
+    steps = [{"op": "admit", "len": 1}, {"op": "capture", "bs": 1, "q_len": 2},
+             {"op": "decode", "n": 1, "q_len": 2, "eager": False, "dummy": 0}]
+    out = lifecycle.run(factory("capture-unplanned"), steps, SEED)
+    path = tmp_path / "f.json"
+    lifecycle.save(str(path), SEED, steps, finding=out.first)
+    assert lifecycle.replay(str(path), factory("capture-unplanned"))[1] == "reproduced"
+    assert lifecycle.replay(str(path), factory())[1] == "not reproduced"
+    assert lifecycle.replay(str(path), factory("graph-key-batch-only"))[1] == "not reproduced"
