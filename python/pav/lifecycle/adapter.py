@@ -99,6 +99,13 @@ class Adapter:
         handles = [self.prepare(b) for b in batches]
         return [self.execute(h) for h in handles]
 
+    def admitted(self, rid, length):
+        """Optional: request `rid` joined, its first `length` tokens already in the pool (an engine
+        with its own request table registers it here; its pages come with each step's batch)."""
+
+    def finished(self, rid):
+        """Optional: request `rid` left; its pages are poisoned and may go to a later request."""
+
     def live_buffers(self):
         """Optional: {name: array} of the buffers a captured graph may read, as the engine holds
         them now. pav checks that what a graph recorded at capture is still these at replay."""
@@ -221,7 +228,7 @@ class Hooks:
 
     def __init__(self, graphs=None):
         self.graphs = graphs or EmulatedGraphs()
-        self.phase = "idle"          # capture, prepare, execute, draft, dummy, micro
+        self.phase = "idle"          # startup, capture, prepare, execute, draft, dummy, micro
         self.expect = []             # (batch size, q_len) of the forward(s) in flight
         self.expect_eager = False
         self.findings = []
@@ -240,10 +247,10 @@ class Hooks:
     def plan_minted(self, what, cache_size=None):
         """The engine made a new plan (allocated its buffers); `cache_size`: plans it now holds."""
         self.mints += 1
-        if self.phase != "capture":
+        if self.phase not in ("startup", "capture"):
             self._find("mint-outside-capture",
-                       f"a plan was minted during {self.phase} ({what}); plans may be minted only while graphs "
-                       f"are captured (a runtime mint allocates and compiles in the serving path)")
+                       f"a plan was minted during {self.phase} ({what}); plans may be minted only at start-up or "
+                       f"while graphs are captured (a runtime mint allocates and compiles in the serving path)")
         if cache_size is not None and self.plan_bound is not None and cache_size > self.plan_bound:
             self._find("plan-cache-bound", f"the plan cache holds {cache_size} plans, past its bound of "
                                            f"{self.plan_bound} ({what})")
@@ -251,23 +258,23 @@ class Hooks:
     def specialised(self, what):
         """The engine compiled (or would compile) a kernel variant for `what`."""
         self.specialisations += 1
-        if self.phase != "capture":
+        if self.phase not in ("startup", "capture"):
             self._find("specialise-outside-capture",
                        f"a kernel variant was compiled during {self.phase} ({what}); variants may be compiled "
                        f"only at start-up or capture")
 
     # ---- graphs
 
-    def capture_graph(self, key, fn, reads, route):
-        """Capture `fn` as the graph of `key` (batch size, q_len, ...); `reads`: {name: buffer} it
-        reads or writes; `route`: the kernel path it takes (e.g. 'planned', 'uniform')."""
+    def capture_graph(self, key, fn, reads, route=None):
+        """Capture `fn` as the graph of `key` (batch size, q_len, anything else); `reads`: {name:
+        buffer} it reads or writes; `route`: the kernel path it takes ('planned', 'uniform', ...)."""
         if self.phase != "capture":
             self._find("capture-outside-capture", f"a graph for {tuple(key)} was captured during {self.phase}")
         return self.graphs.capture(key, fn, reads, route)
 
-    def replay_graph(self, graph, route, wrote=None):
-        """Replay `graph`. `route`: the path this step's metadata was prepared for; `wrote`:
-        {name: buffer} the refresh of this step wrote (so pav can check the graph reads them)."""
+    def replay_graph(self, graph, route=None, wrote=None):
+        """Replay `graph`. `route`: the path this step's metadata was prepared for (None: not
+        compared); `wrote`: {name: buffer} this step's refresh wrote (each must be one the graph reads)."""
         self.replays += 1
         bs, q_len = graph.key[0], graph.key[1]
         if self.expect_eager:
@@ -276,7 +283,7 @@ class Hooks:
             want = ", ".join(f"batch {b} q_len {q}" for b, q in self.expect)
             self._find("graph-key", f"the graph captured for batch {bs} q_len {q_len} was replayed for a step of "
                                     f"{want}; a shape never captured must fall back to eager")
-        if route != graph.route:
+        if route is not None and route != graph.route:
             self._find("route", f"the graph of {graph.key} recorded route '{graph.route}' at capture, but this "
                                 f"step's metadata was prepared for route '{route}'")
         live = self.live_buffers()

@@ -51,7 +51,9 @@ class Runner:
         self.shape = shape
         self.world = World(shape, np.random.default_rng(seed))
         self.hooks = Hooks(graphs)
+        self.hooks.phase = "startup"
         self.engine = factory(self.hooks, self.world.pool, shape)
+        self.hooks.phase = "idle"
         self.hooks.live_buffers = self.engine.live_buffers
         self.hooks.plan_bound = self.engine.plan_cache_bound()
         self.findings = self.hooks.findings      # one list, in the order things happened
@@ -127,13 +129,16 @@ class Runner:
 
     def op_admit(self, st):
         try:
-            self.world.admit(min(st["len"], self.shape.max_len))
+            r = self.world.admit(min(st["len"], self.shape.max_len))
         except PoolFull:
-            pass
+            return
+        self.engine.admitted(r.rid, r.length)
 
     def op_finish(self, st):
         if self.world.requests:
-            self.world.finish(self.world.requests[st["req"] % len(self.world.requests)])
+            r = self.world.requests[st["req"] % len(self.world.requests)]
+            self.world.finish(r)
+            self.engine.finished(r.rid)
 
     def op_capture(self, st):
         self._phase("capture", [(st["bs"], st["q_len"])])
