@@ -29,7 +29,7 @@ SEED = int(os.environ.get("PAV_LIFECYCLE_SEED", "1"))
 # defect -> the check that must report it first (the one meant for it), and the most steps its
 # shrunk sequence may keep
 EXPECTED = {
-    "draft-stale-plan": ("output", 8),
+    "draft-stale-plan": ("output", 4),
     "microbatch-shared-plan": ("output", 4),
     "dummy-refreshes-plan": ("output", 4),
     "capture-unplanned": ("route", 4),
@@ -146,6 +146,33 @@ def test_scratch_is_poisoned_before_every_step():
     SeesScratch.seen = []
     out = lifecycle.run(lambda h, p, s: SeesScratch(h, p, s), SHORT, SEED)
     assert out.passed and SeesScratch.seen == [True, True, True]
+
+
+class TwoLayers(ReferenceEngine):
+    """Two attention layers per forward; with `stale`, the second layer's wrapper is never
+    refreshed and keeps the previous step's output (as a model whose sliding-window wrappers are
+    refreshed and whose full-attention ones are not)."""
+    stale = False
+
+    def __init__(self, *a, **k):
+        super().__init__(*a, **k)
+        self.last = None
+
+    def execute(self, handle):
+        out = super().execute(handle)
+        second = self.last if self.stale and self.last is not None and self.last.shape == out.shape else out
+        self.last = out
+        return np.stack([out, second])
+
+
+class StaleSecondLayer(TwoLayers):
+    stale = True
+
+
+def test_every_layer_of_a_forward_is_checked():
+    assert lifecycle.run(lambda h, p, s: TwoLayers(h, p, s), SHORT, SEED).passed
+    out = lifecycle.run(lambda h, p, s: StaleSecondLayer(h, p, s), SHORT, SEED)
+    assert out.first.check == "output" and out.first.step == 4 and "layer 1: " in out.first.message
 
 
 def test_an_engine_that_raises_is_a_finding():

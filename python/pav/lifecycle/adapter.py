@@ -82,11 +82,12 @@ class Adapter:
 
     def execute(self, handle):
         """Run the prepared step (replay or eager, as the engine dispatches); return the real rows'
-        output, [B * q_len, Hq, D]."""
+        output, [B * q_len, Hq, D], or [layers, B * q_len, Hq, D] for a forward of several attention
+        layers (each with its own metadata or wrapper, all over the same pool and q)."""
         raise NotImplementedError
 
     def draft(self, batch):
-        """Run the draft loop; return [steps, B, Hq, D]."""
+        """Run the draft loop; return [steps, B, Hq, D] (or [steps, layers, B, Hq, D])."""
         raise NotImplementedError
 
     def dummy(self, batch_size, q_len):

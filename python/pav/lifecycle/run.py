@@ -72,24 +72,32 @@ class Runner:
             self.world.pool.v[...] = self.world.expected.v
 
     def _check_out(self, what, reqs, lens, q, q_len, out):
+        """`out`: [B * q_len, Hq, D], or [layers, B * q_len, Hq, D] from an engine whose forward runs
+        several attention layers (each with its own metadata or wrapper) over the same pool and q."""
         s = self.shape
         want = (len(reqs) * q_len, s.q_heads, s.head_dim)
         out = np.asarray(out)
-        if out.shape != want:
-            self.findings.append(Finding("output", f"{what}: output shape {out.shape}, expected {want}"))
+        layers = out[None] if out.ndim == 3 else out
+        if layers.ndim != 4 or layers.shape[1:] != want:
+            self.findings.append(Finding("output", f"{what}: output shape {out.shape}, expected {want} "
+                                                   f"or (layers, *{want})"))
             return
         ref = reference(self.world, reqs, q, q_len)
-        err = np.abs(out.astype(np.float64) - ref)
-        bad = ~(err <= ATOL + RTOL * np.abs(ref))
-        if bad.any():
+        for li, o in enumerate(layers):
+            err = np.abs(o.astype(np.float64) - ref)
+            bad = ~(err <= ATOL + RTOL * np.abs(ref))
+            if not bad.any():
+                continue
             row = int(np.argwhere(bad)[0][0])
             b, j = divmod(row, q_len)
             worst = float(np.where(np.isnan(err[row]), np.inf, err[row]).max())
+            layer = f"layer {li}: " if out.ndim == 4 else ""
             self.findings.append(Finding(
-                "output", f"{what}: request {reqs[b].rid} (live length {lens[b]}, query row {j} of {q_len}) differs "
-                          f"from the reference over its true live context: max error {worst:.3g}"
-                          + (" (NaN: a read past a live context or of poisoned scratch)" if np.isnan(out[row]).any()
+                "output", f"{what}: {layer}request {reqs[b].rid} (live length {lens[b]}, query row {j} of {q_len}) "
+                          f"differs from the reference over its true live context: max error {worst:.3g}"
+                          + (" (NaN: a read past a live context or of poisoned scratch)" if np.isnan(o[row]).any()
                              else "")))
+            return
 
     # ---- batches
 
@@ -192,8 +200,9 @@ class Runner:
         self._poison_scratch()
         self._phase("draft", [(B, 1)])
         outs = np.asarray(self.engine.draft(batch))
-        if outs.shape[:2] != (k, B):
-            self.findings.append(Finding("output", f"draft loop returned shape {outs.shape}, expected ({k}, {B}, ...)"))
+        if outs.ndim not in (4, 5) or outs.shape[0] != k or outs.shape[-3] != B:
+            self.findings.append(Finding("output", f"draft loop returned shape {outs.shape}, expected ({k}, {B}, Hq, D) "
+                                                   f"or ({k}, layers, {B}, Hq, D)"))
             return
         for i in range(k):
             for b, r in enumerate(reqs):

@@ -6,6 +6,7 @@ from pav.lifecycle.run import run
 
 # smaller values worth trying per field, in order; booleans and optional fields go to 0
 _NUMERIC = {"len": 1, "n": 1, "k": 1, "bs": 1, "q_len": 1, "req": 0, "dummy": 0, "eager": 0}
+_BATCH = ("n", "bs", "dummy")
 
 
 def _candidates(v, low):
@@ -45,6 +46,15 @@ def shrink(factory, steps, seed, check, shape=None, graphs=None, budget=600):
                 else:
                     i += size
             size //= 2
+        for cut in (lambda v: v // 2, lambda v: v - 1):   # batch sizes together: a capture and its replays
+            if runs >= budget:
+                break
+            cand = [dict(st, **{f: max(1, cut(st[f])) for f in _BATCH if st.get(f)}) for st in steps]
+            if cand != steps:
+                ok, out = fails(cand)
+                if ok:
+                    steps = cand[:out.steps]
+                    changed = True
         for i in range(len(steps)):           # then each field towards its floor
             for f, low in _NUMERIC.items():
                 if i >= len(steps) or f not in steps[i]:
