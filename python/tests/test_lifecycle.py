@@ -204,6 +204,23 @@ def test_state_machine_draws_the_lifecycle():
                                                                                      ladder, 80)
 
 
+def test_an_engine_without_draft_or_micro_batches_gets_none():
+    class DecodeOnly(ReferenceEngine):
+        def ops(self):
+            return {"dummy"}
+
+        def draft(self, batch):
+            raise NotImplementedError("no draft loop")
+
+        def micro_batches(self, batches):
+            raise NotImplementedError("no micro-batches")
+    make = lambda h, p, s: DecodeOnly(h, p, s)  # noqa: E731
+    seed, steps, outcomes = lifecycle.explore(make, SEED, n_steps=60, rounds=3, log=lambda *_: None)
+    assert seed is None
+    assert sum(o.counts.get("dummy", 0) for o in outcomes) > 0
+    assert not any(o.counts.get("draft") or o.counts.get("micro") for o in outcomes)
+
+
 def test_sequence_file_round_trips(tmp_path):
     ladder = lifecycle.ladder_of(factory())
     steps = lifecycle.draw(np.random.default_rng(SEED), ladder, 40)

@@ -107,6 +107,11 @@ class Adapter:
     def finished(self, rid):
         """Optional: request `rid` left; its pages are poisoned and may go to a later request."""
 
+    def ops(self):
+        """Optional: the serving ops the engine has, of 'draft', 'micro', 'dummy' (decode, admit
+        and finish always); pav draws no other. Default: all."""
+        return {"draft", "micro", "dummy"}
+
     def live_buffers(self):
         """Optional: {name: array} of the buffers a captured graph may read, as the engine holds
         them now. pav checks that what a graph recorded at capture is still these at replay."""

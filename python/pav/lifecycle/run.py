@@ -263,11 +263,12 @@ def run(factory, steps, seed, shape=None, graphs=None):
 
 # ---- the state machine
 
-def draw(rng, ladder, n_steps, max_q_len=4, start_requests=(2, 6)):
+def draw(rng, ladder, n_steps, max_q_len=4, start_requests=(2, 6), ops=None):
     """A step sequence: admissions, the engine's capture ladder in a random order, then serving
     steps drawn by weight: decodes (replayable, padded, above the ladder, eager, at a q_len never
     captured, with a dummy run between prepare and execute), draft loops, micro-batches, dummy
-    runs, admissions of short and long requests, finishes."""
+    runs, admissions of short and long requests, finishes. `ops`: the serving ops the engine has
+    (default all; an engine without micro-batches or a draft loop leaves them out)."""
     steps = []
     for _ in range(int(rng.integers(*start_requests, endpoint=True))):
         steps.append({"op": "admit", "len": _length(rng)})
@@ -277,8 +278,9 @@ def draw(rng, ladder, n_steps, max_q_len=4, start_requests=(2, 6)):
     max_bs = max([b for b, _ in ladder] or [1])
     captured_q = sorted({q for _, q in ladder}) or [1]
     uncaptured = [q for q in range(1, max_q_len + 1) if q not in captured_q] or [max(captured_q) + 1]
-    ops = ["decode", "draft", "micro", "dummy", "admit", "finish"]
-    weights = np.array([8, 3, 2, 1, 2, 1], dtype=np.float64)
+    mix = {"decode": 8, "draft": 3, "micro": 2, "dummy": 1, "admit": 2, "finish": 1}
+    ops = [o for o in mix if ops is None or o in ops or o in ("decode", "admit", "finish")]
+    weights = np.array([mix[o] for o in ops], dtype=np.float64)
     while len(steps) < n_steps:
         op = ops[rng.choice(len(ops), p=weights / weights.sum())]
         if op == "decode":
@@ -319,20 +321,24 @@ def _length(rng):
 
 
 def ladder_of(factory, shape=None):
-    shape = shape or Shape()
-    probe = Runner(factory, shape, 0)
-    return [tuple(int(x) for x in k) for k in probe.engine.ladder()]
+    return probe(factory, shape)[0]
 
 
-def explore(factory, seed, n_steps=60, shape=None, graphs=None, rounds=1, log=print):
+def probe(factory, shape=None):
+    """(ladder, ops) of the engine `factory` makes."""
+    engine = Runner(factory, shape or Shape(), 0).engine
+    return [tuple(int(x) for x in k) for k in engine.ladder()], set(engine.ops())
+
+
+def explore(factory, seed, n_steps=60, shape=None, graphs=None, rounds=1, log=print, max_q_len=4):
     """Draw `rounds` sequences from `seed` on and run each through a fresh engine; return
     (seed, steps, outcome) of the first failing one, or (None, None, outcomes) when all pass."""
     shape = shape or Shape()
-    ladder = ladder_of(factory, shape)
+    ladder, ops = probe(factory, shape)
     outcomes = []
     for r in range(rounds):
         s = seed + r
-        steps = draw(np.random.default_rng(s), ladder, n_steps)
+        steps = draw(np.random.default_rng(s), ladder, n_steps, max_q_len, ops=ops)
         log(f"pav lifecycle: seed {s}, {len(steps)} steps")
         out = run(factory, steps, s, shape, graphs)
         outcomes.append(out)
