@@ -8,13 +8,15 @@ eager path, a speculative draft loop that advances lengths in place, dummy
 runs, and two micro-batches in flight with an overlapped schedule.
 
 Correct by default. `defect=NAME` (or `--defect NAME` in run.py) switches in
-one of the lifecycle bugs in DEFECTS.
+one of the lifecycle bugs in DEFECTS. `kernel=` picks the array library: the
+NumPy kernel (kernel.py, the default) or the torch one (kernel_torch.py, on a
+device or the CPU); the backend's code is the same for both.
 """
 from dataclasses import dataclass, replace
 
 import numpy as np
 
-from kernel import Plan, attend, merge, planned_items, uniform_items, write_kv
+import kernel as numpy_kernel
 
 DEFECTS = {
     "draft-stale-plan": "the draft loop attends over the target step's plan, never refreshed as the draft "
@@ -41,15 +43,16 @@ Q_MAX = 4           # the largest q_len the backend serves
 class _Buffers:
     """Persistent inputs of `rows` requests: lengths, page tables, new-token slots, q, new K/V, out."""
 
-    def __init__(self, rows, shape):
+    def __init__(self, x, rows, shape):
         s = shape
-        self.lens = np.zeros(rows, dtype=np.int32)
-        self.tables = np.zeros((rows, s.max_pages_per_request), dtype=np.int32)
-        self.slots = np.full(rows * Q_MAX, -1, dtype=np.int64)
-        self.q = np.zeros((rows * Q_MAX, s.q_heads, s.head_dim), dtype=np.float32)
-        self.k_new = np.zeros((rows * Q_MAX, s.kv_heads, s.head_dim), dtype=np.float32)
-        self.v_new = np.zeros((rows * Q_MAX, s.kv_heads, s.head_dim), dtype=np.float32)
-        self.out = np.zeros((rows * Q_MAX, s.q_heads, s.head_dim), dtype=np.float32)
+        self.lens = x.zeros((rows,), "i32")
+        self.tables = x.zeros((rows, s.max_pages_per_request), "i32")
+        self.slots = x.zeros((rows * Q_MAX,), "i64")
+        x.put(self.slots, -1)
+        self.q = x.zeros((rows * Q_MAX, s.q_heads, s.head_dim), "f32")
+        self.k_new = x.zeros((rows * Q_MAX, s.kv_heads, s.head_dim), "f32")
+        self.v_new = x.zeros((rows * Q_MAX, s.kv_heads, s.head_dim), "f32")
+        self.out = x.zeros((rows * Q_MAX, s.q_heads, s.head_dim), "f32")
 
     def views(self, bs, q_len):
         n = bs * q_len
@@ -72,18 +75,18 @@ class ForwardMetadata:
 
 class Backend:
     def __init__(self, hooks, pool, shape, *, ladder_sizes=(1, 2, 4, 8), ladder_q_lens=(1, 2), tile=8,
-                 max_partitions=8, budget=24, splits=4, max_batch=64, defect=None):
+                 max_partitions=8, budget=24, splits=4, max_batch=64, defect=None, kernel=numpy_kernel):
         if defect is not None and defect not in DEFECTS:
             raise ValueError(f"unknown defect {defect!r}; known: {', '.join(DEFECTS)}")
-        self.hooks, self.pool, self.shape = hooks, pool, shape
+        self.hooks, self.pool, self.shape, self.x = hooks, pool, shape, kernel
         self.defect = defect
         self.ladder_sizes, self.ladder_q_lens = tuple(ladder_sizes), tuple(ladder_q_lens)
         self.tile, self.max_partitions, self.budget, self.splits = tile, max_partitions, budget, splits
         self.max_batch = max_batch
         top = max(self.ladder_sizes)
-        self.graph_bufs = _Buffers(top, shape)            # bound into captured graphs
-        self.eager_bufs = [_Buffers(max_batch, shape), _Buffers(max_batch, shape)]   # eager inputs, per slot
-        self.draft_bufs = _Buffers(max_batch, shape)
+        self.graph_bufs = _Buffers(kernel, top, shape)            # bound into captured graphs
+        self.eager_bufs = [_Buffers(kernel, max_batch, shape) for _ in range(2)]   # eager inputs, per slot
+        self.draft_bufs = _Buffers(kernel, max_batch, shape)
         rows = max(budget, (top if defect == "workspace-realloc" else max_batch) * splits)
         self.workspace = [self._workspace(rows), self._workspace(rows)]   # one per micro-batch slot
         if defect == "microbatch-shared-plan":
@@ -95,7 +98,7 @@ class Backend:
 
     def _workspace(self, rows):
         s = self.shape
-        return np.zeros((rows, Q_MAX, s.q_heads, 2 + s.head_dim), dtype=np.float32)
+        return self.x.zeros((rows, Q_MAX, s.q_heads, 2 + s.head_dim), "f32")
 
     def _ensure_workspace(self, slot, rows):
         if rows > len(self.workspace[slot]):
@@ -110,7 +113,7 @@ class Backend:
     def _mint(self, n, slot):
         key = self._plan_key(n, slot)
         if key not in self.plans:
-            self.plans[key] = Plan(n, self.tile, self.max_partitions, self.budget)
+            self.plans[key] = self.x.make_plan(n, self.tile, self.max_partitions, self.budget)
             self.hooks.specialised(f"planner for batch {n}")
             self.hooks.plan_minted(f"num_seqs={n} slot={slot}", cache_size=len(self.plans))
         return self.plans[key]
@@ -125,24 +128,27 @@ class Backend:
                 return bs, entry
         return None, None
 
-    def _run(self, bufs, q_len, plan, route, slot, n_rows):
-        """The forward the kernel runs: new K/V into the pool, partials, merge."""
-        write_kv(self.pool, bufs["slots"], bufs["k_new"], bufs["v_new"])
-        if route == "planned":
-            items, reduce = planned_items(plan)
-        else:
-            items, reduce = uniform_items(bufs["lens"], self.splits)
-        ws = self.workspace[slot] if route == "planned" else self._ensure_workspace(slot, len(items))
-        attend(self.pool, bufs["q"], bufs["lens"], bufs["tables"], q_len, items, ws)
-        merge(ws, reduce, q_len, bufs["out"])
+    def _attend(self, bufs, q_len, plan, slot):
+        """Write the new K/V, then phase 1 (partials into the slot's workspace); returns the workspace."""
+        self.x.write_kv(self.pool, bufs["slots"], bufs["k_new"], bufs["v_new"])
+        n = bufs["lens"].shape[0]
+        ws = self.workspace[slot] if plan is not None else \
+            self._ensure_workspace(slot, self.x.rows_needed(n, None, self.splits))
+        self.x.attend(self.pool, bufs, q_len, plan, self.splits, ws)
+        return ws
+
+    def _run(self, bufs, q_len, plan, slot):
+        ws = self._attend(bufs, q_len, plan, slot)
+        self.x.merge(ws, plan, bufs["lens"], self.splits, q_len, bufs["out"])
 
     # ---- capture
 
     def capture(self, bs, q_len):
+        x = self.x
         bufs = self.graph_bufs.views(bs, q_len)
-        bufs["lens"][...] = 1                  # the capture's synthetic inputs
-        bufs["tables"][...] = 0
-        bufs["slots"][...] = -1
+        x.put(bufs["lens"], 1)                  # the capture's synthetic inputs
+        x.put(bufs["tables"], 0)
+        x.put(bufs["slots"], -1)
         plan = self._mint(bs, 0)
         self._mint(bs, 1)
         if self.defect == "capture-unplanned":
@@ -152,14 +158,10 @@ class Backend:
         route = "planned" if plan is not None else "uniform"
         ws = self.workspace[0]
 
-        def fn():
-            write_kv(self.pool, bufs["slots"], bufs["k_new"], bufs["v_new"])
-            if plan is not None:
-                items, reduce = planned_items(plan)
-            else:
-                items, reduce = uniform_items(bufs["lens"], self.splits)
-            attend(self.pool, bufs["q"], bufs["lens"], bufs["tables"], q_len, items, ws)
-            merge(ws, reduce, q_len, bufs["out"])
+        def fn():                               # what the graph records: launches over these buffers
+            x.write_kv(self.pool, bufs["slots"], bufs["k_new"], bufs["v_new"])
+            x.attend(self.pool, bufs, q_len, plan, self.splits, ws)
+            x.merge(ws, plan, bufs["lens"], self.splits, q_len, bufs["out"])
 
         reads = {"graph." + k: v for k, v in bufs.items()}
         reads["workspace"] = ws
@@ -178,43 +180,43 @@ class Backend:
         if entry is not None:
             return self._refresh_for_replay(batch, bs, entry)
         bufs = self.eager_bufs[slot].views(n, q_len)
-        self._fill(bufs, batch, n, n, q_len)
+        self._fill(bufs, batch, n, q_len)
         plan = self.plans.get(self._plan_key(n, slot))
         if plan is None and self.defect == "plan-per-runtime-batch":
             plan = self._mint(n, slot)
         route = "uniform"
         if plan is not None:
-            plan.refresh(bufs["lens"])
-            if plan.matches(bufs["lens"], by_lengths=self.defect != "draft-stale-plan"):
+            plan.refresh(batch.lens)
+            if plan.matches(batch.lens, by_lengths=self.defect != "draft-stale-plan"):
                 route = "planned"
-        return ForwardMetadata("eager", n, q_len, bufs, plan, route, slot=slot)
+        return ForwardMetadata("eager", n, q_len, bufs, plan if route == "planned" else None, route, slot=slot)
 
-    def _fill(self, bufs, batch, n, bs, q_len, pad=True):
-        m = n * q_len
-        bufs["lens"][:n] = batch.lens
-        bufs["tables"][:n] = batch.tables
-        bufs["slots"][:m] = batch.slots
-        bufs["q"][:m] = batch.q
-        bufs["k_new"][:m] = batch.k_new
-        bufs["v_new"][:m] = batch.v_new
-        bufs["q"][m:] = 0.0                 # padding rows' inputs
-        bufs["k_new"][m:] = 0.0
-        bufs["v_new"][m:] = 0.0
-        if pad:                             # padding rows' metadata: empty, writing nothing
-            bufs["lens"][n:] = 0
-            bufs["tables"][n:] = 0
-            bufs["slots"][m:] = -1
+    def _fill(self, bufs, batch, n, q_len, pad=True):
+        x, m = self.x, n * q_len
+        x.put(bufs["lens"][:n], batch.lens)
+        x.put(bufs["tables"][:n], batch.tables)
+        x.put(bufs["slots"][:m], batch.slots)
+        x.put(bufs["q"][:m], batch.q)
+        x.put(bufs["k_new"][:m], batch.k_new)
+        x.put(bufs["v_new"][:m], batch.v_new)
+        x.put(bufs["q"][m:], 0.0)                 # padding rows' inputs
+        x.put(bufs["k_new"][m:], 0.0)
+        x.put(bufs["v_new"][m:], 0.0)
+        if pad:                                   # padding rows' metadata: empty, writing nothing
+            x.put(bufs["lens"][n:], 0)
+            x.put(bufs["tables"][n:], 0)
+            x.put(bufs["slots"][m:], -1)
 
     def _refresh_for_replay(self, batch, bs, entry):
         graph, plan = entry
         n, q_len = batch.size, batch.q_len
         target = self.eager_bufs[0] if self.defect == "replay-refreshes-eager-buffer" else self.graph_bufs
         bufs = target.views(bs, q_len)
-        self._fill(bufs, batch, n, bs, q_len, pad=self.defect != "padding-stale-rows")
+        self._fill(bufs, batch, n, q_len, pad=self.defect != "padding-stale-rows")
         # the builder attaches this batch size's plan and refreshes it in place
         plan = self.plans.get(self._plan_key(bs, 0))
         if plan is not None:
-            plan.refresh(bufs["lens"])
+            plan.refresh(np.concatenate([batch.lens, np.zeros(bs - n, dtype=np.int32)]))
         route = "planned" if plan is not None else "uniform"
         wrote = {"lens": bufs["lens"], "tables": bufs["tables"], "slots": bufs["slots"], "q": bufs["q"]}
         return ForwardMetadata("graph", n, q_len, self.graph_bufs.views(bs, q_len), plan, route, graph, wrote)
@@ -225,32 +227,34 @@ class Backend:
         if md.mode == "graph":
             self.hooks.replay_graph(md.graph, md.route, md.wrote)
         else:
-            self._run(md.bufs, md.q_len, md.plan, md.route, md.slot, md.batch_size)
-        return md.bufs["out"][:md.batch_size * md.q_len].copy()
+            self._run(md.bufs, md.q_len, md.plan, md.slot)
+        return self.x.host(md.bufs["out"][:md.batch_size * md.q_len])
 
     def draft_forward(self, batch):
         """The draft loop: lengths advance in place; each step refreshes its plan before attending."""
+        x = self.x
         n, k = batch.size, batch.steps
         bufs = self.draft_bufs.views(n, 1)
-        bufs["lens"][...] = batch.lens
-        bufs["tables"][...] = batch.tables
+        x.put(bufs["lens"], batch.lens)
+        x.put(bufs["tables"], batch.tables)
+        lens = batch.lens.copy()                  # the host's copy of the lengths
         plan = self.plans.get(self._plan_key(n, 0))
         if plan is not None and self.defect == "draft-stale-plan":
-            plan.refresh(bufs["lens"])       # refreshed once, for the target's lengths
+            plan.refresh(lens)                    # refreshed once, for the target's lengths
         outs = []
         for i in range(k):
             bufs["lens"] += 1
-            bufs["slots"][...] = batch.slots[i]
-            bufs["q"][...] = batch.q[i]
-            bufs["k_new"][...] = batch.k_new[i]
-            bufs["v_new"][...] = batch.v_new[i]
+            lens += 1
+            x.put(bufs["slots"], batch.slots[i])
+            x.put(bufs["q"], batch.q[i])
+            x.put(bufs["k_new"], batch.k_new[i])
+            x.put(bufs["v_new"], batch.v_new[i])
             if plan is not None and self.defect != "draft-stale-plan":
-                plan.refresh(bufs["lens"])
-            route = "uniform"
-            if plan is not None and plan.matches(bufs["lens"], by_lengths=self.defect != "draft-stale-plan"):
-                route = "planned"
-            self._run(bufs, 1, plan, route, 0, n)
-            outs.append(bufs["out"][:n].copy())
+                plan.refresh(lens)
+            use = plan if plan is not None and plan.matches(lens, by_lengths=self.defect != "draft-stale-plan") \
+                else None
+            self._run(bufs, 1, use, 0)
+            outs.append(x.host(bufs["out"][:n]))
         return np.stack(outs)
 
     def dummy_forward(self, bs, q_len):
@@ -261,32 +265,22 @@ class Backend:
             self.plans[self._plan_key(bs, 0)].refresh(synthetic)
         if self.defect == "warmup-advances-lengths":
             self.graph_bufs.lens[:bs] += 1
-        bufs = _Buffers(bs, s).views(bs, q_len)
-        bufs["lens"][...] = synthetic
+        bufs = _Buffers(self.x, bs, s).views(bs, q_len)
+        self.x.put(bufs["lens"], synthetic)
         # tables stay 0 and slots -1: a dummy reads page 0 and writes nothing
-        items, reduce = uniform_items(bufs["lens"], self.splits)
-        ws = self._workspace(len(items))
-        attend(self.pool, bufs["q"], bufs["lens"], bufs["tables"], q_len, items, ws)
-        merge(ws, reduce, q_len, bufs["out"])
+        ws = self._workspace(self.x.rows_needed(bs, None, self.splits))
+        self.x.attend(self.pool, bufs, q_len, None, self.splits, ws)
+        self.x.merge(ws, None, bufs["lens"], self.splits, q_len, bufs["out"])
 
     def two_micro_batches(self, batches):
         """Overlapped: micro-batch 1 is prepared while micro-batch 0 is in flight (attended, not yet
         merged), as a two-batch overlap schedule does."""
-        outs = []
-        mds = []
+        in_flight = []
         for slot, b in enumerate(batches):
             md = self.init_forward_metadata(replace(b, eager=True), slot=slot)   # micro-batches run eager
-            write_kv(self.pool, md.bufs["slots"], md.bufs["k_new"], md.bufs["v_new"])
-            if md.route == "planned":
-                items, reduce = planned_items(md.plan)
-            else:
-                items, reduce = uniform_items(md.bufs["lens"], self.splits)
-            ws = self.workspace[slot] if md.route == "planned" else self._ensure_workspace(slot, len(items))
-            attend(self.pool, md.bufs["q"], md.bufs["lens"], md.bufs["tables"], md.q_len, items, ws)
-            mds.append((md, ws, reduce))
-        for md, ws, reduce in mds:
-            if md.route == "planned":        # the merge reads the plan's rows as they are now
-                reduce = [tuple(int(x) for x in r) for r in md.plan.reduce]
-            merge(ws, reduce, md.q_len, md.bufs["out"])
-            outs.append(md.bufs["out"][:md.batch_size].copy())
+            in_flight.append((md, self._attend(md.bufs, md.q_len, md.plan, slot)))
+        outs = []
+        for md, ws in in_flight:                 # the merge reads the plan as it is now
+            self.x.merge(ws, md.plan, md.bufs["lens"], self.splits, md.q_len, md.bufs["out"])
+            outs.append(self.x.host(md.bufs["out"][:md.batch_size]))
         return outs

@@ -68,6 +68,30 @@ def planned_items(plan):
     return items, [tuple(int(x) for x in r) for r in plan.reduce]
 
 
+# ---- the array-library surface the backend uses (kernel_torch.py gives the same names)
+
+def zeros(shape, dtype):
+    return np.zeros(shape, dtype={"i32": np.int32, "i64": np.int64, "f32": np.float32}[dtype])
+
+
+def put(dst, src):
+    """dst[...] = src, src a NumPy array or a number."""
+    dst[...] = src
+
+
+def host(x):
+    """A NumPy copy."""
+    return np.array(x, copy=True)
+
+
+def make_plan(num_seqs, tile, max_partitions, budget):
+    return Plan(num_seqs, tile, max_partitions, budget)
+
+
+def rows_needed(num_seqs, plan, splits):
+    return plan.capacity if plan is not None else num_seqs * splits
+
+
 def write_kv(pool, slots, k_new, v_new):
     ps = pool.k.shape[1]
     for i, s in enumerate(np.asarray(slots)):
@@ -77,9 +101,12 @@ def write_kv(pool, slots, k_new, v_new):
             pool.v[p, o] = v_new[i]
 
 
-def attend(pool, q, lens, tables, q_len, items, ws):
-    """Phase 1: the partial (max, sum, weighted values) of each work item into workspace row i.
-    Query row j of a request of length L attends tokens below L - q_len + j + 1."""
+def attend(pool, bufs, q_len, plan, splits, ws):
+    """Phase 1: the partial (max, sum, weighted values) of each work item (the plan's, or `splits`
+    per request) into workspace row i. Query row j of a request of length L attends tokens below
+    L - q_len + j + 1."""
+    items = planned_items(plan)[0] if plan is not None else uniform_items(bufs["lens"], splits)[0]
+    q, lens, tables = bufs["q"], bufs["lens"], bufs["tables"]
     ps = pool.k.shape[1]
     hkv, d = pool.k.shape[2], pool.k.shape[3]
     hq = q.shape[1]
@@ -110,8 +137,10 @@ def attend(pool, q, lens, tables, q_len, items, ws):
         row[:q_len, :, 2:] = np.einsum("jhgn,nhd->jhgd", p, v).reshape(q_len, hq, d)
 
 
-def merge(ws, reduce, q_len, out):
-    """Phase 2: each request's items merged into its q_len output rows; an empty request gives 0."""
+def merge(ws, plan, lens, splits, q_len, out):
+    """Phase 2: each request's items (as the plan says NOW, or `splits` per request) merged into its
+    q_len output rows; a request without tokens gives 0."""
+    reduce = planned_items(plan)[1] if plan is not None else uniform_items(lens, splits)[1]
     for b, (first, count) in enumerate(reduce):
         rows = ws[first:first + count, :q_len]              # [count, q_len, Hq, 2 + D]
         if count == 0:

@@ -187,9 +187,13 @@ class Graph:
 class EmulatedGraphs:
     """Graph semantics on the CPU: capture runs the callable once and records the buffers and the
     route; replay re-runs the recorded callable, which reads whatever those buffers hold then. A
-    buffer the engine has since replaced is, to the graph, freed memory: replay poisons it first."""
+    buffer the engine has since replaced is, to the graph, freed memory: replay poisons it first.
+    `pool_device`: a torch device for the KV pool (an engine in torch on the CPU); None: NumPy."""
 
     name = "emulated"
+
+    def __init__(self, pool_device=None):
+        self.pool_device = pool_device
 
     def capture(self, key, fn, reads, route):
         fn()
@@ -208,10 +212,11 @@ class TorchGraphs:
 
     name = "torch.cuda.graph"
 
-    def __init__(self, pool=None):
+    def __init__(self, device="cuda", mempool=None):
         import torch
         self.torch = torch
-        self.pool = pool
+        self.pool_device = device          # the KV pool lives there too
+        self.mempool = mempool
 
     def capture(self, key, fn, reads, route):
         torch = self.torch
@@ -221,7 +226,7 @@ class TorchGraphs:
             fn()
         torch.cuda.current_stream().wait_stream(s)
         g = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(g, pool=self.pool):
+        with torch.cuda.graph(g, pool=self.mempool):
             fn()
         return Graph(key, fn, reads, route, runner=g)
 

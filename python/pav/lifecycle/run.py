@@ -49,8 +49,8 @@ class Runner:
 
     def __init__(self, factory, shape, seed, graphs=None):
         self.shape = shape
-        self.world = World(shape, np.random.default_rng(seed))
         self.hooks = Hooks(graphs)
+        self.world = World(shape, np.random.default_rng(seed), self.hooks.graphs.pool_device)
         self.hooks.phase = "startup"
         self.engine = factory(self.hooks, self.world.pool, shape)
         self.hooks.phase = "idle"
@@ -68,8 +68,7 @@ class Runner:
                 "pool", f"{what} left the KV pool's {name.upper()} at page {p} offset {o} ({self.world.owner_of(p, o)}) "
                         f"different from what pav wrote there; it wrote outside this step's new-token slots"))
             # repair, so one stray write is reported once
-            self.world.pool.k[...] = self.world.expected.k
-            self.world.pool.v[...] = self.world.expected.v
+            self.world.pool.load(*self.world.expected.host())
 
     def _check_out(self, what, reqs, lens, q, q_len, out):
         """`out`: [B * q_len, Hq, D], or [layers, B * q_len, Hq, D] from an engine whose forward runs

@@ -43,13 +43,40 @@ class Shape:
 
 
 class KVPool:
-    """K and V, [num_pages, page_size, kv_heads, head_dim] float32 each."""
+    """K and V, [num_pages, page_size, kv_heads, head_dim] float32 each: NumPy arrays, or, with
+    `device` (a torch device), torch tensors there, for an engine that runs on the device."""
 
-    def __init__(self, shape: Shape):
+    def __init__(self, shape: Shape, device=None):
         self.shape = shape
+        self.device = device
         dims = (shape.num_pages, shape.page_size, shape.kv_heads, shape.head_dim)
-        self.k = np.full(dims, np.nan, dtype=np.float32)
-        self.v = np.full(dims, np.nan, dtype=np.float32)
+        if device is None:
+            self.k = np.full(dims, np.nan, dtype=np.float32)
+            self.v = np.full(dims, np.nan, dtype=np.float32)
+        else:
+            import torch
+            self._torch = torch
+            self.k = torch.full(dims, float("nan"), dtype=torch.float32, device=device)
+            self.v = torch.full(dims, float("nan"), dtype=torch.float32, device=device)
+
+    def _index(self, x):
+        return x if self.device is None else self._torch.as_tensor(x, device=self.device)
+
+    def put(self, pages, offs, k, v):
+        """Rows k[i], v[i] (NumPy) at (pages[i], offs[i])."""
+        pages, offs = self._index(np.asarray(pages)), self._index(np.asarray(offs))
+        self.k[pages, offs] = self._index(np.asarray(k, dtype=np.float32))
+        self.v[pages, offs] = self._index(np.asarray(v, dtype=np.float32))
+
+    def host(self):
+        """(K, V) as NumPy arrays (a copy from the device)."""
+        if self.device is None:
+            return self.k, self.v
+        return self.k.cpu().numpy(), self.v.cpu().numpy()
+
+    def load(self, k, v):
+        self.k[...] = self._index(k)
+        self.v[...] = self._index(v)
 
 
 @dataclass
@@ -66,10 +93,10 @@ class PoolFull(Exception):
 class World:
     """Requests, pages and lengths as they truly are; pav's copy of the pool."""
 
-    def __init__(self, shape: Shape, rng: np.random.Generator):
+    def __init__(self, shape: Shape, rng: np.random.Generator, device=None):
         self.shape = shape
         self.rng = rng
-        self.pool = KVPool(shape)          # the engine's view: it reads and writes this
+        self.pool = KVPool(shape, device)  # the engine's view: it reads and writes this
         self.expected = KVPool(shape)      # pav's copy: only pav writes it
         self.free_pages = list(range(shape.num_pages - 1, -1, -1))
         self.requests = []                 # live, in admission order
@@ -93,19 +120,17 @@ class World:
     def room(self, req, extra):
         return req.length + extra <= self.shape.max_len
 
-    def _write(self, flat_slot, k, v, into_pool):
-        p, o = divmod(flat_slot, self.shape.page_size)
-        self.expected.k[p, o] = k
-        self.expected.v[p, o] = v
+    def _write(self, flat_slots, k, v, into_pool):
+        pages, offs = np.divmod(np.asarray(flat_slots, dtype=np.int64), self.shape.page_size)
+        self.expected.put(pages, offs, k, v)
         if into_pool:
-            self.pool.k[p, o] = k
-            self.pool.v[p, o] = v
+            self.pool.put(pages, offs, k, v)
 
-    def _poison(self, flat_slot):
-        p, o = divmod(flat_slot, self.shape.page_size)
+    def _poison(self, flat_slots):
+        pages, offs = np.divmod(np.asarray(flat_slots, dtype=np.int64), self.shape.page_size)
+        nan = np.full((len(pages), self.shape.kv_heads, self.shape.head_dim), np.nan, dtype=np.float32)
         for pool in (self.pool, self.expected):
-            pool.k[p, o] = np.nan
-            pool.v[p, o] = np.nan
+            pool.put(pages, offs, nan, nan)
 
     def new_kv(self, n):
         s = self.shape
@@ -125,15 +150,13 @@ class World:
         self._ensure_pages(req, length)
         self.next_rid += 1
         k, v = self.new_kv(length)
-        for pos in range(length):
-            self._write(self.slot(req, pos), k[pos], v[pos], into_pool=True)
+        self._write([self.slot(req, pos) for pos in range(length)], k, v, into_pool=True)
         req.length = length
         self.requests.append(req)
         return req
 
     def finish(self, req):
-        for pos in range(req.length):
-            self._poison(self.slot(req, pos))
+        self._poison([self.slot(req, pos) for pos in range(req.length)])
         self.free_pages.extend(reversed(req.pages))
         self.requests.remove(req)
 
@@ -144,15 +167,12 @@ class World:
 
     def commit(self, req, k, v):
         """The engine was asked to write these tokens: pav's copy gets them, the live length grows."""
-        slots = self.grow(req, len(k))
-        for i, s in enumerate(slots):
-            self._write(s, k[i], v[i], into_pool=False)
+        self._write(self.grow(req, len(k)), k, v, into_pool=False)
         req.length += len(k)
 
     def roll_back(self, req, n):
         """Drop the last `n` tokens (rejected draft tokens): their slots are poisoned again."""
-        for pos in range(req.length - n, req.length):
-            self._poison(self.slot(req, pos))
+        self._poison([self.slot(req, pos) for pos in range(req.length - n, req.length)])
         req.length -= n
 
     def page_table(self, reqs, width=None):
@@ -167,8 +187,7 @@ class World:
     def pool_differences(self, limit=3):
         """Slots where the engine's pool differs from pav's copy: (page, offset, what)."""
         out = []
-        for name in ("k", "v"):
-            a, b = getattr(self.pool, name), getattr(self.expected, name)
+        for name, a, b in zip("kv", self.pool.host(), self.expected.host()):
             same = (a == b) | (np.isnan(a) & np.isnan(b))
             bad = np.argwhere(~same.all(axis=(2, 3)))
             for p, o in bad[:limit]:
