@@ -87,6 +87,41 @@ def test_defect_found_shrunk_saved_replayed(defect, tmp_path):
     assert res.passed, res.first.to_json()
 
 
+@pytest.fixture(scope="module")
+def torch_cpu():
+    """The torch kernel on the CPU, graphs emulated, pav's pool in torch tensors (where torch imports)."""
+    pytest.importorskip("torch")
+    from kernel_torch import TorchKernel
+    return TorchKernel("cpu"), lifecycle.EmulatedGraphs(pool_device="cpu")
+
+
+def test_torch_kernel_engine_passes(torch_cpu):
+    kern, graphs = torch_cpu
+    t0 = time.perf_counter()
+    seed, steps, outcomes = lifecycle.explore(factory(kernel=kern), SEED, n_steps=60, rounds=2, graphs=graphs,
+                                              log=lambda *_: None)
+    assert seed is None, f"seed {seed}: {outcomes.first.to_json()}"
+    n = sum(o.steps for o in outcomes)
+    print(f"\ntorch kernel (CPU): seeds {SEED}..{SEED + 1}, {n} steps, {n / (time.perf_counter() - t0):.0f} steps/s")
+
+
+@pytest.mark.parametrize("defect", sorted(EXPECTED))
+def test_torch_kernel_engine_defect_found_and_numpy_file_replays_through_it(defect, torch_cpu, tmp_path):
+    """Each defect, in the torch kernel's engine, is found by the same check; and the sequence
+    shrunk and saved from the NumPy engine reproduces through it (another engine, same finding)."""
+    kern, graphs = torch_cpu
+    check = EXPECTED[defect][0]
+    seed, steps, out = lifecycle.explore(factory(defect, kernel=kern), SEED, n_steps=60, rounds=40, graphs=graphs,
+                                         log=lambda *_: None)
+    assert seed is not None and out.first.check == check, out.findings and out.first.to_json()
+    np_seed, np_steps, np_out = lifecycle.explore(factory(defect), SEED, n_steps=60, rounds=40, log=lambda *_: None)
+    small, _ = lifecycle.shrink(factory(defect), np_steps, np_seed, check)
+    path = tmp_path / "f.json"
+    lifecycle.save(str(path), np_seed, small, finding=lifecycle.run(factory(defect), small, np_seed).first)
+    assert lifecycle.replay(str(path), factory(defect, kernel=kern), graphs)[1] == "reproduced"
+    assert lifecycle.replay(str(path), factory(kernel=kern), graphs)[0].passed
+
+
 def test_runtime_mint_is_found_with_the_cache_past_its_bound():
     """The full ladder captured (8 plans, the bound), then an eager batch of 3 (which would pad to
     4 if not eager): the runtime mint, its kernel variant and the ninth plan are three findings."""
