@@ -33,4 +33,4 @@ from pav.lifecycle.adapter import (  # noqa: F401
 from pav.lifecycle.run import OPS, Outcome, draw, explore, ladder_of, probe, run  # noqa: F401
 from pav.lifecycle.seqfile import FORMAT, VERSION, SequenceError, load, replay, save, validate  # noqa: F401
 from pav.lifecycle.shrink import shrink  # noqa: F401
-from pav.lifecycle.world import KVPool, Shape, World, reference  # noqa: F401
+from pav.lifecycle.world import PRECISIONS, KVPool, Shape, World, reference, representable  # noqa: F401

@@ -112,6 +112,16 @@ class Adapter:
         and finish always); pav draws no other. Default: all."""
         return {"draft", "micro", "dummy"}
 
+    def precision(self):
+        """Optional: the type the engine computes in, 'f32' (default), 'bf16' or 'f16': every q, K and V
+        pav draws is exact in it, so the engine's casts lose nothing."""
+        return "f32"
+
+    def tolerance(self):
+        """Optional: (absolute, relative) tolerance of an output against the fp64 reference. Default
+        (1e-4, 1e-4), for float32 accumulation; a kernel with 16-bit outputs needs about (2e-2, 2e-2)."""
+        return (1e-4, 1e-4)
+
     def live_buffers(self):
         """Optional: {name: array} of the buffers a captured graph may read, as the engine holds
         them now. pav checks that what a graph recorded at capture is still these at replay."""

@@ -24,8 +24,6 @@ OPS = {
     "micro": {"n": (2, 4096)},
     "dummy": {"bs": (1, 4096), "q_len": (1, 64)},
 }
-ATOL = 1e-4
-RTOL = 1e-4
 
 
 class Outcome:
@@ -56,6 +54,8 @@ class Runner:
         self.hooks.phase = "idle"
         self.hooks.live_buffers = self.engine.live_buffers
         self.hooks.plan_bound = self.engine.plan_cache_bound()
+        self.world.precision = self.engine.precision()
+        self.atol, self.rtol = self.engine.tolerance()
         self.findings = self.hooks.findings      # one list, in the order things happened
 
     # ---- checks
@@ -84,7 +84,7 @@ class Runner:
         ref = reference(self.world, reqs, q, q_len)
         for li, o in enumerate(layers):
             err = np.abs(o.astype(np.float64) - ref)
-            bad = ~(err <= ATOL + RTOL * np.abs(ref))
+            bad = ~(err <= self.atol + self.rtol * np.abs(ref))
             if not bad.any():
                 continue
             row = int(np.argwhere(bad)[0][0])
@@ -111,12 +111,11 @@ class Runner:
                 slots += w.grow(r, q_len)
         except PoolFull:
             return None
-        n = len(reqs) * q_len
-        k, v = w.new_kv(n)
+        q, k, v = w.new_tokens(len(reqs) * q_len)
         return StepBatch(rids=[r.rid for r in reqs], q_len=q_len,
                          lens=np.array([r.length + q_len for r in reqs], dtype=np.int32),
                          tables=w.page_table(reqs), slots=np.array(slots, dtype=np.int64),
-                         q=w.new_q(n), k_new=k, v_new=v, eager=eager, micro_batch=micro_batch)
+                         q=q, k_new=k, v_new=v, eager=eager, micro_batch=micro_batch)
 
     def _commit(self, reqs, batch):
         for i, r in enumerate(reqs):
@@ -191,11 +190,11 @@ class Runner:
         except PoolFull:
             return
         B = len(reqs)
-        kv = [w.new_kv(B) for _ in range(k)]
+        toks = [w.new_tokens(B) for _ in range(k)]
         batch = DraftBatch(rids=[r.rid for r in reqs], steps=k,
                            lens=np.array([r.length for r in reqs], dtype=np.int32), tables=w.page_table(reqs),
-                           slots=slots, q=np.stack([w.new_q(B) for _ in range(k)]),
-                           k_new=np.stack([a for a, _ in kv]), v_new=np.stack([b for _, b in kv]))
+                           slots=slots, q=np.stack([t[0] for t in toks]),
+                           k_new=np.stack([t[1] for t in toks]), v_new=np.stack([t[2] for t in toks]))
         self._poison_scratch()
         self._phase("draft", [(B, 1)])
         outs = np.asarray(self.engine.draft(batch))

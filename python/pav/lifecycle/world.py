@@ -42,6 +42,22 @@ class Shape:
                                                 "max_pages_per_request")}
 
 
+PRECISIONS = ("f32", "bf16", "f16")
+
+
+def representable(x, precision):
+    """float32 `x` rounded (to nearest, ties to even) to values exact in `precision`."""
+    if precision == "f32":
+        return x
+    if precision == "f16":
+        return x.astype(np.float16).astype(np.float32)
+    if precision == "bf16":
+        u = np.ascontiguousarray(x, dtype=np.float32).view(np.uint32).astype(np.uint64)
+        u = (u + 0x7FFF + ((u >> 16) & 1)) & 0xFFFF0000
+        return u.astype(np.uint32).view(np.float32).reshape(x.shape)
+    raise ValueError(f"precision must be one of {', '.join(PRECISIONS)}, got {precision!r}")
+
+
 class KVPool:
     """K and V, [num_pages, page_size, kv_heads, head_dim] float32 each: NumPy arrays, or, with
     `device` (a torch device), torch tensors there, for an engine that runs on the device."""
@@ -93,9 +109,10 @@ class PoolFull(Exception):
 class World:
     """Requests, pages and lengths as they truly are; pav's copy of the pool."""
 
-    def __init__(self, shape: Shape, rng: np.random.Generator, device=None):
+    def __init__(self, shape: Shape, rng: np.random.Generator, device=None, precision="f32"):
         self.shape = shape
         self.rng = rng
+        self.precision = precision         # every value pav draws is exact in this type
         self.pool = KVPool(shape, device)  # the engine's view: it reads and writes this
         self.expected = KVPool(shape)      # pav's copy: only pav writes it
         self.free_pages = list(range(shape.num_pages - 1, -1, -1))
@@ -133,14 +150,30 @@ class World:
             pool.put(pages, offs, nan, nan)
 
     def new_kv(self, n):
+        """K and V of `n` new tokens. A quarter of the keys are loud (three times the scale), so such a
+        token takes much of its request's attention: a read that misses it (a stale length, a
+        stale plan) is off by far more than a 16-bit kernel's rounding."""
         s = self.shape
         k = self.rng.standard_normal((n, s.kv_heads, s.head_dim)).astype(np.float32)
         v = self.rng.standard_normal((n, s.kv_heads, s.head_dim)).astype(np.float32)
-        return k, v
+        k[self.rng.random(n) < 0.25] *= 3.0
+        return representable(k, self.precision), representable(v, self.precision)
 
     def new_q(self, n):
         s = self.shape
-        return self.rng.standard_normal((n, s.q_heads, s.head_dim)).astype(np.float32)
+        return representable(self.rng.standard_normal((n, s.q_heads, s.head_dim)).astype(np.float32), self.precision)
+
+    def new_tokens(self, n):
+        """q, K and V of `n` new tokens of a step. Half the tokens attend mostly to themselves (the
+        key leans towards the mean of its query group), so a read that leaves out the newest token
+        is off by a large fraction of the output, far past a 16-bit kernel's rounding."""
+        s = self.shape
+        q = self.new_q(n)
+        k, v = self.new_kv(n)
+        near = self.rng.random(n) < 0.5
+        mean = q.reshape(n, s.kv_heads, s.q_heads // s.kv_heads, s.head_dim).mean(axis=2)
+        k[near] = representable(0.5 * k[near] + 1.5 * mean[near], self.precision)
+        return q, k, v
 
     # ---- requests
 
