@@ -14,6 +14,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from pav import worker
+
 
 @dataclass(frozen=True)
 class Shape:
@@ -52,9 +54,7 @@ def representable(x, precision):
     if precision == "f16":
         return x.astype(np.float16).astype(np.float32)
     if precision == "bf16":
-        u = np.ascontiguousarray(x, dtype=np.float32).view(np.uint32).astype(np.uint64)
-        u = (u + 0x7FFF + ((u >> 16) & 1)) & 0xFFFF0000
-        return u.astype(np.uint32).view(np.float32).reshape(x.shape)
+        return worker.bf16_to_f32(worker.f32_to_bf16(np.ascontiguousarray(x, dtype=np.float32)))
     raise ValueError(f"precision must be one of {', '.join(PRECISIONS)}, got {precision!r}")
 
 
