@@ -25,8 +25,8 @@ sys.path.insert(0, os.path.join(HERE, "..", "..", "python"))
 
 from pav import lifecycle  # noqa: E402
 
-from adapter import factory  # noqa: E402
-from engine import DEFECTS  # noqa: E402
+from engine_adapter import factory  # noqa: E402
+from engine_backend import DEFECTS  # noqa: E402
 
 
 def main(argv=None):
@@ -41,7 +41,7 @@ def main(argv=None):
     a = ap.parse_args(argv)
     graphs, options = None, {}
     if a.torch:
-        from kernel_torch import TorchKernel
+        from engine_kernel_torch import TorchKernel
         options["kernel"] = TorchKernel(a.torch)
         graphs = lifecycle.TorchGraphs(a.torch) if a.torch.startswith("cuda") else \
             lifecycle.EmulatedGraphs(pool_device=a.torch)

@@ -20,9 +20,16 @@ SOURCE = os.environ.get("PAV_SOURCE_DIR", os.path.join(os.path.dirname(os.path.a
 sys.path.insert(0, os.path.join(SOURCE, "python"))
 sys.path.insert(0, os.path.join(SOURCE, "examples", "engine"))
 
-from pav import lifecycle  # noqa: E402
-from adapter import ReferenceEngine, factory  # noqa: E402
-from engine import DEFECTS  # noqa: E402
+try:
+    from pav import lifecycle  # noqa: E402
+except ImportError:
+    # pav imported from a build tree whose package folder does not have the lifecycle subpackage
+    # (pure Python): take it from the source tree beside this file
+    import pav  # noqa: E402
+    pav.__path__.append(os.path.join(SOURCE, "python", "pav"))
+    from pav import lifecycle  # noqa: E402
+from engine_adapter import ReferenceEngine, factory  # noqa: E402
+from engine_backend import DEFECTS  # noqa: E402
 
 SEED = int(os.environ.get("PAV_LIFECYCLE_SEED", "1"))
 
@@ -91,7 +98,7 @@ def test_defect_found_shrunk_saved_replayed(defect, tmp_path):
 def torch_cpu():
     """The torch kernel on the CPU, graphs emulated, pav's pool in torch tensors (where torch imports)."""
     pytest.importorskip("torch")
-    from kernel_torch import TorchKernel
+    from engine_kernel_torch import TorchKernel
     return TorchKernel("cpu"), lifecycle.EmulatedGraphs(pool_device="cpu")
 
 

@@ -9,14 +9,14 @@ runs, and two micro-batches in flight with an overlapped schedule.
 
 Correct by default. `defect=NAME` (or `--defect NAME` in run.py) switches in
 one of the lifecycle bugs in DEFECTS. `kernel=` picks the array library: the
-NumPy kernel (kernel.py, the default) or the torch one (kernel_torch.py, on a
+NumPy kernel (engine_kernel.py, the default) or the torch one (engine_kernel_torch.py, on a
 device or the CPU); the backend's code is the same for both.
 """
 from dataclasses import dataclass, replace
 
 import numpy as np
 
-import kernel as numpy_kernel
+import engine_kernel as numpy_kernel
 
 DEFECTS = {
     "draft-stale-plan": "the draft loop attends over the target step's plan, never refreshed as the draft "

@@ -3,7 +3,7 @@
 method is one call into the backend, as it would be for an engine's own."""
 from pav.lifecycle import Adapter
 
-from engine import Backend
+from engine_backend import Backend
 
 
 class ReferenceEngine(Adapter):

@@ -1,7 +1,7 @@
 # SPDX-License-Identifier: Apache-2.0
 """The reference engine's decode kernel in torch, for a device (or the CPU).
 
-Same surface as kernel.py. Every launch reads its inputs from device buffers
+Same surface as engine_kernel.py. Every launch reads its inputs from device buffers
 of shapes fixed when the graph is captured (the work items of the plan's
 capacity, or `splits` per row), and no host value decides anything inside
 write_kv, attend or merge, so torch.cuda.graph can record them; a plan is
@@ -13,14 +13,14 @@ import warnings
 import numpy as np
 import torch
 
-import kernel as numpy_kernel
+import engine_kernel as numpy_kernel
 
 warnings.filterwarnings("ignore", message="scatter_reduce")   # beta in torch 1.13; its meaning is settled
 _DT = {"i32": torch.int32, "i64": torch.int64, "f32": torch.float32}
 
 
 class TorchPlan:
-    """kernel.Plan's arithmetic on the host; its work and reduce rows in device buffers."""
+    """engine_kernel.Plan's arithmetic on the host; its work and reduce rows in device buffers."""
 
     def __init__(self, num_seqs, tile, max_partitions, budget, device):
         self.host_plan = numpy_kernel.Plan(num_seqs, tile, max_partitions, budget)
