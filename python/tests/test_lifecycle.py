@@ -30,6 +30,7 @@ except ImportError:
     from pav import lifecycle  # noqa: E402
 from engine_adapter import ReferenceEngine, factory  # noqa: E402
 from engine_backend import DEFECTS  # noqa: E402
+import engine_wrapper  # noqa: E402
 
 SEED = int(os.environ.get("PAV_LIFECYCLE_SEED", "1"))
 
@@ -127,6 +128,35 @@ def test_torch_kernel_engine_defect_found_and_numpy_file_replays_through_it(defe
     lifecycle.save(str(path), np_seed, small, finding=lifecycle.run(factory(defect), small, np_seed).first)
     assert lifecycle.replay(str(path), factory(defect, kernel=kern), graphs)[1] == "reproduced"
     assert lifecycle.replay(str(path), factory(kernel=kern), graphs)[0].passed
+
+
+WRAPPER_EXPECTED = {"wrapper-not-replanned": "output", "wrapper-split-at-replay": "route"}
+
+
+def test_plan_run_wrapper_engine_passes():
+    """The second backend style: a plan/run wrapper per captured batch size, planned before every replay."""
+    seed, steps, outcomes = lifecycle.explore(engine_wrapper.factory(), SEED, n_steps=80, rounds=4,
+                                              log=lambda *_: None)
+    assert seed is None, outcomes.first.to_json()
+    assert sum(o.counts["replays"] for o in outcomes) > 0
+    assert not any(o.counts.get("draft") or o.counts.get("micro") for o in outcomes)
+
+
+@pytest.mark.parametrize("defect", sorted(WRAPPER_EXPECTED))
+def test_plan_run_wrapper_defect_found_shrunk_replayed(defect, tmp_path):
+    check = WRAPPER_EXPECTED[defect]
+    make = engine_wrapper.factory(defect)
+    seed, steps, out = lifecycle.explore(make, SEED, n_steps=60, rounds=20, log=lambda *_: None)
+    assert seed is not None and out.first.check == check, out.findings and out.first.to_json()
+    small, runs = lifecycle.shrink(make, steps, seed, check)
+    again = lifecycle.run(make, small, seed)
+    print(f"\n{defect}: seed {seed}, found at step {out.first.step}; shrunk to {len(small)} steps: "
+          f"{again.first.message}")
+    assert again.first.check == check and len(small) <= 4
+    path = tmp_path / "w.json"
+    lifecycle.save(str(path), seed, small, finding=again.first)
+    assert lifecycle.replay(str(path), make)[1] == "reproduced"
+    assert lifecycle.replay(str(path), engine_wrapper.factory())[0].passed
 
 
 def test_runtime_mint_is_found_with_the_cache_past_its_bound():
