@@ -247,6 +247,21 @@ def test_every_layer_of_a_forward_is_checked():
     assert out.first.check == "output" and out.first.step == 4 and "layer 1: " in out.first.message
 
 
+def test_pool_findings_say_what_went_wrong():
+    class WritesNothing(ReferenceEngine):
+        def prepare(self, batch):
+            return super().prepare(replace(batch, slots=np.full_like(batch.slots, -1)))
+
+    class WritesToAFreePage(ReferenceEngine):
+        def prepare(self, batch):
+            return super().prepare(replace(batch, slots=batch.slots + 400 * self.backend.shape.page_size))
+    steps = SHORT[:2] + [{"op": "decode", "n": 2, "q_len": 1, "eager": True, "dummy": 0}]
+    out = lifecycle.run(lambda h, p, s: WritesNothing(h, p, s), steps, SEED)
+    assert out.first.check == "pool" and "was never written" in out.first.message, out.first.message
+    out = lifecycle.run(lambda h, p, s: WritesToAFreePage(h, p, s), steps, SEED)
+    assert out.first.check == "pool" and "no live token and no new token" in out.first.message, out.first.message
+
+
 def test_an_engine_that_raises_is_a_finding():
     class Raises(ReferenceEngine):
         def draft(self, batch):

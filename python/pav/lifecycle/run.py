@@ -14,7 +14,7 @@ import numpy as np
 from pav.lifecycle.adapter import DraftBatch, Finding, Hooks, StepBatch, poison
 from pav.lifecycle.world import PoolFull, Shape, World, reference
 
-# op -> {field: (minimum, maximum)} (booleans as (0, 1)); `None` where a field may also be null
+# op -> {field: (minimum, maximum)}; `eager` is a boolean and, with `dummy`, optional (0: no dummy run)
 OPS = {
     "admit": {"len": (1, 100000)},
     "finish": {"req": (0, 100000)},
@@ -63,10 +63,10 @@ class Runner:
     def _check_pool(self, what):
         bad = self.world.pool_differences()
         if bad:
-            p, o, name = bad[0]
+            p, o, name, how = bad[0]
             self.findings.append(Finding(
                 "pool", f"{what} left the KV pool's {name.upper()} at page {p} offset {o} ({self.world.owner_of(p, o)}) "
-                        f"different from what pav wrote there; it wrote outside this step's new-token slots"))
+                        f"different from pav's copy: {how}"))
             # repair, so one stray write is reported once
             self.world.pool.load(*self.world.expected.host())
 
@@ -75,7 +75,7 @@ class Runner:
         several attention layers (each with its own metadata or wrapper) over the same pool and q."""
         s = self.shape
         want = (len(reqs) * q_len, s.q_heads, s.head_dim)
-        out = np.asarray(out)
+        out = np.asarray(out.detach().cpu() if hasattr(out, "detach") else out)
         layers = out[None] if out.ndim == 3 else out
         if layers.ndim != 4 or layers.shape[1:] != want:
             self.findings.append(Finding("output", f"{what}: output shape {out.shape}, expected {want} "
@@ -197,7 +197,8 @@ class Runner:
                            k_new=np.stack([t[1] for t in toks]), v_new=np.stack([t[2] for t in toks]))
         self._poison_scratch()
         self._phase("draft", [(B, 1)])
-        outs = np.asarray(self.engine.draft(batch))
+        outs = self.engine.draft(batch)
+        outs = np.asarray(outs.detach().cpu() if hasattr(outs, "detach") else outs)
         if outs.ndim not in (4, 5) or outs.shape[0] != k or outs.shape[-3] != B:
             self.findings.append(Finding("output", f"draft loop returned shape {outs.shape}, expected ({k}, {B}, Hq, D) "
                                                    f"or ({k}, layers, {B}, Hq, D)"))

@@ -218,14 +218,18 @@ class World:
     # ---- checks
 
     def pool_differences(self, limit=3):
-        """Slots where the engine's pool differs from pav's copy: (page, offset, what)."""
-        out = []
+        """Slots where the engine's pool differs from pav's copy, (page, offset, 'k' or 'v', how):
+        stray writes first, then overwritten tokens, then tokens never written."""
+        kinds = {"stray": [], "over": [], "missing": []}
+        how = {"stray": "written, though no live token and no new token of this step is there",
+               "over": "a token there was overwritten with other values",
+               "missing": "a token pav expects there was never written (or was overwritten with NaN)"}
         for name, a, b in zip("kv", self.pool.host(), self.expected.host()):
             same = (a == b) | (np.isnan(a) & np.isnan(b))
-            bad = np.argwhere(~same.all(axis=(2, 3)))
-            for p, o in bad[:limit]:
-                out.append((int(p), int(o), name))
-        return out
+            for p, o in np.argwhere(~same.all(axis=(2, 3))):
+                kind = "stray" if np.isnan(b[p, o]).all() else "missing" if np.isnan(a[p, o]).any() else "over"
+                kinds[kind].append((int(p), int(o), name, how[kind]))
+        return [d for k in ("stray", "over", "missing") for d in kinds[k][:limit]]
 
     def owner_of(self, page, offset):
         for r in self.requests:
