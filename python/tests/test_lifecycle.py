@@ -9,6 +9,7 @@ Seeds print; PAV_LIFECYCLE_SEED=N starts from another one. Needs NumPy only."""
 import copy
 import json
 import os
+import subprocess
 import sys
 import time
 from dataclasses import replace
@@ -430,6 +431,54 @@ def test_a_file_that_is_not_json_is_refused(tmp_path):
     path.write_text("{\"format\": ")
     with pytest.raises(lifecycle.SequenceError, match="not JSON"):
         lifecycle.load(str(path))
+
+
+def _cli(*args):
+    env = dict(os.environ, PYTHONPATH=os.path.join(SOURCE, "python"))
+    return subprocess.run([sys.executable, "-m", "pav.lifecycle", *args], capture_output=True, text=True,
+                          env=env, timeout=120)
+
+
+WRAPPER = os.path.join(SOURCE, "examples", "engine", "engine_wrapper.py")
+
+
+def test_command_line_passes_finds_saves_and_replays(tmp_path):
+    r = _cli("--engine", WRAPPER + ":factory", "--rounds", "2", "--steps", "40", "--json")
+    assert r.returncode == 0, r.stderr
+    doc = json.loads(r.stdout)
+    assert doc["passed"] and doc["steps"] == 80 and doc["seeds"] == [1, 2]
+    spec = tmp_path / "bad_engine.py"
+    spec.write_text(f"import sys\nsys.path.insert(0, {os.path.dirname(WRAPPER)!r})\nimport engine_wrapper\n"
+                    "def make():\n    return engine_wrapper.factory('wrapper-split-at-replay')\n")
+    saved = tmp_path / "f.json"
+    r = _cli("--engine", f"{spec}:make", "--save", str(saved), "--json")
+    assert r.returncode == 1, r.stderr
+    doc = json.loads(r.stdout)
+    assert doc["finding"]["check"] == "route" and doc["replay"] == "reproduced" and len(doc["shrunk_steps"]) <= 4
+    r = _cli("--engine", f"{spec}:make", "--save", str(tmp_path / "g.json"))      # for people
+    assert r.returncode == 1 and "shrunk to 3 steps" in r.stdout and "reproduced" in r.stdout, r.stdout
+    r = _cli("--engine", f"{spec}:make", "--replay", str(saved))
+    assert r.returncode == 1 and "reproduced" in r.stdout
+    r = _cli("--engine", WRAPPER + ":factory", "--replay", str(saved))
+    assert r.returncode == 0 and "not reproduced" in r.stdout
+
+
+@pytest.mark.parametrize("args,message", [
+    (["--engine", "nowhere.py:factory"], "--engine: no file 'nowhere.py'"),
+    (["--engine", "factory"], "--engine wants FILE.py:FUNC, got 'factory'"),
+    (["--engine", WRAPPER + ":nothing"], "has no function 'nothing'"),
+    (["--engine", WRAPPER + ":factory", "--rounds", "0"], "--rounds must be >= 1, got 0"),
+])
+def test_command_line_refuses_bad_usage(args, message):
+    r = _cli(*args)
+    assert r.returncode == 2 and message in r.stderr, (r.returncode, r.stderr)
+
+
+def test_command_line_refuses_a_malformed_file(tmp_path):
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps(dict(_good(), version=9)))
+    r = _cli("--engine", WRAPPER + ":factory", "--replay", str(bad))
+    assert r.returncode == 2 and "'version' 9 is not one this pav reads" in r.stderr
 
 
 def test_a_saved_failure_that_no_longer_fails_is_labelled_not_reproduced(tmp_path):
