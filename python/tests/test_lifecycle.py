@@ -263,6 +263,20 @@ def test_pool_findings_say_what_went_wrong():
     assert out.first.check == "pool" and "no live token and no new token" in out.first.message, out.first.message
 
 
+def test_reserved_pages_are_the_engines_padding_target():
+    """Page 0 is reserved (never a request's): an engine that pads its writes to slot 0, as
+    SGLang's and vLLM's do, passes; with no page reserved, page 0 is a request's and the write shows."""
+    class PadsToSlotZero(ReferenceEngine):
+        def dummy(self, bs, q_len):
+            super().dummy(bs, q_len)
+            self.backend.pool.k[0, 0] = 0.0
+    steps = SHORT[:2] + [{"op": "dummy", "bs": 2, "q_len": 1}]
+    make = lambda h, p, s: PadsToSlotZero(h, p, s)  # noqa: E731
+    assert lifecycle.run(make, steps, SEED).passed
+    out = lifecycle.run(make, steps, SEED, shape=lifecycle.Shape(reserved_pages=0))
+    assert out.first.check == "pool" and "page 0 offset 0 (request 0 token 0)" in out.first.message
+
+
 def test_an_engine_that_raises_is_a_finding():
     class Raises(ReferenceEngine):
         def draft(self, batch):
@@ -401,6 +415,8 @@ MALFORMED = [
     (_set(["extra"], 1), "unknown field(s) extra"),
     (_set(["shape", "q_heads"], 3), "must be a multiple of kv_heads"),
     (_set(["shape", "page_size"], 0), "Shape.page_size must be an integer >= 1"),
+    (_set(["shape", "reserved_pages"], 512), "Shape.reserved_pages (512) leaves none of the 512 pages"),
+    (_set(["shape", "reserved_pages"], -1), "Shape.reserved_pages must be an integer >= 0"),
     (_set(["steps"], {}), "'steps' must be a list"),
     (_set(["steps", 0], "admit"), "step 0: expected an object"),
     (_set(["steps", 0, "op"], "prefill"), "step 0: unknown op 'prefill'"),

@@ -17,6 +17,9 @@ import numpy as np
 from pav import worker
 
 
+_FIELDS = ("q_heads", "kv_heads", "head_dim", "page_size", "num_pages", "max_pages_per_request", "reserved_pages")
+
+
 @dataclass(frozen=True)
 class Shape:
     """The attention layer's dimensions and the pool's size."""
@@ -26,12 +29,16 @@ class Shape:
     page_size: int = 8
     num_pages: int = 512
     max_pages_per_request: int = 48
+    reserved_pages: int = 1         # pages 0.. never given to a request: an engine's padding target
 
     def __post_init__(self):
-        for name in ("q_heads", "kv_heads", "head_dim", "page_size", "num_pages", "max_pages_per_request"):
+        for name in _FIELDS:
             v = getattr(self, name)
-            if not isinstance(v, int) or isinstance(v, bool) or v < 1:
-                raise ValueError(f"Shape.{name} must be an integer >= 1, got {v!r}")
+            low = 0 if name == "reserved_pages" else 1
+            if not isinstance(v, int) or isinstance(v, bool) or v < low:
+                raise ValueError(f"Shape.{name} must be an integer >= {low}, got {v!r}")
+        if self.reserved_pages >= self.num_pages:
+            raise ValueError(f"Shape.reserved_pages ({self.reserved_pages}) leaves none of the {self.num_pages} pages")
         if self.q_heads % self.kv_heads:
             raise ValueError(f"Shape.q_heads ({self.q_heads}) must be a multiple of kv_heads ({self.kv_heads})")
 
@@ -40,8 +47,7 @@ class Shape:
         return self.page_size * self.max_pages_per_request
 
     def to_json(self):
-        return {k: getattr(self, k) for k in ("q_heads", "kv_heads", "head_dim", "page_size", "num_pages",
-                                                "max_pages_per_request")}
+        return {k: getattr(self, k) for k in _FIELDS}
 
 
 PRECISIONS = ("f32", "bf16", "f16")
@@ -115,7 +121,7 @@ class World:
         self.precision = precision         # every value pav draws is exact in this type
         self.pool = KVPool(shape, device)  # the engine's view: it reads and writes this
         self.expected = KVPool(shape)      # pav's copy: only pav writes it
-        self.free_pages = list(range(shape.num_pages - 1, -1, -1))
+        self.free_pages = list(range(shape.num_pages - 1, shape.reserved_pages - 1, -1))
         self.requests = []                 # live, in admission order
         self.next_rid = 0
 
@@ -226,6 +232,7 @@ class World:
                "missing": "a token pav expects there was never written (or was overwritten with NaN)"}
         for name, a, b in zip("kv", self.pool.host(), self.expected.host()):
             same = (a == b) | (np.isnan(a) & np.isnan(b))
+            same[:self.shape.reserved_pages] = True          # the engine's to write padding to
             for p, o in np.argwhere(~same.all(axis=(2, 3))):
                 kind = "stray" if np.isnan(b[p, o]).all() else "missing" if np.isnan(a[p, o]).any() else "over"
                 kinds[kind].append((int(p), int(o), name, how[kind]))
