@@ -1708,7 +1708,9 @@ TEST(KernelJudgement, LseIsHeldToTheReferenceAndMinusInfinityInEmptyRows) {
   lse[empty] = 0.0f;
   const props::KernelJudgement j = props::judge_kernel_output(kc.request, d);
   EXPECT_FALSE(j.passed);
-  EXPECT_NE(j.verdict.find("lse"), std::string::npos) << j.verdict;
+  // The failure leads the verdict; the output's passing figures follow it.
+  EXPECT_EQ(j.verdict.rfind("FAIL lse: 1 of ", 0), 0u) << j.verdict;
+  EXPECT_NE(j.verdict.find("; out PASS: "), std::string::npos) << j.verdict;
   lse[empty] = std::numeric_limits<float>::infinity();
   EXPECT_FALSE(props::judge_kernel_output(kc.request, d).passed) << "+inf in an empty row";
 }

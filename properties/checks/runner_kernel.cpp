@@ -141,8 +141,11 @@ KernelJudgement judge_kernel_output(const adapters::DecodeRequest& r, const Kern
       first = fmt::format("lse row {} head {}: {} vs reference {}", i / ref.hq, i % ref.hq, got, want);
   }
   if (bad) {
+    // The failing part leads: an output within the standard beside a wrong lse
+    // reads as the lse's failure, then the output's figures.
+    const std::string lse_failure = fmt::format("FAIL lse: {} of {} rows wrong, first {}", bad, n, first);
+    j.verdict = j.passed ? lse_failure + "; out " + j.verdict : j.verdict + "; " + lse_failure;
     j.passed = false;
-    j.verdict += fmt::format("; FAIL lse: {} of {} rows wrong, first {}", bad, n, first);
   }
   return j;
 }
