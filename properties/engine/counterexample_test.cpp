@@ -207,6 +207,8 @@ TEST(FuzzEngine, ReportsTheFirstFailureInCaseOrderWhateverTheJobs) {
     ASSERT_FALSE(r.passed());
     EXPECT_EQ(r.first_failure()->failure->seed, case_seed(base, k0, 0, 1)) << "jobs " << jobs;
     EXPECT_EQ(r.first_failure()->failure->first_message, name_of_failure(first_value)) << "jobs " << jobs;
+    EXPECT_TRUE(r.first_failure()->failure->shrink_hit_limit) << "jobs " << jobs;
+    EXPECT_FALSE(r.first_failure()->failure->shrink_stopped) << "a tries limit is not a stop; jobs " << jobs;
   }
   fs::remove_all(dir);
 }
@@ -288,6 +290,7 @@ TEST(FuzzEngine, AStopDuringAFailureSavesTheCaseAsFound) {
   EXPECT_TRUE(r.interrupted);
   const PropertyRun& run = *r.first_failure();
   EXPECT_TRUE(run.failure->shrink_hit_limit) << "no shrinking after the stop";
+  EXPECT_TRUE(run.failure->shrink_stopped) << "the limit was the stop, and the run says so";
   EXPECT_EQ(run.failure->shrink_tries, 0);
   ASSERT_FALSE(run.saved_path.empty()) << run.save_error;
   json meta;

@@ -324,11 +324,14 @@ FuzzReport run_fuzz(const FuzzOptions& opt, const std::vector<const Property*>& 
       fmt::print(out, "  the failure did not recur when the case was regenerated from its seed (flaky)\n");
       run.failure = std::move(f);
     } else {
+      found->shrink_stopped = found->shrink_hit_limit && stop_asked();
       fmt::print(out,
                  "  shrunk in {} steps of the shrink tree + {} simplifications ({} candidates, {:.1f} s){}\n"
                  "  shrunk case: {}\n  its failure: {}\n",
                  found->shrink_steps, found->simplify_steps, found->shrink_tries, shrink_s,
-                 found->shrink_hit_limit ? " - stopped at a shrink limit, not a local minimum" : "",
+                 found->shrink_stopped     ? " - stopped when a stop was asked (a signal), not at a local minimum"
+                 : found->shrink_hit_limit ? " - stopped at a shrink limit, not a local minimum"
+                                           : "",
                  found->description, found->message);
       try {
         run.saved_path = save_found(opt.save_dir, *found, opt);

@@ -193,6 +193,7 @@ struct Found {
   std::string message;        // the failure of the shrunk case
   int64_t shrink_steps = 0, simplify_steps = 0, shrink_tries = 0;
   bool shrink_hit_limit = false;
+  bool shrink_stopped = false;  // the limit was a stop asked (a signal), not tries or time
   bool reproduced = true;     // false: the failure did not recur when regenerated (flaky)
   CaseSpec spec;              // the shrunk case
   nlohmann::json meta;        // property-specific fields and the run's facts

@@ -90,6 +90,7 @@ nlohmann::ordered_json property_run_json(const fz::PropertyRun& run) {
                     {"case_id", f.reproduced ? nlohmann::ordered_json(props::case_id(f.property, f.spec, f.meta))
                                              : nlohmann::ordered_json(nullptr)},
                     {"shrink_hit_limit", f.shrink_hit_limit},
+                    {"shrink_stopped", f.shrink_stopped},
                     {"saved", run.saved_path.empty() ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(run.saved_path)},
                     {"save_error", run.save_error.empty() ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(run.save_error)},
                     {"reproduce", f.reproduce}};
