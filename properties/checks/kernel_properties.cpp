@@ -281,7 +281,18 @@ PropertyParts<RejectCase> reject_parts(const KernelDescription& d) {
       check_reject_case,
       reject_to_case,
       reject_from_case,
-      [](const RejectCase& r) { return to_string(r); },
+      // Every field of the call, as decode's summary has them (variants included).
+      [](const RejectCase& r) { return reject_kind(r) + "; " + describe_kernel_spec(r.spec); },
+      // Simpler calls of the same kind, as decode shrinks: a base breaking one
+      // clause stays inside the description (the clause is broken on it); a
+      // call moved past it stays outside. The engine keeps those that fail.
+      [d](const RejectCase& r) {
+        const bool inside = r.clause != kernels::Clause::none || r.moved.empty();
+        std::vector<RejectCase> out;
+        for (CaseSpec& c : simpler_decode_specs(r.spec))
+          if (spec_within(c, d) == inside) out.push_back({std::move(c), r.moved, r.clause, r.variant});
+        return out;
+      },
   };
 }
 

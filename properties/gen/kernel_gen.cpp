@@ -406,20 +406,10 @@ rc::Gen<StaleKernelCase> gen_stale_kernel_case(const KernelDescription& d, Decod
 
 // ---- reject cases ------------------------------------------------------------------
 
-std::string to_string(const RejectCase& r) {
-  std::string what = r.clause != Clause::none ? fmt::format("breaks {} (variant {})", kernels::clause_name(r.clause), r.variant)
-                     : !r.moved.empty()       ? "moved outside: " + r.moved
-                                              : std::string("inside the description");
-  std::string lens;
-  for (int32_t l : r.spec.lens) lens += (lens.empty() ? "" : ",") + std::to_string(l);
-  return fmt::format("{}; lens [{}] q_len {} hkv {} G {} D {}{} block {} {} q {} cache {}{}", what, lens, r.spec.q_len,
-                     r.spec.hkv, r.spec.group, r.spec.head_dim,
-                     r.spec.v_head_dim > 0 ? fmt::format(" (MLA D_v {})", r.spec.v_head_dim) : "", r.spec.block_size,
-                     r.spec.layout != CacheLayout::packed ? kernels::to_string(r.spec.layout)
-                     : r.spec.v_layout == VLayout::trans  ? "trans"
-                                                          : "plain",
-                     kernels::to_string(r.spec.q_dtype), kernels::to_string(r.spec.cache_dtype),
-                     r.spec.page_table == PageTable::csr ? " csr" : "");
+std::string reject_kind(const RejectCase& r) {
+  return r.clause != Clause::none ? fmt::format("breaks {} (variant {})", kernels::clause_name(r.clause), r.variant)
+         : !r.moved.empty()       ? "moved outside: " + r.moved
+                                  : std::string("inside the description");
 }
 
 std::vector<Clause> abi_clauses(Split split) {

@@ -75,7 +75,9 @@ struct RejectCase {
   kernels::Clause clause = kernels::Clause::none;  // a structural clause to break
   int variant = 0;
 };
-std::string to_string(const RejectCase& r);
+// What kind of reject case it is: "breaks CLAUSE (variant N)", "moved outside:
+// FIELD", or "inside the description".
+std::string reject_kind(const RejectCase& r);
 
 // The clauses of kernels/validate.hpp that a call crossing the ABI can break
 // (options the ABI has no field for, such as ALiBi or the partition size, and
