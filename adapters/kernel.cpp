@@ -13,6 +13,7 @@
 #include "common/utf8_text.hpp"
 #include "input/json_input.hpp"
 #include "kernels/limits.hpp"
+#include "kernels/validate.hpp"
 
 
 namespace pav::adapters {
@@ -514,25 +515,16 @@ namespace {
 
 std::string shape_text(const TensorView& v) { return v.present() ? v.shape_string() : "absent"; }
 
-bool c_contiguous(const TensorView& v) {
-  int64_t expect = 1;
-  for (int i = v.rank - 1; i >= 0; --i) {
-    if (v.shape[i] != 1 && v.stride[i] != expect) return false;
-    expect *= v.shape[i];
-  }
-  return true;
-}
-
 bool positive_extents(const TensorView& v) {
   for (int i = 0; i < v.rank; ++i)
     if (v.shape[i] < 1) return false;
   return true;
 }
 
-// q and out: [rows, Hq, D], head_dim stride 1; dense rows unless strided_q.
-std::string row_layout_problem(const char* name, const TensorView& t, bool strided_q) {
-  if (t.stride[2] != 1) return fmt::format("{}: head_dim stride {} (must be 1)", name, t.stride[2]);
-  if (c_contiguous(t)) return {};
+// q's and out's rows (their head-dim stride is the layout's): dense unless
+// strided_q, then with dense heads and rows at least Hq*D apart.
+std::string row_stride_problem(const char* name, const TensorView& t, bool strided_q) {
+  if (t.contiguous()) return {};
   if (!strided_q) return fmt::format("{}: not contiguous (strides [{}, {}, {}]); the kernel does not take strided q",
                                      name, t.stride[0], t.stride[1], t.stride[2]);
   if (t.stride[1] != t.shape[2] || t.stride[0] < t.shape[1] * t.shape[2])
@@ -541,27 +533,59 @@ std::string row_layout_problem(const char* name, const TensorView& t, bool strid
   return {};
 }
 
+// A broken clause of the call's layout (kernels/validate.hpp) in the contract's words.
+// rules: what the layout was judged against (the scales' shapes name its dims).
+std::string layout_text(const kernels::Finding& f, const kernels::DecodeCall& c, const KernelDescription& d,
+                        const kernels::LayoutRules& rules = {}) {
+  using kernels::Clause;
+  const std::string_view field = f.field;
+  const std::string name(field.substr(0, field.find('.')));  // "k_scale.dtype" -> "k_scale"
+  switch (f.clause) {
+    case Clause::q_rank: return fmt::format("q: rank {} (expected 3: [num_seqs*q_len, Hq, D])", f.value);
+    case Clause::out_shape:
+      return c.v_latent ? fmt::format("out: shape {} (expected [{}, {}, {}]: q's rows and heads, D_v dims)",
+                                      shape_text(c.out), c.q.shape[0], c.q.shape[1], kernels::out_head_dim(c))
+                        : "out: shape " + shape_text(c.out) + " differs from q's " + shape_text(c.q);
+    case Clause::q_head_dim_stride:
+    case Clause::out_head_dim_stride: return fmt::format("{}: head_dim stride {} (must be 1)", name, f.value);
+    case Clause::head_ratio: return fmt::format("Hq {} is not a multiple of Hkv {}", f.value, f.expected);
+    case Clause::context_lens_rank: return fmt::format("context_lens: rank {} (expected 1)", f.value);
+    case Clause::context_lens_dtype:
+      return fmt::format("context_lens: dtype {} (expected i32)", kernels::to_string(DType(f.value)));
+    case Clause::context_lens_contiguous:
+    case Clause::num_seqs:
+      return "context_lens: shape " + shape_text(c.context_lens) + " not a contiguous [num_seqs >= 1]";
+    case Clause::q_len: return fmt::format("q_len {} outside {}..{}", c.q_len, d.min_q_len, d.max_q_len);
+    case Clause::q_rows:
+      return fmt::format("q: {} rows, but num_seqs {} * q_len {} = {}", f.value, c.context_lens.shape[0], c.q_len,
+                         f.expected);
+    case Clause::scale_dtype:
+      return fmt::format("{}: dtype {} (expected f32 with data)", name, kernels::to_string(DType(f.value)));
+    case Clause::scale_shape: {
+      const TensorView& t = *f.view;
+      return fmt::format("{}: {} strides [{}] (expected [1], [{}] or a contiguous [{}, {}, {}])", name, shape_text(t),
+                         fmt::join(t.stride.begin(), t.stride.begin() + t.rank, ", "), rules.hkv, rules.pages,
+                         rules.hkv, rules.page_size);
+    }
+    default: return kernels::describe(f, kernels::KernelKind::uniform);
+  }
+}
+
 }  // namespace
 
 std::string contract_violation(const DecodeRequest& r, const KernelDescription& d) {
   const kernels::DecodeCall& c = r.call;
-  // q, out
-  if (c.q.rank != 3) return fmt::format("q: rank {} (expected 3: [num_seqs*q_len, Hq, D])", c.q.rank);
+  // q, out: the layout's rows, then the description's dtypes and row strides
+  if (const kernels::Finding f = kernels::first_rows_violation(c)) return layout_text(f, c, d);
   if (!positive_extents(c.q)) return "q: shape " + shape_text(c.q) + " has an extent < 1";
   if (!contains(d.q_dtypes, c.q.dtype))
     return fmt::format("q: dtype {} not in q_dtypes {}", kernels::to_string(c.q.dtype), list_text(d.q_dtypes));
   const int64_t rows = c.q.shape[0], hq = c.q.shape[1], hd = c.q.shape[2];
-  if (auto why = row_layout_problem("q", c.q, d.strided_q); !why.empty()) return why;
-  // out is q's shape, but with D_v dims for an MLA call.
-  const int64_t out_d = kernels::out_head_dim(c);
-  if (c.out.rank != 3 || c.out.shape[0] != rows || c.out.shape[1] != hq || c.out.shape[2] != out_d)
-    return c.v_latent ? fmt::format("out: shape {} (expected [{}, {}, {}]: q's rows and heads, D_v dims)",
-                                    shape_text(c.out), rows, hq, out_d)
-                      : "out: shape " + shape_text(c.out) + " differs from q's " + shape_text(c.q);
+  if (auto why = row_stride_problem("q", c.q, d.strided_q); !why.empty()) return why;
   if (c.out.dtype != d.out_dtype_for(c.q.dtype))
     return fmt::format("out: dtype {} (expected {})", kernels::to_string(c.out.dtype),
                        kernels::to_string(d.out_dtype_for(c.q.dtype)));
-  if (auto why = row_layout_problem("out", c.out, d.strided_q); !why.empty()) return why;
+  if (auto why = row_stride_problem("out", c.out, d.strided_q); !why.empty()) return why;
   if (!contains(d.head_dims, hd)) return fmt::format("head_dim {} not in head_dims {}", hd, list_text(d.head_dims));
 
   // The caches: the format's rules (kernels/cache_format.hpp), then the
@@ -589,29 +613,29 @@ std::string contract_violation(const DecodeRequest& r, const KernelDescription& 
     return fmt::format("block_size {} not in block_sizes {}", bs, list_text(d.block_sizes));
   if (d.max_kv_heads > 0 && hkv > d.max_kv_heads)
     return fmt::format("Hkv {} > max_kv_heads {}", hkv, d.max_kv_heads);
-  if (hq % hkv != 0) return fmt::format("Hq {} is not a multiple of Hkv {}", hq, hkv);
+
+  // The rest of the layout against that cache (heads, lengths, q's rows, the
+  // scales' shapes); the page table is the format's (page_table_problem below),
+  // unpaired scales the kinds' rule (further below).
+  const kernels::LayoutRules layout{.pages = nb, .hkv = hkv, .page_size = bs, .dims_read = true, .sound = true,
+                                    .block_table = false, .paired_scales = false, .per_head_scales = true};
+  if (const kernels::Finding f = kernels::first_layout_violation(c, layout)) return layout_text(f, c, d, layout);
   if (!contains(d.gqa_ratios, hq / hkv))
     return fmt::format("GQA ratio {} (Hq {} / Hkv {}) not in gqa_ratios {}", hq / hkv, hq, hkv,
                        list_text(d.gqa_ratios));
 
   // tables and lengths
-  const TensorView& lens = c.context_lens;
-  if (lens.rank != 1) return fmt::format("context_lens: rank {} (expected 1)", lens.rank);
-  if (lens.dtype != DType::i32) return fmt::format("context_lens: dtype {} (expected i32)", kernels::to_string(lens.dtype));
-  if (lens.shape[0] < 1 || lens.stride[0] != 1) return "context_lens: shape " + shape_text(lens) + " not a contiguous [num_seqs >= 1]";
-  const int64_t num_seqs = lens.shape[0];
+  const int64_t num_seqs = c.context_lens.shape[0];
   if (d.max_num_seqs > 0 && num_seqs > d.max_num_seqs)
     return fmt::format("num_seqs {} > max_num_seqs {}", num_seqs, d.max_num_seqs);
   if (c.q_len < d.min_q_len || c.q_len > d.max_q_len)
     return fmt::format("q_len {} outside {}..{}", c.q_len, d.min_q_len, d.max_q_len);
-  if (rows != num_seqs * c.q_len)
-    return fmt::format("q: {} rows, but num_seqs {} * q_len {} = {}", rows, num_seqs, c.q_len, num_seqs * c.q_len);
   if (!contains(d.page_tables, c.page_table))
     return fmt::format("page table {} not in page_tables {}", to_string(c.page_table), list_text(d.page_tables));
   if (auto why = kernels::page_table_problem(c, nb, bs, {.max_context_len = d.max_context_len}); !why.empty()) return why;
 
-  // scales: each of a kind the kernel declares, per-token ones contiguous;
-  // K and V of different kinds only where it says so
+  // scales: each of a kind the kernel declares; K and V of different kinds
+  // only where it says so
   Scales kinds[2];
   int which = 0;
   for (const auto& [name, s] : {std::pair{"k_scale", &c.k_scale}, std::pair{"v_scale", &c.v_scale}}) {
@@ -619,9 +643,6 @@ std::string contract_violation(const DecodeRequest& r, const KernelDescription& 
     if (auto why = kernels::scale_view_problem(*s, cs, kind, name); !why.empty()) return why;
     // With one KV head a [1] scale is per tensor and per head at once.
     if (kind == Scales::per_tensor && hkv == 1 && !contains(d.scale_kinds, Scales::per_tensor)) kind = Scales::per_head;
-    if (kind == Scales::per_token && (!kernels::holds_num_blocks(s->shape[0], nb) || !c_contiguous(*s)))
-      return fmt::format("{}: per-token scales {} strides [{}, {}, {}] (expected a contiguous [{}, {}, {}])", name,
-                         shape_text(*s), s->stride[0], s->stride[1], s->stride[2], nb, hkv, bs);
   }
   if (kinds[0] != kinds[1] && !d.mixed_scales) {
     if (kinds[0] == Scales::none || kinds[1] == Scales::none)
@@ -657,7 +678,7 @@ std::string contract_violation(const DecodeRequest& r, const KernelDescription& 
   if (r.lse.present()) {
     if (!d.writes_lse) return "lse: given to a kernel that does not write it";
     if (r.lse.rank != 2 || r.lse.shape[0] != rows || r.lse.shape[1] != hq || r.lse.dtype != DType::f32 ||
-        !c_contiguous(r.lse))
+        !r.lse.contiguous())
       return fmt::format("lse: {} {} (expected contiguous f32 [{}, {}])", kernels::to_string(r.lse.dtype),
                          shape_text(r.lse), rows, hq);
   }

@@ -176,10 +176,11 @@ struct CallResult {
 };
 
 // The first reason a call is outside what a kernel with this description may
-// be handed: the layout rules of the contract (ranks, shapes, strides,
-// contiguity, dtypes, context lengths within the block tables) and the
-// description's sets and limits. Empty when the call is inside. Reads only the
-// values of block_tables and context_lens (host memory).
+// be handed: the layout of the call's tensors (kernels/validate.hpp, the rule
+// pav's kernels validate by too), the cache's format and page table
+// (kernels/cache_format.hpp: context lengths within the tables, pages within
+// the cache) and the description's sets and limits. Empty when the call is
+// inside. Reads only the values of the page table and context_lens (host memory).
 std::string contract_violation(const DecodeRequest& r, const KernelDescription& d);
 
 class KernelUnderTest {

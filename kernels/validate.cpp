@@ -159,16 +159,103 @@ Finding shape(Clause c, const char* field, const TensorView& v, const TensorView
   return f;
 }
 
-#define PAV_REJECT(finding)      \
-  do {                           \
-    if (!emit(finding)) return; \
+#define PAV_REJECT(finding)           \
+  do {                                \
+    if (!emit(finding)) return false; \
   } while (0)
+
+// ---- The layout of the call's tensors: the one statement of it ----
+// Each part returns false once emit asked to stop.
+
+// q's rank, on which every dim read off q waits.
+template <class Emit>
+bool q_rank_clause(const DecodeCall& c, Emit& emit) {
+  if (c.q.rank != 3) PAV_REJECT(integer(Clause::q_rank, "q.rank", c.q.rank, 3));
+  return true;
+}
+
+// out: q's shape (D_v dims for an MLA cache); q's and out's head-dim stride 1.
+template <class Emit>
+bool rows_clauses(const DecodeCall& c, Emit& emit) {
+  const bool out_ok = c.v_latent && c.q.rank == 3
+                          ? c.out.rank == 3 && c.out.shape[0] == c.q.shape[0] && c.out.shape[1] == c.q.shape[1] &&
+                                c.out.shape[2] == out_head_dim(c)
+                          : same_shape(c.out, c.q);
+  if (!out_ok) PAV_REJECT(shape(Clause::out_shape, "out.shape", c.out, &c.q));
+  if (c.q.rank >= 1 && c.q.stride[c.q.rank - 1] != 1)
+    PAV_REJECT(integer(Clause::q_head_dim_stride, "q.stride[-1]", c.q.stride[c.q.rank - 1], 1));
+  if (c.out.rank >= 1 && c.out.stride[c.out.rank - 1] != 1)
+    PAV_REJECT(integer(Clause::out_head_dim_stride, "out.stride[-1]", c.out.stride[c.out.rank - 1], 1));
+  return true;
+}
+
+// What the rest of the layout found, for the clauses that wait on it.
+struct LayoutFacts {
+  bool heads_ok = false, lens_ok = false, seqs_ok = false, rows_ok = false;
+  int64_t num_seqs = 0;
+};
+
+// Against the cache: Hq a positive multiple of Hkv; the block table's shape
+// (where judged here), the lengths, q_len and q's rows; the K and V scales.
+template <class Emit>
+bool layout_against_cache(const DecodeCall& c, const LayoutRules& r, LayoutFacts& out, Emit& emit) {
+  const bool q_ok = c.q.rank == 3;
+  const int64_t nb = r.pages, hkv = r.hkv, bs = r.page_size;
+  const int64_t hq = q_ok ? c.q.shape[1] : 0;
+  out.heads_ok = hkv >= 1 && hq >= 1 && hq % hkv == 0;
+  if (q_ok && r.dims_read && !out.heads_ok) PAV_REJECT(integer(Clause::head_ratio, "q.shape[1]", hq, hkv));
+
+  const TensorView& bt = c.block_tables;
+  const TensorView& lens = c.context_lens;
+  if (r.block_table) {
+    if (bt.dtype != DType::i32)
+      PAV_REJECT(dtype(Clause::block_tables_dtype, "block_tables.dtype", bt.dtype, DType::i32));
+    if (bt.rank != 2) PAV_REJECT(integer(Clause::block_tables_rank, "block_tables.rank", bt.rank, 2));
+    else if (!bt.contiguous()) PAV_REJECT(shape(Clause::block_tables_contiguous, "block_tables.stride", bt));
+  }
+  if (lens.dtype != DType::i32)
+    PAV_REJECT(dtype(Clause::context_lens_dtype, "context_lens.dtype", lens.dtype, DType::i32));
+  out.lens_ok = lens.rank == 1;
+  if (!out.lens_ok) PAV_REJECT(integer(Clause::context_lens_rank, "context_lens.rank", lens.rank, 1));
+  else if (!lens.contiguous()) PAV_REJECT(shape(Clause::context_lens_contiguous, "context_lens.stride", lens));
+  const int64_t num_seqs = out.lens_ok ? lens.shape[0] : 0;
+  out.num_seqs = num_seqs;
+  out.seqs_ok = num_seqs >= 1 && (r.max_num_seqs == 0 || num_seqs <= r.max_num_seqs);
+  if (out.lens_ok && !out.seqs_ok) PAV_REJECT(integer(Clause::num_seqs, "context_lens.shape[0]", num_seqs));
+  const bool q_len_ok = c.q_len >= 1;
+  if (!q_len_ok) PAV_REJECT(integer(Clause::q_len, "q_len", c.q_len));
+  const bool judged = q_ok && out.lens_ok && out.seqs_ok && q_len_ok;
+  out.rows_ok = judged && c.q.shape[0] == num_seqs * c.q_len;
+  if (judged && !out.rows_ok) PAV_REJECT(integer(Clause::q_rows, "q.shape[0]", c.q.shape[0], num_seqs * c.q_len));
+  if (r.block_table && bt.rank == 2 && out.lens_ok && out.seqs_ok && bt.shape[0] < num_seqs)
+    PAV_REJECT(integer(Clause::block_tables_rows, "block_tables.shape[0]", bt.shape[0], num_seqs));
+
+  const bool kp = c.k_scale.present(), vp = c.v_scale.present();
+  if (r.paired_scales && kp != vp) PAV_REJECT(flag(Clause::scale_pairing, kp ? "v_scale" : "k_scale", false));
+  struct ScaleField {
+    const TensorView& view;
+    const char* dtype_field;
+    const char* shape_field;
+  };
+  for (const ScaleField& s : {ScaleField{c.k_scale, "k_scale.dtype", "k_scale.shape"},
+                              ScaleField{c.v_scale, "v_scale.dtype", "v_scale.shape"}}) {
+    if (!s.view.present()) continue;
+    if (s.view.dtype != DType::f32) PAV_REJECT(dtype(Clause::scale_dtype, s.dtype_field, s.view.dtype, DType::f32));
+    if (s.view.rank == 1 && s.view.shape[0] == 1) continue;  // per tensor
+    if (r.per_head_scales && s.view.rank == 1 && s.view.shape[0] == hkv) continue;  // per head
+    if (s.view.rank == 3 && !r.sound) continue;  // a per-token shape is judged against a sound cache
+    if (!(s.view.rank == 3 && holds_num_blocks(s.view.shape[0], nb) && s.view.shape[1] == hkv &&
+          s.view.shape[2] == bs && s.view.contiguous()))
+      PAV_REJECT(shape(Clause::scale_shape, s.shape_field, s.view));
+  }
+  return true;
+}
 
 // The clause walk. emit(Finding) returns false to stop. Clauses that depend on
 // a shape another clause checks are evaluated only once that shape is sound, so
 // a call breaking one rule reports exactly that rule.
 template <class Emit>
-void walk(const DecodeCall& c, KernelKind kind, const PlanView* plan, const Scratch* scratch,
+bool walk(const DecodeCall& c, KernelKind kind, const PlanView* plan, const Scratch* scratch,
           Emit&& emit) {
   const bool planned = kind == KernelKind::planned;
   const DecodeOptions& o = c.opt;
@@ -207,17 +294,13 @@ void walk(const DecodeCall& c, KernelKind kind, const PlanView* plan, const Scra
 
   // q and out.
   const bool q_ok = c.q.rank == 3;
-  if (!q_ok) PAV_REJECT(integer(Clause::q_rank, "q.rank", c.q.rank, 3));
+  if (!q_rank_clause(c, emit)) return false;
   if (c.q.dtype != DType::bf16 && c.q.dtype != DType::f16)
     PAV_REJECT(dtype(Clause::q_dtype, "q.dtype", c.q.dtype));
   if (c.out.dtype != c.q.dtype) PAV_REJECT(dtype(Clause::out_dtype, "out.dtype", c.out.dtype, c.q.dtype));
-  if (!same_shape(c.out, c.q)) PAV_REJECT(shape(Clause::out_shape, "out.shape", c.out, &c.q));
-  if (c.q.rank >= 1 && c.q.stride[c.q.rank - 1] != 1)
-    PAV_REJECT(integer(Clause::q_head_dim_stride, "q.stride[-1]", c.q.stride[c.q.rank - 1], 1));
-  if (c.out.rank >= 1 && c.out.stride[c.out.rank - 1] != 1)
-    PAV_REJECT(integer(Clause::out_head_dim_stride, "out.stride[-1]", c.out.stride[c.out.rank - 1], 1));
+  if (!rows_clauses(c, emit)) return false;
 
-  // K layout.
+  // The packed K and V, with the kernel's block sizes and head dims.
   const TensorView& k = c.k_cache;
   const TensorView& v = c.v_cache;
   const bool k_rank_ok = k.rank == 5;
@@ -235,41 +318,21 @@ void walk(const DecodeCall& c, KernelKind kind, const PlanView* plan, const Scra
   if (q_ok && !hd_ok) PAV_REJECT(integer(Clause::head_dim, "q.shape[2]", head_dim));
   if (q_ok && k_ok && k.shape[2] * kKeyPackWidth != head_dim)
     PAV_REJECT(integer(Clause::num_hgroups, "k_cache.shape[2]", k.shape[2], head_dim / kKeyPackWidth));
-
-  // V against K.
   if (k_rank_ok && v.rank >= 2 && v.shape[1] != hkv)
     PAV_REJECT(integer(Clause::v_heads, "v_cache.shape[1]", v.shape[1], hkv));
   if (k_ok && q_ok && !v_layout_matches(v, head_dim, bs))
     PAV_REJECT(shape(Clause::v_layout, "v_cache.shape", v));
   if (k_rank_ok && v.rank >= 1 && !holds_num_blocks(v.shape[0], nb))
     PAV_REJECT(integer(Clause::v_blocks, "v_cache.shape[0]", v.shape[0], nb));
-  const int64_t hq = q_ok ? c.q.shape[1] : 0;
-  const bool heads_ok = hkv >= 1 && hq >= 1 && hq % hkv == 0;
-  if (q_ok && k_rank_ok && !heads_ok) PAV_REJECT(integer(Clause::head_ratio, "q.shape[1]", hq, hkv));
   if (!k.contiguous()) PAV_REJECT(shape(Clause::k_contiguous, "k_cache.stride", k));
   if (!v.contiguous()) PAV_REJECT(shape(Clause::v_contiguous, "v_cache.stride", v));
 
-  // Tables and lengths.
-  const TensorView& bt = c.block_tables;
-  const TensorView& lens = c.context_lens;
-  if (bt.dtype != DType::i32) PAV_REJECT(dtype(Clause::block_tables_dtype, "block_tables.dtype", bt.dtype, DType::i32));
-  if (bt.rank != 2) PAV_REJECT(integer(Clause::block_tables_rank, "block_tables.rank", bt.rank, 2));
-  else if (!bt.contiguous()) PAV_REJECT(shape(Clause::block_tables_contiguous, "block_tables.stride", bt));
-  if (lens.dtype != DType::i32)
-    PAV_REJECT(dtype(Clause::context_lens_dtype, "context_lens.dtype", lens.dtype, DType::i32));
-  const bool lens_ok = lens.rank == 1;
-  if (!lens_ok) PAV_REJECT(integer(Clause::context_lens_rank, "context_lens.rank", lens.rank, 1));
-  else if (!lens.contiguous()) PAV_REJECT(shape(Clause::context_lens_contiguous, "context_lens.stride", lens));
-  const int64_t num_seqs = lens_ok ? lens.shape[0] : 0;
-  const bool seqs_ok = num_seqs >= 1 && (!planned || num_seqs <= kMaxPlanBatch);
-  if (lens_ok && !seqs_ok) PAV_REJECT(integer(Clause::num_seqs, "context_lens.shape[0]", num_seqs));
-  const bool q_len_ok = c.q_len >= 1;
-  if (!q_len_ok) PAV_REJECT(integer(Clause::q_len, "q_len", c.q_len));
-  const bool rows_ok = q_ok && lens_ok && seqs_ok && q_len_ok && c.q.shape[0] == num_seqs * c.q_len;
-  if (q_ok && lens_ok && seqs_ok && q_len_ok && !rows_ok)
-    PAV_REJECT(integer(Clause::q_rows, "q.shape[0]", c.q.shape[0], num_seqs * c.q_len));
-  if (bt.rank == 2 && lens_ok && seqs_ok && bt.shape[0] < num_seqs)
-    PAV_REJECT(integer(Clause::block_tables_rows, "block_tables.shape[0]", bt.shape[0], num_seqs));
+  // The rest of the layout, against that cache: heads, tables, lengths, scales.
+  const LayoutRules rules{.pages = nb, .hkv = hkv, .page_size = bs, .dims_read = k_rank_ok, .sound = k_ok,
+                          .max_num_seqs = planned ? kMaxPlanBatch : 0};
+  LayoutFacts lf;
+  if (!layout_against_cache(c, rules, lf, emit)) return false;
+  const int64_t num_seqs = lf.num_seqs;
 
   // Partitioning.
   if (o.partition_size != kTileTokens)
@@ -282,25 +345,6 @@ void walk(const DecodeCall& c, KernelKind kind, const PlanView* plan, const Scra
   if (uses_plan && (plan->max_partitions < 1 || plan->max_partitions > o.cu)) {
     plan_ok = false;
     PAV_REJECT(integer(Clause::plan_ceiling, "plan.max_partitions", plan->max_partitions, o.cu));
-  }
-
-  // Scales.
-  const bool kp = c.k_scale.present(), vp = c.v_scale.present();
-  if (kp != vp) PAV_REJECT(flag(Clause::scale_pairing, kp ? "v_scale" : "k_scale", false));
-  struct ScaleField {
-    const TensorView& view;
-    const char* dtype_field;
-    const char* shape_field;
-  };
-  for (const ScaleField& s : {ScaleField{c.k_scale, "k_scale.dtype", "k_scale.shape"},
-                              ScaleField{c.v_scale, "v_scale.dtype", "v_scale.shape"}}) {
-    if (!s.view.present()) continue;
-    if (s.view.dtype != DType::f32) PAV_REJECT(dtype(Clause::scale_dtype, s.dtype_field, s.view.dtype, DType::f32));
-    if (s.view.rank == 1 && s.view.shape[0] == 1) continue;  // per tensor
-    if (s.view.rank == 3 && !k_ok) continue;  // a per-token shape is judged against a sound K
-    if (!(s.view.rank == 3 && holds_num_blocks(s.view.shape[0], nb) && s.view.shape[1] == hkv &&
-          s.view.shape[2] == bs && s.view.contiguous()))
-      PAV_REJECT(shape(Clause::scale_shape, s.shape_field, s.view));
   }
 
   // Plan header.
@@ -316,7 +360,7 @@ void walk(const DecodeCall& c, KernelKind kind, const PlanView* plan, const Scra
       plan_ok = false;
       PAV_REJECT(integer(Clause::plan_invalid, "plan.capacity", plan->capacity));
     }
-    if (lens_ok && seqs_ok && plan->num_seqs != num_seqs) {
+    if (lf.lens_ok && lf.seqs_ok && plan->num_seqs != num_seqs) {
       plan_ok = false;
       PAV_REJECT(integer(Clause::plan_shape, "plan.num_seqs", plan->num_seqs, num_seqs));
     }
@@ -327,10 +371,10 @@ void walk(const DecodeCall& c, KernelKind kind, const PlanView* plan, const Scra
   }
 
   // Scratch, once the geometry it is sized from is sound.
-  const bool geometry_ok = q_ok && k_ok && hd_ok && heads_ok && lens_ok && seqs_ok && rows_ok;
-  if (!scratch || !geometry_ok || (uses_plan && !plan_ok) || (!uses_plan && !count_ok)) return;
+  const bool geometry_ok = q_ok && k_ok && hd_ok && lf.heads_ok && lf.lens_ok && lf.seqs_ok && lf.rows_ok;
+  if (!scratch || !geometry_ok || (uses_plan && !plan_ok) || (!uses_plan && !count_ok)) return true;
   const ScratchGeometry g = scratch_geometry(c, uses_plan ? plan : nullptr);
-  if (!g.needed) return;
+  if (!g.needed) return true;
   if (!partial_dtype_ok(o.partial)) PAV_REJECT(dtype(Clause::scratch_dtype, "opt.partial", o.partial));
   else if (scratch->partial.present() && scratch->partial.dtype != o.partial)
     PAV_REJECT(dtype(Clause::scratch_dtype, "scratch.partial.dtype", scratch->partial.dtype, o.partial));
@@ -347,6 +391,7 @@ void walk(const DecodeCall& c, KernelKind kind, const PlanView* plan, const Scra
   if (!dims_ok(scratch->partial, g.rank)) PAV_REJECT(shape(Clause::scratch_shape, "scratch.partial", scratch->partial));
   if (!dims_ok(scratch->m, g.rank - 1)) PAV_REJECT(shape(Clause::scratch_shape, "scratch.m", scratch->m));
   if (!dims_ok(scratch->l, g.rank - 1)) PAV_REJECT(shape(Clause::scratch_shape, "scratch.l", scratch->l));
+  return true;
 }
 
 #undef PAV_REJECT
@@ -427,6 +472,27 @@ std::vector<Finding> all_violations(const DecodeCall& call, KernelKind kind, con
     return true;
   });
   return out;
+}
+
+Finding first_rows_violation(const DecodeCall& call) noexcept {
+  Finding first;
+  auto stop = [&](const Finding& f) {
+    first = f;
+    return false;
+  };
+  if (q_rank_clause(call, stop)) rows_clauses(call, stop);
+  return first;
+}
+
+Finding first_layout_violation(const DecodeCall& call, const LayoutRules& rules) noexcept {
+  Finding first;
+  auto stop = [&](const Finding& f) {
+    first = f;
+    return false;
+  };
+  LayoutFacts facts;
+  layout_against_cache(call, rules, facts, stop);
+  return first;
 }
 
 void validate_planned(const DecodeCall& call, const PlanView* plan, const Scratch& scratch) {

@@ -158,6 +158,39 @@ Finding first_violation(const DecodeCall& call, KernelKind kind, const PlanView*
 std::vector<Finding> all_violations(const DecodeCall& call, KernelKind kind, const PlanView* plan,
                                     const Scratch* scratch);
 
+// ---- The layout of a call's tensors ----
+// What every decode call's tensors must look like, stated once: the walk above
+// judges it with the kernel's own sets (as part of its clauses), and the
+// contract's admission of a kernel under test (adapters/kernel.hpp) with a
+// description's, each wording a clause its own way. It reads no tensor's data,
+// and it comes in two parts, so that a caller can judge the caches between them
+// by their format (kernels/cache_format.hpp):
+//   the rows: q rank 3 [num_seqs*q_len, Hq, D]; out of q's shape, with D_v dims
+//     for an MLA cache; q's and out's head-dim stride 1 (q_rank, out_shape,
+//     q_head_dim_stride, out_head_dim_stride);
+//   against the cache: Hq a positive multiple of Hkv (head_ratio); the block
+//     table an i32 contiguous [>= num_seqs, max_blocks] (block_tables_*);
+//     context_lens a contiguous i32 [num_seqs >= 1] (context_lens_*, num_seqs);
+//     q_len >= 1; q rows num_seqs * q_len (q_rows); K and V scales given
+//     together (scale_pairing), each f32 (scale_dtype) and [1], [Hkv] where
+//     admitted, or a contiguous [num_blocks, Hkv, block_size] (scale_shape).
+// The walk judges the packed K and V itself between the two parts (k_rank ..
+// v_contiguous), with the kernel's block sizes and head dims.
+struct LayoutRules {
+  // The cache's dims; dims_read: they were read off the cache (else the head
+  // ratio waits), sound: the cache's shape is sound (else per-token scales wait).
+  int64_t pages = 0, hkv = 0, page_size = 0;
+  bool dims_read = false, sound = false;
+  int64_t max_num_seqs = 0;      // 0: no limit but >= 1
+  bool block_table = true;       // judge the block table's shape (false: the page table is judged elsewhere)
+  bool paired_scales = true;     // k_scale and v_scale only together
+  bool per_head_scales = false;  // [Hkv] scales admitted
+};
+// The first broken clause of each part (Clause::none: none). Noexcept and
+// allocation-free.
+Finding first_rows_violation(const DecodeCall& call) noexcept;
+Finding first_layout_violation(const DecodeCall& call, const LayoutRules& rules) noexcept;
+
 // The kernels' validation: throws RejectError on the first violated clause.
 void validate_planned(const DecodeCall& call, const PlanView* plan, const Scratch& scratch);
 void validate_uniform(const DecodeCall& call, const Scratch& scratch);

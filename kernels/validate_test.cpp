@@ -157,6 +157,68 @@ TEST(Validate, HeadDimMustAgreeWithCacheGroups) {
   EXPECT_EQ(f.expected, 16);
 }
 
+// The layout's two parts (first_rows_violation, first_layout_violation) are
+// the walk's own clauses: on a call that breaks one layout rule, the parts name
+// the clause the walk names. The contract check of a kernel under test calls
+// the parts, so it cannot drift from the kernels' validation.
+TEST(Layout, ThePartsNameTheWalksClause) {
+  static float f32_one = 1.0f, f32_two[2] = {1.0f, 1.0f};
+  static uint16_t f16_one = 0x3c00;
+  struct Case {
+    const char* what;
+    void (*edit)(TinyCall&);
+    Clause clause;
+  };
+  const Case cases[] = {
+      {"q rank 2", [](TinyCall& t) { t.call.q.rank = 2; }, Clause::q_rank},
+      {"out with one head", [](TinyCall& t) { t.call.out.shape[1] = 1; }, Clause::out_shape},
+      {"q head-dim stride 2", [](TinyCall& t) { t.call.q.stride[2] = 2; }, Clause::q_head_dim_stride},
+      {"out head-dim stride 2", [](TinyCall& t) { t.call.out.stride[2] = 2; }, Clause::out_head_dim_stride},
+      {"3 query heads over 2 KV heads", [](TinyCall& t) { t.call.q.shape[1] = t.call.out.shape[1] = 3; },
+       Clause::head_ratio},
+      {"block_tables i64", [](TinyCall& t) { t.call.block_tables.dtype = DType::i64; }, Clause::block_tables_dtype},
+      {"block_tables rank 1", [](TinyCall& t) { t.call.block_tables.rank = 1; }, Clause::block_tables_rank},
+      {"block_tables strided", [](TinyCall& t) { t.call.block_tables.stride[1] = 2; },
+       Clause::block_tables_contiguous},
+      {"context_lens i64", [](TinyCall& t) { t.call.context_lens.dtype = DType::i64; }, Clause::context_lens_dtype},
+      {"context_lens rank 2", [](TinyCall& t) { t.call.context_lens.rank = 2; }, Clause::context_lens_rank},
+      {"context_lens strided", [](TinyCall& t) { t.call.context_lens.stride[0] = 2; },
+       Clause::context_lens_contiguous},
+      {"no sequence", [](TinyCall& t) { t.call.context_lens.shape[0] = 0; }, Clause::num_seqs},
+      {"q_len 0", [](TinyCall& t) { t.call.q_len = 0; }, Clause::q_len},
+      {"a padding row", [](TinyCall& t) { t.call.q.shape[0] = t.call.out.shape[0] = 3; }, Clause::q_rows},
+      {"one table row", [](TinyCall& t) { t.call.block_tables.shape[0] = 1; }, Clause::block_tables_rows},
+      {"k_scale alone",
+       [](TinyCall& t) { t.call.k_scale = TensorView::contiguous_of(&f32_one, DType::f32, {1}); },
+       Clause::scale_pairing},
+      {"an f16 scale",
+       [](TinyCall& t) {
+         t.call.k_scale = TensorView::contiguous_of(&f16_one, DType::f16, {1});
+         t.call.v_scale = TensorView::contiguous_of(&f32_one, DType::f32, {1});
+       },
+       Clause::scale_dtype},
+      {"a [2, 1] scale",
+       [](TinyCall& t) {
+         t.call.k_scale = t.call.v_scale = TensorView::contiguous_of(f32_two, DType::f32, {2, 1});
+       },
+       Clause::scale_shape},
+  };
+  for (const Case& c : cases) {
+    TinySpec spec;
+    spec.hkv = 2;
+    TinyCall t(spec);
+    c.edit(t);
+    const Finding walk = first_violation(t.call, KernelKind::uniform, nullptr, nullptr);
+    const LayoutRules rules{.pages = t.call.k_cache.shape[0], .hkv = t.call.k_cache.shape[1],
+                            .page_size = t.call.k_cache.shape[3], .dims_read = true, .sound = true};
+    Finding part = first_rows_violation(t.call);
+    if (!part) part = first_layout_violation(t.call, rules);
+    EXPECT_EQ(clause_name(walk.clause), clause_name(c.clause)) << c.what;
+    EXPECT_EQ(clause_name(part.clause), clause_name(c.clause)) << c.what;
+    EXPECT_STREQ(part.field, walk.field) << c.what;
+  }
+}
+
 TEST(Launch, PlannedRunsAValidCall) {
   TinyCall t;
   const PlanView plan = t.make_plan();

@@ -1,4 +1,11 @@
 // SPDX-License-Identifier: Apache-2.0
+// The math, per (sequence, KV head, query row r = p*G + g), pos = len - q_len + p, in T = fp32 or fp64:
+//   scores   s_t = softmax_scale * (q_r . k_t) * k_scale_t in double, q_r as the profile says; then the variant's
+//            s_t = cap * tanh(s_t / cap) and s_t -= slope * (pos - t)
+//   masking  t visible iff first_key(pos) <= t <= pos; any other t gets weight exactly 0, never 0 * exp(...)
+//   segment  m = max s_t, l = sum exp(s_t - m), acc = sum exp(s_t - m) * v_scale_t * v_t (online over chunks)
+//   merge    M = max(m_a, m_b), l = l_a e^(m_a - M) + l_b e^(m_b - M), acc likewise; out = acc / (l + e^(sink - m)),
+//            lse = m + log(l + e^(sink - m)), the sink term absent without sinks
 #include "reference/decode.hpp"
 
 #include <tbb/blocked_range.h>

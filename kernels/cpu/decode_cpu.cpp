@@ -1,4 +1,10 @@
 // SPDX-License-Identifier: Apache-2.0
+// The math, per (sequence, KV head h, query row r = p*G + g), len the context length (docs/numerics.md):
+//   scores   s_t = (q8_r . k8_t) * q_scale_r * softmax_scale * k_scale_t, visible for t < len - q_len + 1 + p only
+//   partial  tiles [t0, t1): m = max s_t, l = sum exp(s_t - m), O = sum e^(m_t - m) P8_t v_scale_t v8_t / (FP8_MAX l),
+//            P8_t = fp8(exp(s_t - m_t) * FP8_MAX), m_t the running max after t's tile (the online softmax)
+//   merge    M = max m_p, w_p = l_p * exp(m_p - M), out = sum_p (w_p / sum w) * O_p; one partition: out = O
+// (bf16 compute: q8 = q, q_scale = 1, P8_t = exp(s_t - m_t), FP8_MAX = 1. A row that sees no token outputs 0.)
 #include "kernels/cpu/decode_cpu.hpp"
 
 #include <tbb/parallel_for.h>

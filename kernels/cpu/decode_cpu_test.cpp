@@ -2,6 +2,8 @@
 // The CPU backend (uniform and planned) against the reference, under the
 // comparison standard: the fp8 standard with the P term under fp8 compute,
 // the plain one under bf16 compute.
+#include "kernels/cpu/decode_cpu.hpp"
+
 #include <gtest/gtest.h>
 
 #include <cstdio>
@@ -9,29 +11,28 @@
 #include <string>
 #include <vector>
 
-#include "kernels/cpu/decode_cpu.hpp"
 #include "kernels/planner.hpp"
 #include "reference/compare.hpp"
 #include "reference/decode.hpp"
 #include "reference/test_call.hpp"
 
-namespace pav::reference {
+namespace pav::kernels::cpu {
 namespace {
 
-using kernels::DType;
-using kernels::TensorView;
-using kernels::VLayout;
-using testing::CallSpec;
-using testing::make_call;
-using testing::Scales;
+using reference::CompareReport;
+using reference::ReferenceResult;
+using reference::testing::CallSpec;
+using reference::testing::make_call;
+using reference::testing::OwnedCall;
+using reference::testing::Scales;
 
 // Scratch buffers poisoned with NaN.
 struct OwnedScratch {
   std::vector<uint8_t> partial;
   std::vector<float> m, l;
-  kernels::Scratch view;
+  Scratch view;
   OwnedScratch(int64_t slots, int64_t rows, int64_t D, DType partial_dtype) {
-    const int64_t n = slots * rows * D, es = kernels::dtype_size(partial_dtype);
+    const int64_t n = slots * rows * D, es = dtype_size(partial_dtype);
     partial.resize(n * es);
     if (partial_dtype == DType::f32) {
       float* p = reinterpret_cast<float*>(partial.data());
@@ -55,13 +56,13 @@ std::string describe(const CallSpec& s, const char* path) {
   std::snprintf(buf, sizeof buf, "%s: seed %llu lens [%s] Hkv %lld G %lld D %lld bs %lld q_len %lld %s compute %s partial %s",
                 path, (unsigned long long)s.seed, lens.c_str(), (long long)s.hkv, (long long)s.group,
                 (long long)s.head_dim, (long long)s.block_size, (long long)s.q_len,
-                s.layout == VLayout::plain ? "plain" : "trans", std::string(kernels::to_string(s.compute)).c_str(),
-                std::string(kernels::to_string(s.partial)).c_str());
+                s.layout == VLayout::plain ? "plain" : "trans", std::string(to_string(s.compute)).c_str(),
+                std::string(to_string(s.partial)).c_str());
   return buf;
 }
 
-void expect_passes(const testing::OwnedCall& c, const ReferenceResult& ref, const std::string& what) {
-  const CompareReport rep = compare(c.call.out, ref);
+void expect_passes(const OwnedCall& c, const ReferenceResult& ref, const std::string& what) {
+  const CompareReport rep = reference::compare(c.call.out, ref);
   std::printf("%s\n  %s\n", what.c_str(), rep.verdict.c_str());
   EXPECT_TRUE(rep.passed()) << what << "\n" << rep.verdict;
 }
@@ -71,25 +72,25 @@ void check_uniform(const CallSpec& s, int splits) {
   c.call.opt.uniform_partitions = splits;
   const int64_t rows = s.q_len * s.group;
   OwnedScratch sc(int64_t(s.lens.size()) * s.hkv * splits, rows, s.head_dim, s.partial);
-  kernels::cpu::uniform_decode(c.call, sc.view);
-  const ReferenceResult ref = decode(c.call);
+  uniform_decode(c.call, sc.view);
+  const ReferenceResult ref = reference::decode(c.call);
   expect_passes(c, ref, describe(s, ("uniform " + std::to_string(splits) + " splits").c_str()));
 }
 
 void check_planned(const CallSpec& s, int64_t cu, int64_t max_partitions) {
   auto c = make_call(s);
-  kernels::PlanParams pp;
+  PlanParams pp;
   pp.num_seqs = int64_t(s.lens.size());
   pp.kv_heads = s.hkv;
   pp.cu = cu;
   pp.max_partitions = max_partitions;
-  kernels::WorkPlan plan(pp);
+  WorkPlan plan(pp);
   plan.refresh(c.lens.data());
   const int64_t rows = s.q_len * s.group;
   OwnedScratch sc(s.hkv * plan.capacity(), rows, s.head_dim, s.partial);
-  const kernels::DecodeResult res = kernels::cpu::planned_decode(c.call, plan.view(), sc.view);
-  EXPECT_EQ(res.status, kernels::DecodeStatus::ok);
-  const ReferenceResult ref = decode(c.call);
+  const DecodeResult res = planned_decode(c.call, plan.view(), sc.view);
+  EXPECT_EQ(res.status, DecodeStatus::ok);
+  const ReferenceResult ref = reference::decode(c.call);
   expect_passes(c, ref,
                 describe(s, ("planned cu " + std::to_string(cu) + " max_partitions " + std::to_string(max_partitions)).c_str()));
 }
@@ -153,4 +154,4 @@ TEST(ReferenceCpuBackend, PlannedFnuzCache) {
 }
 
 }  // namespace
-}  // namespace pav::reference
+}  // namespace pav::kernels::cpu
