@@ -44,9 +44,9 @@ def check_numpy():
     except ImportError:
         where = "the venv" if sys.prefix != sys.base_prefix else "this interpreter"
         fail("NumPy is not importable in %s (Python %d.%d, %s): pav needs it at build and run time. "
-             "Install NumPy into %s (`%s -m pip install numpy`, or from a wheel file offline), or, to use "
-             "Debian's python3-numpy, make the venv with `python3 -m venv --system-site-packages`; then "
-             "run pip again." % (where, sys.version_info[0], sys.version_info[1], sys.executable, where,
+             "Install NumPy into %s (`%s -m pip install numpy`, or from a wheel file offline), or use "
+             "Debian's python3-numpy through a venv made with `/usr/bin/python3 -m venv --system-site-packages "
+             "DIR`; then run pip again." % (where, sys.version_info[0], sys.version_info[1], sys.executable, where,
                                  sys.executable))
 
 

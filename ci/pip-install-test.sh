@@ -2,9 +2,9 @@
 # SPDX-License-Identifier: Apache-2.0
 # `pip install` of pav's Python package from the checkout into fresh venvs,
 # offline (--no-index, --no-build-isolation: Debian's setuptools and wheel):
-#  1. a venv over Debian's NumPy and pytest (--system-site-packages) gets pav,
-#     from the venv and not the build tree, and runs the pytest example with
-#     pav's plugin;
+#  1. a venv over Debian's NumPy and pytest (--system-site-packages) gets pav
+#     (pav.lifecycle too), from the venv and not the build tree, and runs the
+#     pytest example with pav's plugin;
 #  2. an extension there renamed to another Python's suffix is an import error
 #     that names the fix;
 #  3. a venv without NumPy is refused at install, naming the fix.
@@ -28,7 +28,7 @@ t0=$SECONDS
 pip_install "$work/venv" >"$work/install.log" 2>&1 || { cat "$work/install.log"; fail "pip install into the venv"; }
 echo "pip-install-test: installed into a fresh venv in $((SECONDS - t0)) s"
 cd "$work"  # not the source folder: `import pav` must find the venv's copy
-where=$("$work/venv/bin/python" -c 'import pav; print(pav.__file__); print(pav.version())') ||
+where=$("$work/venv/bin/python" -c 'import pav, pav.lifecycle; print(pav.__file__); print(pav.version())') ||
   fail "import pav from the venv"
 echo "$where"
 [[ $(head -1 <<<"$where") == "$work/venv/"* ]] || fail "pav was imported from outside the venv: $where"
