@@ -86,7 +86,8 @@ class CMakeBuild(build_ext):
         # Loaded once here, so an extension this interpreter cannot load fails
         # the install, not the first import.
         probe = ("import importlib.machinery as m, importlib.util as u, sys; p = sys.argv[1]; "
-                 "l = m.ExtensionFileLoader('pav._pav', p); l.create_module(u.spec_from_file_location('pav._pav', p, loader=l))")
+                 "l = m.ExtensionFileLoader('pav._pav', p); "
+                 "l.create_module(u.spec_from_file_location('pav._pav', p, loader=l))")
         r = subprocess.run([sys.executable, "-c", probe, target], capture_output=True, text=True)
         if r.returncode != 0:
             fail("the built extension %s does not load into %s: %s" % (target, sys.executable, r.stderr.strip()))

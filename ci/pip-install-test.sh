@@ -51,5 +51,6 @@ if pip_install "$work/bare" >"$work/bare.log" 2>&1; then
 fi
 grep -q "NumPy is not importable" "$work/bare.log" && grep -q -- "--system-site-packages" "$work/bare.log" ||
   { cat "$work/bare.log"; fail "a venv without NumPy is not refused with the fix"; }
-! compgen -G "$work/bare/lib/python3*/site-packages/pav" >/dev/null || fail "pav was installed into the venv without NumPy"
+! compgen -G "$work/bare/lib/python3*/site-packages/pav" >/dev/null ||
+  fail "pav was installed into the venv without NumPy"
 echo "pip-install-test: PASS"
