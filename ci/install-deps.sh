@@ -16,11 +16,14 @@ pkgs=(
   python3-numpy
   python3-yaml
   python3-dev pybind11-dev python3-pytest
+  python3-pip python3-setuptools python3-wheel python3-venv
   clang-15
 )
 # python3-yaml: the fleet runners' manifests are parsed in the CPU tests.
 # python3-dev, pybind11-dev: the Python package's extension (python/);
 # python3-pytest: its tests and the pytest example, in the CPU suite.
+# python3-pip, -setuptools, -wheel, -venv: `pip install` of the package,
+# offline (--no-build-isolation), into a venv (python_pip_install).
 # clang-15: the sanitizer build (ci/sanitize.sh); its AddressSanitizer leaves
 # UBSan's check data uninstrumented, so a sanitized pav starts in half the time
 # GCC's takes, and it compiles the heaviest sanitized sources in up to half

@@ -38,10 +38,28 @@ def _extension():
     try:
         from pav import _pav
     except ImportError as e:
-        raise ImportError("pav's extension (pav._pav) is not built or not on the path: build the project "
-                          "(cmake --build --preset cpu) and put build/cpu/python on PYTHONPATH, or install it "
-                          "(docs/python.md): %s" % e) from None
+        raise ImportError(_extension_missing(e)) from None
     return _pav
+
+
+def _extension_missing(error):
+    """Why pav._pav did not import, and the fix: not built, or built for another Python."""
+    import sysconfig
+    here = os.path.dirname(os.path.abspath(__file__))
+    suffix = sysconfig.get_config_var("EXT_SUFFIX") or ".so"
+    this = "Python %d.%d at %s" % (sys.version_info[0], sys.version_info[1], sys.executable)
+    reinstall = ("reinstall pav with this interpreter (`%s -m pip install --no-build-isolation .` in pav's "
+                 "source folder)" % sys.executable)
+    built = sorted(f for f in os.listdir(here) if f.startswith("_pav.") and f.endswith(".so"))
+    if built and "_pav" + suffix not in built:
+        return ("pav's extension in %s (%s) was built for another Python; this is %s, which loads _pav%s: %s, "
+                "or configure the build tree with -DPython3_EXECUTABLE=%s" % (
+                    here, ", ".join(built), this, suffix, reinstall, sys.executable))
+    if built:
+        return "pav's extension %s/_pav%s does not load into %s: %s; %s" % (here, suffix, this, error, reinstall)
+    return ("pav's extension (pav._pav) is not built or not on the path: install pav with pip (docs/python.md, "
+            "\"Install\"), or build the project (cmake --build --preset cpu) and put build/cpu/python on "
+            "PYTHONPATH: %s" % error)
 
 
 def version():
