@@ -22,11 +22,18 @@
 #   r  Nsight Compute on the balanced refresh at Hkv 1, batch 256
 #   x  Nsight Compute on the attention of trace16-h8g8-q4 (32 rows per pass) and
 #      trace32-h1g16-q1 (G 16), and the bench of the reduce at budget 8 x SMs
+#   q  pav_gpu_bench over the q_len 1..5 rows of trace16-h8g8, equal32-h8g8,
+#      trace32-h1g16 and equal32-h1g16 (uniform, balanced, balanced@8), with the
+#      table of each row's time against q_len 1 of the same batch
+#   y  Nsight Compute on the balanced attention of trace16-h8g8 at q_len 1 and 4,
+#      and of trace32-h1g16 at q_len 1 and 2 (8, 32, 16 and 32 rows per pass)
 #   h  the machine's interpreter headers and pybind11 headers, for
 #      bench/gpu/python_kit.sh: $OUT/pyheaders.tgz
 #   p  python_device_tests (python/tests/test_device.py) over pykit/
 #      (bench/gpu/python_kit.sh pack): the package as built must pass, and each
 #      Python mutant's package must fail
+# BASE=DIR (a folder holding another build's pav_gpu_bench) runs steps b, q and y
+# with that binary too, right before this one's, into base-*.
 # Exit 1 when the suite, a sanitizer or a mutant fails.
 cd "$(dirname "$0")" || exit 3
 W=$PWD
@@ -88,9 +95,41 @@ if has n; then
     --section SpeedOfLight --section Occupancy --section LaunchStats --section MemoryWorkloadAnalysis \
     --section WarpStateStats --section SchedulerStats --section InstructionStats --section ComputeWorkloadAnalysis \
     --section MemoryWorkloadAnalysis_Tables --section SourceCounters --print-details all \
-    ./pav_gpu_bench --only equal32-h8g8 --variants balanced --iters 1 --warmup 0 --bandwidth-gb 0.5 >"$OUT/ncu.log" 2>&1
+    ./pav_gpu_bench --only equal32-h8g8-q1 --variants balanced --iters 1 --warmup 0 --bandwidth-gb 0.5 >"$OUT/ncu.log" 2>&1
   stamp "ncu rc=$?"
   grep -E "DRAM Throughput|L2 Cache Throughput|  Duration|Issue Slots Busy|Executed Instructions  |Registers Per|Achieved Occ|L2: T Tag|lts__t_requests_srcunit_tex_op_read.sum |lts__t_sectors_srcunit_tex.sum  |ldgsts_cache_bypass.sum  |L2 Hit Rate  " "$OUT/ncu.log" | head -20
+fi
+
+# bins: the pav_gpu_bench binaries to run, each with its file prefix.
+bins=("$W/pav_gpu_bench:")
+[[ -n ${BASE:-} ]] && bins=("$(cd "$BASE" && pwd)/pav_gpu_bench:base-" "${bins[@]}")
+
+if has q; then
+  for b in "${bins[@]}"; do
+    bin=${b%%:*} pre=${b##*:}
+    timeout 240 "$bin" --only trace16-h8g8,equal32-h8g8,trace32-h1g16,equal32-h1g16 \
+      --variants uniform,balanced,balanced@8 --json "$OUT/${pre}bench-q.json" >"$OUT/${pre}bench-q.log" 2>&1
+    stamp "${pre}bench q rc=$?"
+    grep -E "^\| [a-z0-9-]+-q[2-5] \| (balanced|balanced@8) \| [0-9.]+ \|" "$OUT/${pre}bench-q.log"
+  done
+fi
+
+if has y; then
+  for b in "${bins[@]}"; do
+    bin=${b%%:*} pre=${b##*:}
+    for cfg in trace16-h8g8-q1 trace16-h8g8-q4 trace32-h1g16-q1 trace32-h1g16-q2; do
+      # the planned call's attention: the 3rd attend_mma launch of the balanced variant's first timing
+      timeout 100 "$ncu" --clock-control none -k regex:attend_mma --launch-skip 3 -c 1 \
+        --section SpeedOfLight --section Occupancy --section LaunchStats --section WarpStateStats \
+        --section SchedulerStats --section InstructionStats --section MemoryWorkloadAnalysis \
+        --section ComputeWorkloadAnalysis --section SourceCounters --print-details all \
+        "$bin" --only "$cfg" --variants balanced --iters 1 --warmup 0 --bandwidth-gb 0.5 \
+        >"$OUT/${pre}ncu-$cfg.log" 2>&1
+      stamp "${pre}ncu $cfg rc=$?"
+      grep -E "DRAM Throughput|  Duration|Issue Slots Busy|Executed Instructions  |Registers Per|No Eligible|Achieved Occ" \
+        "$OUT/${pre}ncu-$cfg.log" | head -8
+    done
+  done
 fi
 
 if has b; then
@@ -103,9 +142,20 @@ if has b; then
 fi
 
 if has s; then
-  cuobjdump -sass ./gpu_test 2>/dev/null | awk '/Function : /{f = /attend_mma_kernelILi128ELi1E/} f' >"$OUT/sass.txt"
-  echo "SASS of attend_mma_kernel<128, 1>:"
-  grep -oE "(LDGSTS|LDG|STG|LDS|STS|HMMA|BAR|MUFU|F2FP|MOVM|SHFL|LDL|STL)[.A-Z0-9_]*" "$OUT/sass.txt" | sort | uniq -c | sort -rn | head -12
+  # attend_mma_kernel<128, NT> for 8, 16 and 32 rows per pass; with BASE, also
+  # that build's object of decode_mma.hip (BASE/decode_mma.o) when it is there.
+  srcs=(./gpu_test)
+  [[ -n ${BASE:-} && -f $BASE/decode_mma.o ]] && srcs+=("$BASE/decode_mma.o")
+  for src in "${srcs[@]}"; do
+    pre=; [[ $src == ./gpu_test ]] || pre=base-
+    for nt in 1 2 4; do
+      cuobjdump -sass "$src" 2>/dev/null | awk -v k="attend_mma_kernelILi128ELi${nt}E" '/Function : /{f = index($0, k) > 0} f' \
+        >"$OUT/${pre}sass-128-$nt.txt"
+      echo "${pre}SASS of attend_mma_kernel<128, $nt>: $(grep -cE '^ +/\*[0-9a-f]{4}\*/' "$OUT/${pre}sass-128-$nt.txt") instructions"
+      grep -oE "(LDGSTS|LDG|STG|LDS|STS|HMMA|BAR|MUFU|F2FP|MOVM|SHFL|LDL|STL|FADD|FMUL|FFMA|FMNMX|ISETP)[.A-Z0-9_]*" \
+        "$OUT/${pre}sass-128-$nt.txt" | sort | uniq -c | sort -rn | head -16 | paste -sd' '
+    done
+  done
   cuobjdump -res-usage ./gpu_test 2>/dev/null | grep -A1 "attend_mma" | grep -oE "(_Z[A-Za-z0-9_]*attend_mma[a-z_]*kernelILi[0-9]+ELi[0-9]+E(Li[0-9]+E)?|REG:[0-9]+|STACK:[0-9]+|SHARED:[0-9]+|LOCAL:[0-9]+)" |
     paste -sd' ' | sed 's/ _Z/\n_Z/g' >"$OUT/resources.txt"
   cat "$OUT/resources.txt"
@@ -131,7 +181,7 @@ if has x; then
     grep -E "DRAM Throughput|  Duration|Issue Slots Busy|Executed Instructions  |Registers Per|Eligible Warps|Grid Size|Waves Per SM" \
       "$OUT/ncu-$cfg.log" | head -10
   done
-  timeout 120 ./pav_gpu_bench --only trace32-h1g16 --variants uniform,proportional@8,balanced@8 \
+  timeout 120 ./pav_gpu_bench --only trace32-h1g16-q1,trace32-h1g16-q4 --variants uniform,proportional@8,balanced@8 \
     --json "$OUT/bench-reduce.json" >"$OUT/bench-reduce.log" 2>&1
   stamp "reduce bench rc=$?"
   grep -E "^\| trace32" "$OUT/bench-reduce.log" | cut -c1-150

@@ -87,6 +87,15 @@ std::vector<Config> all_configs(uint64_t seed) {
   c.push_back({"trace32-h1g16-q4", "trace", trace_batch(32, seed + 1), 1, 16, 4});
   c.push_back({"equal32-h1g16-q1", "equal", std::vector<int32_t>(32, 131072), 1, 16, 1});
   c.push_back({"trace32-h8g8-q1", "trace", trace_batch(32, seed + 1), 8, 8, 1});
+  // The speculative-decoding shapes (q_len 1 + 1..4 draft tokens) on the
+  // trace and equal batches of both head layouts, each beside its q_len 1 row.
+  for (int64_t q = 2; q <= 5; ++q) {
+    const std::string ql = "-q" + std::to_string(q);
+    if (q != 4) c.push_back({"trace16-h8g8" + ql, "trace", trace_batch(16, seed), 8, 8, q});
+    c.push_back({"equal32-h8g8" + ql, "equal", std::vector<int32_t>(32, 32768), 8, 8, q});
+    if (q != 4) c.push_back({"trace32-h1g16" + ql, "trace", trace_batch(32, seed + 1), 1, 16, q});
+    c.push_back({"equal32-h1g16" + ql, "equal", std::vector<int32_t>(32, 131072), 1, 16, q});
+  }
   return c;
 }
 
@@ -458,6 +467,27 @@ std::string config_summary(const Config& c, const DeviceCall& d, const json& var
                      d.kv_bytes / (ceiling_gbps * 1e9) * 1e3, cells, bodies);
 }
 
+// Each q_len > 1 configuration's call time against the q_len 1 configuration
+// of the same batch and head layout (the name up to "-q"), per variant both ran.
+std::vector<std::string> q_len_ratios(const json& configs) {
+  std::vector<std::string> out;
+  auto base_of = [](const std::string& name) { return name.substr(0, name.rfind("-q")); };
+  for (const auto& c : configs) {
+    if (c["q_len"].get<int64_t>() <= 1) continue;
+    for (const auto& one : configs) {
+      if (one["q_len"].get<int64_t>() != 1 || base_of(one["name"]) != base_of(c["name"])) continue;
+      for (const auto& v : c["variants"])
+        for (const auto& v1 : one["variants"]) {
+          if (v1["variant"] != v["variant"]) continue;
+          const double ms = v["call"]["median_ms"].get<double>(), ms1 = v1["call"]["median_ms"].get<double>();
+          out.push_back(fmt::format("| {} | {} | {:.3f} | {:.3f} | {:.2f}x |", c["name"].get<std::string>(),
+                                    v["variant"].get<std::string>(), ms, ms1, ms / ms1));
+        }
+    }
+  }
+  return out;
+}
+
 // Relative L2 distance between two bf16 outputs.
 double rel_l2(const std::vector<uint16_t>& a, const std::vector<uint16_t>& b) {
   double num = 0, den = 0;
@@ -661,6 +691,11 @@ int run(int argc, char** argv) {
   fmt::print("\n| config | KV GB | read ceiling GB/s | floor ms | policy: call ms (of ceiling) ... | body |\n"
              "|---|---|---|---|---|---|\n");
   for (const auto& r : summary) fmt::print("{}\n", r);
+  const std::vector<std::string> ratios = q_len_ratios(jconfigs);
+  if (!ratios.empty()) {
+    fmt::print("\n| config | variant | call ms | q_len 1 call ms | ratio to q_len 1 |\n|---|---|---|---|---|\n");
+    for (const auto& r : ratios) fmt::print("{}\n", r);
+  }
   if (!refresh_rows.empty()) {
     fmt::print("\n| refresh | policy | device time per refresh | plan |\n|---|---|---|---|\n");
     for (const auto& r : refresh_rows) fmt::print("{}\n", r);

@@ -1,5 +1,10 @@
 // SPDX-License-Identifier: Apache-2.0
 // The fast attention body (decode_common.hpp lists the decode files).
+// Per partition (tiles [tile0, tile1) of one sequence, KV head h), query row r, visible token t:
+//   s_t = (q8_r . k8_t) * q_scale_r * softmax_scale * k_scale_t   (one thread per token, fp32 sums)
+//   per 256-token tile: m' = max(m, max_t s_t), a = exp(m - m'), p_t = exp(s_t - m'), l' = a l + sum_t p_t
+//   O[r, d] = a O[r, d] + sum_t fp8(p_t * FP8_MAX) * v_scale_t * v8_t[d]   (one thread per dim and token group)
+//   stores m, l and O * v_scale / (FP8_MAX * l), the partial (or the output when one partition covers it)
 #include "kernels/hip/decode_common.hpp"
 #if defined(PAV_HIP_NVIDIA)
 #include <cuda_fp16.h>

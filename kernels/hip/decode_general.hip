@@ -1,5 +1,10 @@
 // SPDX-License-Identifier: Apache-2.0
 // The general attention body (decode_common.hpp lists the decode files).
+// Per partition (tiles [tile0, tile1) of one sequence, KV head h), query row r, visible token t:
+//   s_t = (q_r . k_t) * softmax_scale * k_scale_t, with q_r = q8_r * q_scale_r under fp8 compute
+//   per 256-token tile: m' = max(m, max_t s_t), a = exp(m - m'), p_t = exp(s_t - m'), l' = a l + sum_t p_t
+//   O[r, :] = a O[r, :] + sum_t w_t * v_scale_t * v_t, w_t = fp8(p_t * FP8_MAX) under fp8 compute, else p_t
+//   stores m, l and O * v_scale / (FP8_MAX * l) (FP8_MAX 1 under bf16 compute), the partial or the output
 #include "kernels/hip/decode_common.hpp"
 
 namespace pav::kernels::gpu {
