@@ -155,6 +155,11 @@ struct VerifyOptions {
 };
 Report verify(const VerifyOptions& o, const Io& io = {});
 
+// One of a fuzz campaign's disjoint seed streams: the index-th of count.
+struct Shard {
+  int index = 0, count = 1;
+};
+
 struct FuzzOptions {
   std::string backend = "auto";
   std::optional<uint64_t> seed;    // none: drawn at random (and reported), or the resumed report's
@@ -164,9 +169,6 @@ struct FuzzOptions {
   KernelOptions kernel;            // at most one
   std::string save_dir = default_save_dir();
   int jobs = 1;
-  struct Shard {
-    int index = 0, count = 1;      // the index-th of count disjoint seed streams
-  };
   std::optional<Shard> shard;      // none: 0/1, or the resumed report's
   int64_t shrink_tries = -1;       // -1: the engine's default
   double shrink_seconds = -1;      // -1: the engine's default
