@@ -472,14 +472,6 @@ py::tuple run_session(const std::string& run, const py::dict& options, bool quie
                         stopped);
 }
 
-// argv for a main-like entry: words[0] is the program's name. The pointers
-// point into words.
-[[maybe_unused]] std::vector<char*> argv_of(std::vector<std::string>& words) {
-  std::vector<char*> argv;
-  for (std::string& w : words) argv.push_back(w.data());
-  return argv;
-}
-
 }  // namespace
 
 #ifdef PAV_ADAPTER_BENCH
@@ -512,7 +504,8 @@ PYBIND11_MODULE(_pav, m) {
   // bench/adapter_bench in this process (bench/adapter/inprocess_bench.py).
   m.def("adapter_bench", [](std::vector<std::string> args) {
     args.insert(args.begin(), "adapter_bench");
-    std::vector<char*> argv = argv_of(args);
+    std::vector<char*> argv;  // words[0] is the program's name; the pointers point into args
+    for (std::string& w : args) argv.push_back(w.data());
     py::gil_scoped_release release;
     const int rc = adapter_bench_main(int(argv.size()), argv.data());
     std::fflush(stdout);

@@ -27,7 +27,7 @@ namespace fz = pav::props::fuzz;
 
 void check_save_dir(const std::string& dir) { pav::check_writable_dir(dir, "--save " + dir); }
 
-bool stopping(const Io& io) { return io.should_stop ? io.should_stop() : stop_requested(); }
+bool stopping(const Io& io) { return stop_test(io)(); }
 
 std::string stop_name(const Io& io) { return io.stop_reason ? io.stop_reason() : std::string(stop_signal_name()); }
 
