@@ -105,11 +105,10 @@ Report compare(const CompareOptions& o, const Io& io) {
   po.alpha = o.alpha;
   const PairedRunResult r = run_paired(*a, *b, po, io, rep.json);
   rep.exit_code = r.interrupted ? kExitCannotRun : o.gate && r.b_significantly_worse ? kExitFail : kExitOk;
-  rep.passed = rep.exit_code == kExitOk;
   rep.interrupted = r.interrupted;
   rep.verdict = rep.json.value("comparison", std::string());
   rep.json["gate"] = o.gate;
-  rep.json["passed"] = rep.passed;
+  rep.json["passed"] = rep.passed();
   return rep;
 }
 

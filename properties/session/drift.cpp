@@ -139,7 +139,6 @@ Report drift(const DriftOptions& o, const Io& io) {
     if (io.err) fmt::print(io.err, "pav drift: stopped by {} before the sweep ended; no report written\n", stop_name(io));
     Report stopped;  // no report: the JSON document stays null
     stopped.exit_code = kExitCannotRun;
-    stopped.passed = false;
     stopped.interrupted = true;
     stopped.verdict = "STOPPED (not a pass)";
     return stopped;
@@ -174,7 +173,6 @@ Report drift(const DriftOptions& o, const Io& io) {
   for (const auto& [k, v] : body.items()) j[k] = v;
   Report out;
   out.exit_code = rc;
-  out.passed = rc == kExitOk;
   out.verdict = rep.verdict;
   out.json = std::move(j);
   return out;

@@ -244,7 +244,6 @@ Report fuzz(const FuzzOptions& o, const Io& io) {
       if (rep.exit_code == kExitOk) rep.exit_code = kExitCannotRun;
     }
   }
-  rep.passed = rep.exit_code == kExitOk;
   return rep;
 }
 

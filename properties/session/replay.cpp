@@ -176,7 +176,6 @@ Report replay(const ReplayOptions& o, const Io& io) {
   report["passed"] = failures == 0;
   Report rep;
   rep.exit_code = failures ? kExitFail : kExitOk;
-  rep.passed = failures == 0;
   rep.verdict = failures ? fmt::format("FAIL ({} of {} cases failed)", failures, files.size()) : "PASS";
   rep.json = std::move(report);
   return rep;

@@ -73,7 +73,7 @@ struct Io {
 // written); `json` is the whole report (docs/json-reports.md).
 struct Report {
   int exit_code = kExitOk;
-  bool passed = true;
+  bool passed() const { return exit_code == kExitOk; }
   bool interrupted = false;
   std::string verdict;
   nlohmann::ordered_json json;

@@ -161,9 +161,8 @@ Report verify_two(const VerifyOptions& o, const Io& io) {
   rep.exit_code = failed ? kExitFail : r.interrupted ? kExitCannotRun : kExitOk;
   rep.verdict = failed ? "FAIL" : r.interrupted ? "STOPPED (not a pass)" : "PASS";
   rep.interrupted = r.interrupted;
-  rep.passed = rep.exit_code == kExitOk;
   if (io.out) fmt::print(io.out, "\nverdict: {} ({} wrong for A, {} for B)\n", rep.verdict, r.a_wrong, r.b_wrong);
-  rep.json["passed"] = rep.passed;
+  rep.json["passed"] = rep.passed();
   rep.json["verdict"] = rep.verdict;
   return rep;
 }
@@ -283,7 +282,6 @@ Report verify(const VerifyOptions& o, const Io& io) {
                 : rep.exit_code ? "ERROR"
                 : skipped     ? "PASS (with checks skipped: see above)"
                               : "PASS";
-  rep.passed = rep.exit_code == kExitOk;
   rep.interrupted = interrupted;
   if (io.out)
     print_summary(io.out, results, interrupted, stop_name(io), rep.verdict);
@@ -295,7 +293,7 @@ Report verify(const VerifyOptions& o, const Io& io) {
   if (kernel) j["kernel"] = adapters::identity_json(*kernel);
   j["seed"] = o.seed;
   j["save_dir"] = o.save_dir;
-  j["passed"] = rep.passed;
+  j["passed"] = rep.passed();
   j["verdict"] = rep.verdict;
   j["interrupted"] = interrupted;
   j["checks"] = ojson::array();
