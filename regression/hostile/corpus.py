@@ -972,6 +972,9 @@ def main():
     ap.add_argument("--jobs", type=int, default=os.cpu_count() or 2)
     ap.add_argument("--filter", default="")
     ap.add_argument("--list", action="store_true")
+    ap.add_argument("--time-scale", type=float, default=1.0,
+                    help="multiply every input's hang limit (an instrumented build runs each input several times "
+                         "slower; a hang is still a hang)")
     ap.add_argument("--expect-count", type=int, default=None,
                     help="fail unless exactly this many inputs are selected (a check that a class is present)")
     args = ap.parse_args()
@@ -994,7 +997,13 @@ def main():
     except (RuntimeError, subprocess.SubprocessError, OSError) as e:
         print(f"hostile corpus: could not build the corpus: {e}", flush=True)
         return 1
+    if not args.time_scale >= 1.0:
+        print(f"hostile corpus: --time-scale {args.time_scale} is below 1 (it can only lengthen a hang limit)",
+              flush=True)
+        return 2
     cases = [c for c in corpus.cases if args.filter in c.name]
+    for c in cases:
+        c.timeout *= args.time_scale
     if args.expect_count is not None and len(cases) != args.expect_count:
         print(f"hostile corpus: {len(cases)} inputs selected by --filter '{args.filter}', expected "
               f"{args.expect_count}", flush=True)
@@ -1006,7 +1015,8 @@ def main():
 
     env = dict(os.environ)
     env.setdefault("PAV_COUNTEREXAMPLE_DIR", os.path.join(work, "counterexamples"))
-    print(f"hostile corpus: {len(cases)} inputs under {work}, {args.jobs} at a time, pav {args.pav}; extra classes: "
+    print(f"hostile corpus: {len(cases)} inputs under {work}, {args.jobs} at a time, hang limits x{args.time_scale:g}, "
+          f"pav {args.pav}; extra classes: "
           + (", ".join(f"{n} ({k} inputs)" for n, k in extra) or "none"), flush=True)
     t0 = time.monotonic()
     failures = []
