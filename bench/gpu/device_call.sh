@@ -24,7 +24,8 @@
 #      trace32-h1g16-q1 (G 16), and the bench of the reduce at budget 8 x SMs
 #   q  pav_gpu_bench over the q_len 1..5 rows of trace16-h8g8, equal32-h8g8,
 #      trace32-h1g16 and equal32-h1g16 (uniform, balanced, balanced@8), with the
-#      table of each row's time against q_len 1 of the same batch
+#      table of each row's time against q_len 1 of the same batch; QSECONDS=N
+#      skips the configurations left after N seconds of each binary (0: none)
 #   y  Nsight Compute on the balanced attention of trace16-h8g8 at q_len 1 and 4,
 #      and of trace32-h1g16 at q_len 1 and 2 (8, 32, 16 and 32 rows per pass)
 #   h  the machine's interpreter headers and pybind11 headers, for
@@ -108,7 +109,8 @@ if has q; then
   for b in "${bins[@]}"; do
     bin=${b%%:*} pre=${b##*:}
     timeout 240 "$bin" --only trace16-h8g8,equal32-h8g8,trace32-h1g16,equal32-h1g16 \
-      --variants uniform,balanced,balanced@8 --json "$OUT/${pre}bench-q.json" >"$OUT/${pre}bench-q.log" 2>&1
+      --variants uniform,balanced,balanced@8 --max-seconds "${QSECONDS:-0}" \
+      --json "$OUT/${pre}bench-q.json" >"$OUT/${pre}bench-q.log" 2>&1
     stamp "${pre}bench q rc=$?"
     grep -E "^\| [a-z0-9-]+-q[2-5] \| (balanced|balanced@8) \| [0-9.]+ \|" "$OUT/${pre}bench-q.log"
   done

@@ -88,8 +88,8 @@ class TorchKernel:
             w = plan.work.long()
             return w[:, 0], w[:, 1] * plan.tile, w[:, 2] * plan.tile
         n = lens.shape[0]
-        b = torch.arange(n, device=lens.device).repeat_interleave(splits)
-        p = torch.arange(splits, device=lens.device).repeat(n)
+        i = torch.arange(n * splits, device=lens.device)   # no repeat_interleave: it may ask the device for
+        b, p = i // splits, i % splits                       # its output size, which a graph cannot record
         part = ((lens.long()[b].clamp(min=0) + splits - 1) // splits).clamp(min=1)
         return b, p * part, (p + 1) * part
 

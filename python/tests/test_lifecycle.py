@@ -479,6 +479,28 @@ def test_command_line_passes_finds_saves_and_replays(tmp_path):
     assert r.returncode == 0 and "not reproduced" in r.stdout
 
 
+CAMPAIGN = os.path.join(SOURCE, "examples", "engine", "campaign.py")
+
+
+def test_campaign_finds_shrinks_saves_and_replays_each_defect(tmp_path):
+    """The driver behind the documented figures: the correct engine passes, each named defect is
+    found, reproduces from its saved file and passes through the correct engine; with one step per
+    sequence nothing can be found, and the campaign says so with exit 1."""
+    two = ["--defect", "graph-key-batch-only", "--defect", "capture-unplanned"]
+    r = subprocess.run([sys.executable, CAMPAIGN, "--rounds", "2", "--steps", "40", "--out", str(tmp_path), "--json",
+                        *two], capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stdout + r.stderr
+    doc = json.loads(r.stdout)
+    assert doc["passed"] and doc["correct"]["passed"] and doc["correct"]["steps"] == 80
+    assert [(d["defect"], d["check"], d["replay"], d["correct_engine_replay"]) for d in doc["defects"]] == [
+        ("graph-key-batch-only", "graph-key", "reproduced", "passes"), ("capture-unplanned", "route", "reproduced",
+                                                                          "passes")]
+    assert sorted(os.listdir(tmp_path)) == ["capture-unplanned.json", "graph-key-batch-only.json"]
+    r = subprocess.run([sys.executable, CAMPAIGN, "--rounds", "1", "--steps", "1", *two], capture_output=True,
+                       text=True, timeout=300)
+    assert r.returncode == 1 and "graph-key-batch-only: not found in 1 sequences" in r.stdout, r.stdout + r.stderr
+
+
 @pytest.mark.parametrize("args,message", [
     (["--engine", "nowhere.py:factory"], "--engine: no file 'nowhere.py'"),
     (["--engine", "factory"], "--engine wants FILE.py:FUNC, got 'factory'"),

@@ -77,34 +77,48 @@ def check(a, make, graphs=None, engine_info=None, out=print):
             say(f"pav lifecycle: replay of {a.replay}: {label}"
                 + (f": step {res.first.step} [{res.first.check}] {res.first.message}" if res.first else ""))
         return 0 if res.passed else 1
-    t0 = time.perf_counter()
-    seed, steps, res = explore(make, a.seed, a.steps, rounds=a.rounds, graphs=graphs,
-                               log=(lambda *_: None) if quiet else out)
-    took = time.perf_counter() - t0
-    if seed is None:
-        n = sum(o.steps for o in res)
-        if a.json:
-            out(json.dumps({"passed": True, "seeds": [a.seed, a.seed + a.rounds - 1], "steps": n,
-                            "seconds": round(took, 3), "steps_per_second": round(n / took, 1)}))
-        say(f"pav lifecycle: {len(res)} sequences, {n} steps passed in {took:.1f} s ({n / took:.0f} steps/s)")
-        return 0
-    f = res.first
-    say(f"pav lifecycle: seed {seed} fails at step {f.step} [{f.check}] after {took:.2f} s: {f.message}")
-    small, runs = shrink(make, steps, seed, f.check, graphs=graphs)
-    again = run(make, small, seed, graphs=graphs)
-    save(a.save, seed, small, engine=engine_info, finding=again.first)
-    _, label = replay(a.save, make, graphs)
+    r = hunt(make, a.seed, a.steps, a.rounds, graphs, a.save, engine_info, log=(lambda *_: None) if quiet else out)
     if a.json:
-        out(json.dumps({"passed": False, "seed": seed, "found_at_step": f.step, "seconds_to_find": round(took, 3),
-                        "finding": f.to_json(), "shrunk_steps": small, "shrink_runs": runs,
-                        "shrunk_finding": again.first.to_json(), "saved": a.save, "replay": label}))
-        return 1
-    say(f"pav lifecycle: shrunk to {len(small)} steps in {runs} runs, saved {a.save}:")
-    for i, st in enumerate(small):
+        out(json.dumps(r))
+    if r["passed"]:
+        say(f"pav lifecycle: {r['sequences']} sequences, {r['steps']} steps passed in {r['seconds']:.1f} s "
+            f"({r['steps_per_second']:.0f} steps/s)")
+        return 0
+    f = r["finding"]
+    say(f"pav lifecycle: seed {r['seed']} fails at step {f['step']} [{f['check']}] after "
+        f"{r['seconds_to_find']:.2f} s: {f['message']}")
+    say(f"pav lifecycle: shrunk to {len(r['shrunk_steps'])} steps in {r['shrink_runs']} runs, saved {r['saved']}:")
+    for i, st in enumerate(r["shrunk_steps"]):
         say(f"  {i}: " + " ".join(f"{k}={v}" for k, v in st.items()))
-    say(f"  -> [{again.first.check}] {again.first.message}")
-    say(f"pav lifecycle: replay through a fresh engine: {label}")
+    say(f"  -> [{r['shrunk_finding']['check']}] {r['shrunk_finding']['message']}")
+    say(f"pav lifecycle: replay through a fresh engine: {r['replay']}")
     return 1
+
+
+def hunt(make, seed, n_steps, rounds, graphs, save_path, engine_info=None, log=print):
+    """Draw `rounds` sequences from `seed` on; on the first that fails, shrink it, save it to
+    `save_path` and replay the file through a fresh engine. Returns a JSON-ready dict: `passed`;
+    when it passed, seeds, sequences, steps, seconds and steps_per_second; when it failed, seed,
+    found_at_step, seconds_to_find, finding, shrunk_steps, shrink_runs, seconds_to_shrink,
+    shrunk_finding, saved and replay (the replay's label)."""
+    t0 = time.perf_counter()
+    found, steps, res = explore(make, seed, n_steps, rounds=rounds, graphs=graphs, log=log)
+    took = time.perf_counter() - t0
+    if found is None:
+        n = sum(o.steps for o in res)
+        return {"passed": True, "seeds": [seed, seed + rounds - 1], "sequences": len(res), "steps": n,
+                "seconds": round(took, 3), "steps_per_second": round(n / took, 1)}
+    f = res.first
+    t1 = time.perf_counter()
+    small, runs = shrink(make, steps, found, f.check, graphs=graphs)
+    again = run(make, small, found, graphs=graphs)
+    save(save_path, found, small, engine=engine_info, finding=again.first)
+    shrunk = time.perf_counter() - t1
+    _, label = replay(save_path, make, graphs)
+    return {"passed": False, "seed": found, "found_at_step": f.step, "seconds_to_find": round(took, 3),
+            "finding": f.to_json(), "shrunk_steps": small, "shrink_runs": runs,
+            "seconds_to_shrink": round(shrunk, 3), "shrunk_finding": again.first.to_json(), "saved": save_path,
+            "replay": label}
 
 
 def main(argv=None):
