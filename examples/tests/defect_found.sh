@@ -4,7 +4,9 @@
 #   1. pav fuzz --kernel "KERNEL --defect NAME" finds a failure within CASES
 #      cases from SEED, shrinks it and saves exactly one case file, and its
 #      last line names the property, the seed and that file;
-#   2. the file records a shrunk case (at least one shrink or simplify step);
+#   2. the file records a shrunk case (at least one shrink or simplify step)
+#      that failed again in a fresh worker (meta.reproduction "fresh"; an
+#      in-process library without --isolate: "same-instance");
 #   3. pav replay of that file with the defect fails (exit 1);
 #   4. pav replay of that file without the defect passes (exit 0);
 #   5. both failing replays (pav replay, pav fuzz --replay) print one verdict
@@ -56,7 +58,11 @@ steps = shrink["steps"] + shrink["simplify_steps"]
 print("shrunk in %d steps (%d tries): %s" % (steps, shrink["tries"], meta.get("description", "")))
 print("first failure:  %s" % meta["first_message"])
 print("shrunk failure: %s" % meta["message"])
-sys.exit(0 if steps >= 1 and meta["message"] else 1)
+# A worker is a process: the shrunk case was run again in a fresh one. An
+# in-process library (no --isolate) keeps its memory: the run's instance.
+want = "same-instance" if meta["kernel"]["adapter"] == "lib" else "fresh"
+print("reproduction: %s (expected %s) %s" % (meta.get("reproduction"), want, meta.get("reproduction_note", "")[:200]))
+sys.exit(0 if steps >= 1 and meta["message"] and meta.get("reproduction") == want else 1)
 PY
 
 run "$pav" replay --kernel "$broken" "$case_file"

@@ -70,6 +70,9 @@ DEFECTS = {
                              "input dtype): near each other at a large offset, their differences are lost",
     "tile-max-tie-dropped": "a three-way branch on each 64-token tile's max against the running max with no case for "
                             "equal: a tile whose max ties the running max is never added",
+    "stale-empty-split": "rows split into 32-token partitions counted batch-wide from the longest request; a shorter "
+                         "request's empty partitions are never written, and the merge reads their slots from scratch "
+                         "an earlier call left",
 }
 
 TILE_TOKENS = 64  # the tile of the masked-lanes-read-block-0 and tile-max-tie-dropped defects
@@ -96,6 +99,11 @@ class NumpyDecode:
         self.split_tokens = split_tokens
         if defect == "partial-e4m3-undeclared":
             self.partial, self.split_tokens = "fp8_e4m3fn", 32
+        if defect == "stale-empty-split":
+            self.partial, self.split_tokens = "f32", 32
+        # Partition scratch kept across calls, as a split-KV kernel keeps its
+        # partials buffer: slot (sequence, partition) -> (m, l, o).
+        self.scratch = {}
 
     def seq_len(self, call, s):
         if self.defect == "csr-last-page-full" and call.page_table == "csr":
@@ -177,6 +185,9 @@ class NumpyDecode:
         chunk_pages = max(1, CHUNK_TOKENS // bs)
         if self.partial:  # one chunk per partition
             chunk_pages = max(1, -(-self.split_tokens // bs))
+        # stale-empty-split: the partition count of the longest request, for every request
+        batch_parts = max((-(-self.pages_of(self.seq_len(call, s), bs) // chunk_pages) for s in range(num_seqs)),
+                          default=0)
         if self.defect == "tile-max-tie-dropped":
             chunk_pages = max(1, TILE_TOKENS // bs)
         for s in range(num_seqs):
@@ -240,6 +251,7 @@ class NumpyDecode:
                 logits = np.where(keep[None], x, -np.inf)
                 if self.partial:
                     parts.append(self.partition(logits, v, call.cache_dtype))
+                    self.scratch[(s, len(parts) - 1)] = parts[-1]
                     continue
                 if self.defect == "tile-max-tie-dropped":  # the equal case missing: such a tile is not added
                     tied = logits.max(axis=2) == m
@@ -255,6 +267,11 @@ class NumpyDecode:
                     p = round_to_fp8(p, "fp8_e4m3fn")
                 acc = acc * alpha[..., None] + np.matmul(p, v)
                 m = m_new
+            if self.defect == "stale-empty-split" and parts:
+                for j in range(len(parts), batch_parts):   # this request's empty partitions: never written
+                    slot = self.scratch.get((s, j))
+                    if slot is not None and slot[2].shape == parts[0][2].shape:
+                        parts.append(slot)
             if parts:
                 m, l, acc = merge(parts)
             if sink is not None:  # exp(sink) joins the denominator only

@@ -111,6 +111,51 @@ const PropertyRun* FuzzReport::first_failure() const {
   return nullptr;
 }
 
+// Sets f.reproduction (and reproduced): the shrunk case run once more through
+// a fresh instance of the kernel under test, when one can be made. pav's own
+// IoError (its side of a call) ends the run as everywhere else.
+void see_again(const Property& prop, Found& f, const FuzzOptions& opt) {
+  if (!opt.ctx.kernel) {
+    f.reproduction = "regenerated";
+    f.reproduction_note = "";
+    return;
+  }
+  f.reproduction = "same-instance";
+  if (!opt.fresh.open) {
+    f.reproduction_note = opt.fresh.unavailable;
+    return;
+  }
+  std::unique_ptr<adapters::KernelUnderTest> fresh;
+  try {
+    fresh = opt.fresh.open();
+  } catch (const pav::IoError&) {
+    throw;
+  } catch (const std::exception& e) {
+    f.reproduction_note = std::string("a fresh instance could not be opened: ") + e.what();
+    return;
+  }
+  CheckContext ctx = opt.ctx;
+  ctx.kernel = fresh.get();
+  Verdict v;
+  try {
+    v = prop.replay(f.spec, f.meta, ctx);
+  } catch (const pav::IoError&) {
+    throw;
+  } catch (const std::exception& e) {
+    v = Verdict::fail(std::string("the replay threw: ") + e.what());
+  }
+  if (v.passed) {
+    f.reproduced = false;
+    f.reproduction = "state-dependent";
+    f.reproduction_note = "a fresh instance of the kernel passes the shrunk case: the failure needs state that "
+                          "earlier calls left in the run's instance (stale scratch, a cache); the saved case alone "
+                          "does not show it";
+  } else {
+    f.reproduction = "fresh";
+    f.reproduction_note = v.message;
+  }
+}
+
 std::string save_found(const std::string& dir, const Found& f, const FuzzOptions& opt) {
   json meta = f.meta;
   meta["size"] = f.size;
@@ -131,6 +176,8 @@ std::string save_found(const std::string& dir, const Found& f, const FuzzOptions
                     {"tries", f.shrink_tries},
                     {"hit_limit", f.shrink_hit_limit}};
   meta["reproduced"] = f.reproduced;
+  meta["reproduction"] = f.reproduction;
+  meta["reproduction_note"] = f.reproduction_note;
   meta["reproduce"] = reproduce_command(f.property, f.seed, opt);
   meta["description"] = f.description;
   return save_counterexample(dir, f.property, f.seed, f.spec, meta);
@@ -321,6 +368,8 @@ FuzzReport run_fuzz(const FuzzOptions& opt, const std::vector<const Property*>& 
       f.size = hit->size;
       f.first_message = f.message = hit->message;
       f.reproduced = false;
+      f.reproduction = "flaky";
+      f.reproduction_note = "the case passed when regenerated from its seed";
       fmt::print(out, "  the failure did not recur when the case was regenerated from its seed (flaky)\n");
       run.failure = std::move(f);
     } else {
@@ -333,6 +382,9 @@ FuzzReport run_fuzz(const FuzzOptions& opt, const std::vector<const Property*>& 
                  : found->shrink_hit_limit ? " - stopped at a shrink limit, not a local minimum"
                                            : "",
                  found->description, found->message);
+      see_again(*prop, *found, opt);
+      fmt::print(out, "  reproduction: {}{}\n", found->reproduction,
+                 found->reproduction_note.empty() ? "" : ": " + found->reproduction_note);
       try {
         run.saved_path = save_found(opt.save_dir, *found, opt);
         fmt::print(out, "  saved {}\n", run.saved_path);

@@ -36,6 +36,7 @@
 #include <cstdio>
 #include <functional>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <optional>
 #include <stdexcept>
@@ -194,7 +195,14 @@ struct Found {
   int64_t shrink_steps = 0, simplify_steps = 0, shrink_tries = 0;
   bool shrink_hit_limit = false;
   bool shrink_stopped = false;  // the limit was a stop asked (a signal), not tries or time
-  bool reproduced = true;     // false: the failure did not recur when regenerated (flaky)
+  // true: the shrunk case failed again where `reproduction` says (a fresh
+  // instance of the kernel, or regenerated for pav's own kernels, or the run's
+  // instance when no fresh one can be made); false: flaky or state-dependent.
+  bool reproduced = true;
+  // How the failure was seen again (Reproduction below, as text) and the
+  // evidence: the fresh instance's verdict, or why none was made.
+  std::string reproduction = "regenerated";
+  std::string reproduction_note;
   CaseSpec spec;              // the shrunk case
   nlohmann::json meta;        // property-specific fields and the run's facts
   std::string description;    // one-line summary of the shrunk value
@@ -322,6 +330,26 @@ struct StreamPoint {
 // fresh cases j, j+J, ..., j+(cases_per_job[j]-1)*J (fresh_case numbering).
 StreamPoint advance_stream(const StreamPoint& from, const std::vector<int64_t>& cases_per_job);
 
+// What `Found::reproduction` says:
+//   fresh            the shrunk case failed again in a fresh instance of the
+//                    kernel under test (a new worker process, a new isolated
+//                    child), whose earlier calls cannot have left state
+//   regenerated      pav's own kernels: every case builds its own, so the
+//                    failure recurring when regenerated is reproduction
+//   same-instance    failed again in the run's instance; no fresh instance
+//                    could be made (an in-process library or Python kernel
+//                    shares its memory with the run; the note says how to get one)
+//   state-dependent  failed in the run's instance, passes in a fresh one: it
+//                    needs state that earlier calls left (stale scratch); not
+//                    reproduced, and the saved case says so
+//   flaky            did not recur when regenerated from its seed; nothing saved
+// A fresh instance of the kernel under test, for the reproduction check: `open`
+// makes one, or is empty and `unavailable` says why none can be made.
+struct FreshKernel {
+  std::function<std::unique_ptr<adapters::KernelUnderTest>()> open;
+  std::string unavailable;
+};
+
 struct FuzzOptions {
   int64_t cases = 0;         // per property; 0: no case budget
   double minutes = 0;        // all properties together; 0: no time budget
@@ -344,6 +372,7 @@ struct FuzzOptions {
   nlohmann::json kernel_run = nlohmann::json::object();
   std::string label = "pav fuzz";       // how the log's first line names the run
   std::function<bool()> should_stop;    // polled between cases: true ends the run cleanly
+  FreshKernel fresh;                    // with a kernel under test: where its shrunk failure is seen again
 };
 
 struct PropertyRun {

@@ -153,7 +153,10 @@ Report fuzz(const FuzzOptions& o, const Io& io) {
   e.jobs = o.jobs;
   e.ctx.backend = backend;
   e.ctx.kernel = kernel.get();
-  if (kernel) e.kernel_run = kernel_run_record(o.kernel);
+  if (kernel) {
+    e.kernel_run = kernel_run_record(o.kernel);
+    e.fresh = fresh_kernel(*kernel, o.kernel);
+  }
   e.save_dir = o.save_dir;
   if (o.shrink_tries >= 0) e.shrink.max_tries = o.shrink_tries;
   if (o.shrink_seconds >= 0) e.shrink.max_seconds = o.shrink_seconds;

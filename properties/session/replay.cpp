@@ -105,12 +105,19 @@ Report replay(const ReplayOptions& o, const Io& io) {
       j["kernel"] = adapters::identity_json(*k);
       j["kernel_recorded_in_case"] = rk.recorded;
     }
+    // How the run that saved it saw the failure again (fuzz_engine.hpp's Reproduction).
+    const nlohmann::json* saved_as = meta.contains("reproduction") ? &meta["reproduction"] : nullptr;
+    j["saved_reproduction"] = saved_as && saved_as->is_string() ? ojson(saved_as->get<std::string>()) : ojson(nullptr);
     if (out) {
       fmt::print(out, "case      {}\nproperty  {}\n", file, ran);
       if (k)
         fmt::print(out, "kernel    {}{}\n", adapters::identity(*k), rk.recorded ? " (recorded in the case)" : "");
       else
         fmt::print(out, "backend   {}\n", backend_name(backend));
+      if (j["saved_reproduction"] == "state-dependent")
+        fmt::print(out, "note      saved as state-dependent: it failed only after earlier calls of the run that "
+                        "found it, and a fresh instance of the kernel passed it; a PASS here does not show the bug "
+                        "is gone\n");
     }
     if (ran != "decode") {
       props::fuzz::Verdict v;

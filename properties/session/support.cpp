@@ -42,6 +42,21 @@ nlohmann::json kernel_run_record(const KernelOptions& o) {
   return {{"isolate", o.isolate}, {"timeout_seconds", o.timeout}, {"cwd", ec ? std::string() : cwd.string()}};
 }
 
+fz::FreshKernel fresh_kernel(const adapters::KernelUnderTest& k, const KernelOptions& o) {
+  fz::FreshKernel fresh;
+  const std::string adapter = k.adapter();
+  if (adapter == "exec" || adapter == "lib (isolated)" || adapter == "pav") {
+    fresh.open = [spec = k.spec(), o] { return open_kernel(spec, o, false); };
+  } else if (adapter == "lib") {
+    fresh.unavailable = "an in-process library keeps its memory for the whole run; with --isolate it runs in a "
+                        "child process, and its failures are seen again in a fresh one";
+  } else {
+    fresh.unavailable = "the " + adapter + " kernel is one object in this process; a fresh one is a new object "
+                        "(replay the saved case in a new process)";
+  }
+  return fresh;
+}
+
 void print_kernel(std::FILE* f, const adapters::KernelUnderTest& k, const char* label) {
   if (!f) return;
   fmt::print(f, "{:<9} {}\n{:<9} {}\n", label, adapters::identity(k), "", adapters::summary(k.description()));
@@ -85,6 +100,8 @@ nlohmann::ordered_json property_run_json(const fz::PropertyRun& run) {
                     {"message", f.message},
                     {"shrunk_case", f.description},
                     {"reproduced", f.reproduced},
+                    {"reproduction", f.reproduction},
+                    {"reproduction_note", f.reproduction_note},
                     // The shrunk case's name without its seed: the same minimal case found
                     // from different seeds (or shards) has the same id.
                     {"case_id", f.reproduced ? nlohmann::ordered_json(props::case_id(f.property, f.spec, f.meta))

@@ -44,6 +44,12 @@ int fuzz_exit_code(const props::fuzz::FuzzReport& report);
 // timeout and the working directory a relative path in the spec is relative to.
 nlohmann::json kernel_run_record(const KernelOptions& o);
 
+// How the engine gets a fresh instance of kernel `k` (opened from `o`) to see
+// a shrunk failure again: a new worker process (exec:, lib: under --isolate)
+// or a new pav kernel; for an in-process library or Python kernel, none (it
+// shares its memory with the run), and why.
+props::fuzz::FreshKernel fresh_kernel(const adapters::KernelUnderTest& k, const KernelOptions& o);
+
 // "kernel    NAME VERSION via ADAPTER (SPEC)" and what it supports.
 void print_kernel(std::FILE* f, const adapters::KernelUnderTest& k, const char* label = "kernel");
 

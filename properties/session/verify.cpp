@@ -45,6 +45,7 @@ struct VerifyContext {
   adapters::KernelUnderTest* kernel = nullptr;        // a kernel under test: its properties instead of pav's kernels'
   const std::vector<fz::Property>* kernel_props = nullptr;
   nlohmann::json kernel_run = nlohmann::json::object();  // how it was opened, for saved cases
+  fz::FreshKernel fresh;                                 // where a shrunk failure is seen again
 };
 
 const fz::Property* property_named(const VerifyContext& v, const std::string& name) {
@@ -69,6 +70,7 @@ CheckResult property_check(const VerifyContext& v, const char* property, const c
   o.ctx.backend = v.backend;
   o.ctx.kernel = v.kernel;
   o.kernel_run = v.kernel_run;
+  o.fresh = v.fresh;
   o.save_dir = v.save_dir;
   o.progress = v.io.show_progress;
   o.label = "pav verify";
@@ -90,7 +92,10 @@ CheckResult property_check(const VerifyContext& v, const char* property, const c
     const fz::Found& f = *run.failure;
     r.passed = false;
     r.failure = fmt::format("seed {}: {}", f.seed, f.first_message);
-    if (f.reproduced) r.failure += fmt::format("; shrunk: {}: {}", f.description, f.message);
+    if (f.reproduction != "flaky") r.failure += fmt::format("; shrunk: {}: {}", f.description, f.message);
+    if (f.reproduction == "state-dependent")
+      r.failure += "; NOT REPRODUCED in a fresh instance of the kernel (state-dependent: it needs what earlier calls "
+                   "left)";
     r.failure += !run.saved_path.empty()   ? " (saved " + run.saved_path + ")"
                  : !run.save_error.empty() ? " (NOT SAVED: " + run.save_error + ")"
                                            : " (not saved: it did not recur when regenerated)";
@@ -227,8 +232,15 @@ Report verify(const VerifyOptions& o, const Io& io) {
              : plan  ? std::vector<std::string>{"decode", "reject", "stale", "drift"}
                      : std::vector<std::string>{"decode", "reject", "drift"};
   }
-  const VerifyContext ctx{backend, o.seed,       o.save_dir, io, io.log, kernel.get(), &kernel_props,
-                          kernel_run_record(o.kernel)};
+  const VerifyContext ctx{backend,
+                          o.seed,
+                          o.save_dir,
+                          io,
+                          io.log,
+                          kernel.get(),
+                          &kernel_props,
+                          kernel_run_record(o.kernel),
+                          kernel ? fresh_kernel(*kernel, o.kernel) : fz::FreshKernel{}};
 
   if (io.log) {
     if (kernel) {

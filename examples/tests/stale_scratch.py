@@ -1,0 +1,85 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
+"""A failure that needs earlier calls is reported as such, never as a reproduced FAIL.
+
+    stale_scratch.py PAV PYTHON WORKER WORKDIR
+
+The NumPy worker's stale-empty-split defect merges a shorter request's empty
+partitions from scratch an earlier call left: one call alone, in a fresh
+worker, is right. pav fuzz must find it (exit 1), see that a fresh worker
+passes the shrunk case and say `state-dependent` (reproduced false, no case
+id) in its report, its log and the saved case; pav replay of that case must
+carry the label (JSON and text). A defect that needs no earlier call
+(causal-off-by-one) is `fresh`: the shrunk case failed again in a new worker.
+Every command and its output is printed.
+"""
+import glob
+import json
+import os
+import shutil
+import subprocess
+import sys
+
+
+def run(args):
+    print("+ " + " ".join(args), flush=True)
+    r = subprocess.run(args, capture_output=True, text=True, timeout=600)
+    print(r.stdout[-3000:] + r.stderr[-3000:] + f"[exit {r.returncode}]", flush=True)
+    return r
+
+
+def fail(why):
+    print(f"stale_scratch: FAIL: {why}")
+    sys.exit(1)
+
+
+def fuzz(pav, kernel, work, cases):
+    shutil.rmtree(work, ignore_errors=True)
+    os.makedirs(work)
+    r = run([pav, "fuzz", "--kernel", kernel, "--property", "decode", "--cases", str(cases), "--seed", "1",
+             "--save", work, "--shrink-tries", "400", "--json"])
+    if r.returncode != 1:
+        fail(f"pav fuzz exited {r.returncode}, expected 1 (the defect found)")
+    failure = json.loads(r.stdout)["runs"][0]["failure"]
+    files = glob.glob(os.path.join(work, "*.json"))
+    if len(files) != 1:
+        fail(f"expected one saved case in {work}, found {len(files)}")
+    return failure, files[0], r.stderr
+
+
+def main():
+    if len(sys.argv) != 5:
+        print(__doc__.split("\n\n")[1], file=sys.stderr)
+        return 2
+    pav, python, worker, work = sys.argv[1:]
+    kernel = f"exec:{python} {worker} --defect "
+
+    f, case, log = fuzz(pav, kernel + "stale-empty-split", os.path.join(work, "stale"), 400)
+    got = (f["reproduced"], f["reproduction"], f["case_id"])
+    if got != (False, "state-dependent", None):
+        fail(f"stale-empty-split: (reproduced, reproduction, case_id) = {got}, expected (False, 'state-dependent', "
+             "None): a fresh worker passes the shrunk case")
+    if "reproduction: state-dependent" not in log:
+        fail("the log does not say state-dependent")
+    meta = json.load(open(case))["meta"]
+    if (meta.get("reproduced"), meta.get("reproduction")) != (False, "state-dependent"):
+        fail(f"the saved case's meta says reproduced {meta.get('reproduced')}, reproduction "
+             f"{meta.get('reproduction')}")
+    r = run([pav, "replay", case, "--trust-case-kernel", "--json"])
+    doc = json.loads(r.stdout)["cases"][0]
+    if r.returncode != 0 or not doc["passed"] or doc["saved_reproduction"] != "state-dependent":
+        fail("pav replay in a fresh worker: expected a PASS labelled state-dependent, got exit "
+             f"{r.returncode}, passed {doc['passed']}, saved_reproduction {doc['saved_reproduction']}")
+    r = run([pav, "replay", case, "--trust-case-kernel"])
+    if "saved as state-dependent" not in r.stdout:
+        fail("pav replay's text does not say the case was saved as state-dependent")
+
+    f, case, _ = fuzz(pav, kernel + "causal-off-by-one", os.path.join(work, "fresh"), 200)
+    if (f["reproduced"], f["reproduction"]) != (True, "fresh") or not f["case_id"]:
+        fail(f"causal-off-by-one: reproduced {f['reproduced']}, reproduction {f['reproduction']}, expected fresh")
+    print("stale_scratch: state-dependent and fresh failures labelled as such")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
