@@ -489,6 +489,26 @@ TEST(Description, JsonRoundTripsEveryCacheFormatName) {
   EXPECT_EQ(adapters::description_from_json(adapters::to_json(d)), d);
 }
 
+TEST(Description, ScratchIsDeclaredAsABooleanAndEveryDecodeRequestThenAsksForThePoison) {
+  KernelDescription d = small_description();
+  EXPECT_FALSE(adapters::to_json(d).contains("scratch"));  // absent: no scratch, as before the field
+  EXPECT_FALSE(adapters::description_from_json(adapters::to_json(d)).scratch);
+  d.scratch = true;
+  EXPECT_EQ(adapters::to_json(d).at("scratch"), true);
+  EXPECT_EQ(adapters::description_from_json(adapters::to_json(d)), d);
+  EXPECT_NE(adapters::summary(d).find("scratch poisoned before each call"), std::string::npos);
+  for (const nlohmann::json& bad : {nlohmann::json(1), nlohmann::json("true"), nlohmann::json(nullptr)}) {
+    nlohmann::json j = adapters::to_json(d);
+    j["scratch"] = bad;
+    try {
+      adapters::description_from_json(j);
+      ADD_FAILURE() << "scratch: " << bad.dump() << " was taken";
+    } catch (const adapters::KernelSpecError& e) {
+      EXPECT_NE(std::string(e.what()).find("scratch"), std::string::npos) << e.what();
+    }
+  }
+}
+
 TEST(Description, JsonRoundTripsPavsOwnAndASmallOne) {
   for (bool planned : {true, false}) {
     adapters::PavKernelOptions o;
@@ -986,6 +1006,33 @@ TEST(LibAdapter, AVersionOneLibraryKeepsWorking) {
     props::prepare_kernel_call(kc, c, old->description());
     EXPECT_TRUE(old->check(kc.request).ok()) << old->check(kc.request).message;
   }
+}
+
+// A library exporting pav_kernel_poison_scratch is described as keeping scratch,
+// and pav poisons it once before every decode, in process and isolated; a
+// poison that fails makes the call a kernel error naming the entry.
+TEST(Abi, ScratchIsPoisonedOnceBeforeEveryDecode) {
+  for (const bool isolate : {false, true}) {
+    adapters::OpenOptions o;
+    o.isolate = isolate;
+    o.self_exe = PAV_TEST_PAV;
+    auto k = adapters::open_kernel(plugin(PAV_TEST_FAULT_SCRATCH, "--path uniform"), o);
+    EXPECT_TRUE(k->description().scratch) << isolate;
+    for (int call = 0; call < 3; ++call) {
+      const Ran r = run_one(*k, small_spec());
+      EXPECT_TRUE(r.result.ok()) << "isolate " << isolate << ", call " << call << ": " << r.result.message;
+      EXPECT_TRUE(r.judged_ok) << r.verdict;
+    }
+  }
+  auto plain = adapters::open_kernel(plugin(PAV_TEST_CPU_PLUGIN, "--path uniform"));
+  EXPECT_FALSE(plain->description().scratch);
+  ::setenv("PAV_FAULT_SCRATCH_FAILS", "1", 1);
+  auto broken = adapters::open_kernel(plugin(PAV_TEST_FAULT_SCRATCH, "--path uniform"));
+  const Ran r = run_one(*broken, small_spec());
+  ::unsetenv("PAV_FAULT_SCRATCH_FAILS");
+  EXPECT_EQ(r.result.outcome, adapters::Outcome::kernel_error);
+  EXPECT_NE(r.result.message.find("pav_kernel_poison_scratch returned"), std::string::npos) << r.result.message;
+  EXPECT_NE(r.result.message.find("could not be poisoned"), std::string::npos) << r.result.message;
 }
 
 // The version-2 fields cross the ABI both ways; a version-1 struct_size hides them.

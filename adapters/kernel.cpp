@@ -290,6 +290,7 @@ json to_json(const KernelDescription& d) {
   for (kernels::PageTable p : d.page_tables) j["page_tables"].push_back(to_string(p));
   j["strided_cache"] = d.strided_cache;
   if (d.large_cache) j["large_cache"] = true;
+  if (d.scratch) j["scratch"] = true;
   for (Scales s : d.scale_kinds) j["scale_kinds"].push_back(to_string(s));
   j["mixed_scales"] = d.mixed_scales;
   j["block_sizes"] = d.block_sizes;
@@ -360,7 +361,7 @@ KernelDescription description_from_json(const json& j) {
       "max_num_seqs", "max_kv_heads",   "max_context_len", "strided_q",  "split",             "split_ceiling",
       "max_split_ceiling", "writes_lse", "thread_safe",    "check",      "profile",           "lse_base",
       "variants",     "cache_layouts",  "kv_storage",      "page_tables", "strided_cache",    "mixed_scales",
-      "mla_dims",     "large_cache"};
+      "mla_dims",     "large_cache",    "scratch"};
   // v_layouts is required while the kernel reads packed caches (cache_layouts absent means packed).
   static const std::set<std::string> required = {"name",        "q_dtypes",    "cache_dtypes", "scale_kinds",
                                                  "block_sizes", "head_dims",   "gqa_ratios",   "q_len",
@@ -409,6 +410,7 @@ KernelDescription description_from_json(const json& j) {
   }
   if (j.contains("strided_cache")) d.strided_cache = bool_field(j.at("strided_cache"), "strided_cache");
   if (j.contains("large_cache")) d.large_cache = bool_field(j.at("large_cache"), "large_cache");
+  if (j.contains("scratch")) d.scratch = bool_field(j.at("scratch"), "scratch");
   for (const json& v : array_field(j, "scale_kinds"))
     d.scale_kinds.push_back(parse_name<Scales>(
         v, "scale_kinds", {Scales::none, Scales::per_tensor, Scales::per_head, Scales::per_token}));
@@ -488,7 +490,7 @@ std::string summary(const KernelDescription& d) {
       d.profile.partial == DType::none ? "none" : kernels::to_string(d.profile.partial),
       d.has_check ? ", has check" : "") +
          (d.features.empty() ? std::string() : ", variants " + list_text(d.features)) +
-         (d.lse_base == LseBase::two ? ", lse in log2" : "") +
+         (d.lse_base == LseBase::two ? ", lse in log2" : "") + (d.scratch ? ", scratch poisoned before each call" : "") +
          (d.mla_dims.empty() ? std::string() : ", MLA " + mla_list(d.mla_dims));
 }
 

@@ -73,6 +73,10 @@ struct KernelDescription {
   std::vector<kernels::PageTable> page_tables = {kernels::PageTable::block_table};
   bool strided_cache = false;  // nhd, hnd: page and head strides other than the contiguous ones
   bool large_cache = false;    // caches spanning 2^31 elements or more (offsets past int32)
+  // It keeps scratch between calls (partials, LSEs, a workspace) and fills it
+  // with NaN when a decode request asks (poison_scratch): pav asks before every
+  // call, so a read of a slot this call did not write shows on that call.
+  bool scratch = false;
   std::vector<Scales> scale_kinds;
   bool mixed_scales = false;   // K's and V's scales may be of different kinds
   std::vector<int64_t> block_sizes, head_dims, gqa_ratios;

@@ -160,6 +160,7 @@ struct Entries {
   pav_kernel_describe_fn describe = nullptr;
   pav_kernel_check_fn check = nullptr;
   pav_kernel_decode_fn decode = nullptr;
+  pav_kernel_poison_scratch_fn poison_scratch = nullptr;
 };
 
 // A message buffer the library filled: read no further than its size (a
@@ -282,6 +283,17 @@ class LibKernel final : public KernelUnderTest {
     if (!description_.thread_safe) lock.lock();
     ++decode_calls_;
     char message[abi::kMessageBytes] = {0};
+    if (e_.poison_scratch) {  // before every call: a read of scratch this call did not write is NaN
+      int rc;
+      {
+        exit_guard::Inside in(*where_, "pav_kernel_poison_scratch");
+        rc = e_.poison_scratch(instance_, message, sizeof message);
+      }
+      if (rc != PAV_OK)
+        return {Outcome::kernel_error, fmt::format("pav_kernel_poison_scratch returned {} (expected PAV_OK): {}", rc,
+                                                   text_of(message, sizeof message))};
+      std::memset(message, 0, sizeof message);
+    }
     if (description_.memory == Memory::device) {
 #ifdef PAV_HAVE_GPU
       try {
@@ -368,6 +380,7 @@ std::unique_ptr<KernelUnderTest> open_lib_kernel(const std::string& path, const 
   e.init = symbol<pav_kernel_init_fn>(h, "pav_kernel_init");
   e.fini = symbol<pav_kernel_fini_fn>(h, "pav_kernel_fini");
   e.check = symbol<pav_kernel_check_fn>(h, "pav_kernel_check");
+  e.poison_scratch = symbol<pav_kernel_poison_scratch_fn>(h, "pav_kernel_poison_scratch");
   for (auto [ptr, name] : {std::pair<const void*, const char*>{reinterpret_cast<const void*>(e.abi_version),
                                                                "pav_kernel_abi_version"},
                            {reinterpret_cast<const void*>(e.describe), "pav_kernel_describe"},
@@ -441,6 +454,7 @@ std::unique_ptr<KernelUnderTest> open_lib_kernel(const std::string& path, const 
     throw KernelSpecError(where + ": " + err.what());
   }
   d.has_check = e.check != nullptr;
+  d.scratch = e.poison_scratch != nullptr;
 #ifndef PAV_HAVE_GPU
   if (d.memory == Memory::device) {
     finish();

@@ -149,7 +149,7 @@ class WorkerKernel final : public KernelUnderTest {
           throw IoError(std::string("--exchange-dir: cannot write a call's inputs: ") + e.what());
         }
       }
-      const json reply = exchange(protocol::decode_request(id, dir, r), id);
+      const json reply = exchange(protocol::decode_request(id, dir, r, description_.scratch), id);
       if (!reply.at("ok").get<bool>()) {
         const std::string status = reply.contains("status") ? string_member(reply, "status") : "error";
         Outcome outcome = Outcome::kernel_error;

@@ -127,8 +127,9 @@ json args_of(const DecodeRequest& r, bool for_decode) {
   return a;
 }
 
-json decode_request(int64_t id, const std::string& dir, const DecodeRequest& r) {
+json decode_request(int64_t id, const std::string& dir, const DecodeRequest& r, bool poison_scratch) {
   json req = {{"op", "decode"}, {"id", id}, {"dir", dir}, {"args", args_of(r, true)}};
+  if (poison_scratch) req["poison_scratch"] = true;
   json tensors = json::object();
   for (const NamedTensor& t : inputs_of(r)) tensors[t.name] = descriptor(t.view, std::string(t.name) + ".npy", false);
   req["tensors"] = tensors;

@@ -60,7 +60,9 @@ nlohmann::json descriptor(const kernels::TensorView& v, const std::string& file,
 nlohmann::json args_of(const DecodeRequest& r, bool for_decode);
 
 // The request lines pav sends.
-nlohmann::json decode_request(int64_t id, const std::string& dir, const DecodeRequest& r);
+// poison_scratch: the kernel declares scratch; the request asks it to fill its
+// scratch with NaN before it computes (every decode request of such a kernel).
+nlohmann::json decode_request(int64_t id, const std::string& dir, const DecodeRequest& r, bool poison_scratch);
 nlohmann::json check_request(int64_t id, const DecodeRequest& r);
 
 // The largest extent or stride a descriptor may carry (a request past it is

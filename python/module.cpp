@@ -207,7 +207,7 @@ class PythonKernel final : public pav::adapters::KernelUnderTest {
     std::unique_lock<std::mutex> lock(mu_, std::defer_lock);
     if (!description_.thread_safe) lock.lock();
     if (description_.memory == pav::adapters::Memory::device) return decode_on_device(r);
-    const json request = pav::adapters::protocol::decode_request(0, "", r);
+    const json request = pav::adapters::protocol::decode_request(0, "", r, description_.scratch);
     py::gil_scoped_acquire gil;
     try {
       py::dict arrays;
@@ -243,7 +243,7 @@ class PythonKernel final : public pav::adapters::KernelUnderTest {
   // device is done.
   CallResult decode_on_device(const DecodeRequest& r) {
 #ifdef PAV_HAVE_GPU
-    const json request = pav::adapters::protocol::decode_request(0, "", r);
+    const json request = pav::adapters::protocol::decode_request(0, "", r, description_.scratch);
     try {
       pav::adapters::DeviceCopies copies;
       const auto inputs = pav::adapters::protocol::inputs_of(r);
@@ -314,6 +314,9 @@ void register_kernel(const std::string& key, py::object runner, const std::strin
 class Fields {
  public:
   Fields(const std::string& run, const py::dict& d) : run_(run), d_(d) {}
+
+  // The dict holds `name` with a value (None is "not given").
+  bool given(const char* name) const { return d_.contains(name) && !d_[name].is_none(); }
 
   template <class T>
   void read(const char* name, T& into) {
@@ -398,6 +401,12 @@ py::tuple run_session(const std::string& run, const py::dict& options, bool quie
     f.read("decode_cases", o.decode_cases);
     f.read("reject_cases", o.reject_cases);
     f.read("stale_cases", o.stale_cases);
+    f.read("decode_seconds", o.decode_seconds);
+    bool quick = false;
+    f.read("quick", quick);
+    if (quick)
+      s::apply_quick(o, f.given("plan_cases"), f.given("decode_cases"), f.given("reject_cases"),
+                     f.given("stale_cases"));
     f.read("save_dir", o.save_dir);
     f.read("out_dir", o.out_dir);
     call = [o](const s::Io& io) { return s::verify(o, io); };

@@ -820,7 +820,7 @@ TEST_F(PavCli, HelpShowsEveryCommandsOptionsWithDefaults) {
     EXPECT_NE(h.out.find("--json "), std::string::npos) << cmd << " lacks --json";
   }
   const std::string verify = run("help verify").out;
-  EXPECT_TRUE(std::regex_search(verify, std::regex(R"(--decode-cases INT:in 1\.\.100000=64)"))) << verify;
+  EXPECT_TRUE(std::regex_search(verify, std::regex(R"(--decode-cases INT:in 1\.\.100000=search)"))) << verify;
   EXPECT_TRUE(std::regex_search(verify, std::regex(R"(--seed [^\n]*=20261129)"))) << verify;
   const std::string fuzz = run("help fuzz").out;
   EXPECT_TRUE(std::regex_search(fuzz, std::regex(R"(--seed [^\n]*=random)"))) << fuzz;
@@ -1143,6 +1143,44 @@ TEST_F(PavCli, VerifyDriftCheckThroughAKernelIsNarrowedToIt) {
 // verify's stale check: in the default checks of a kernel that runs pav's plan
 // (before drift) and not of one that splits by itself, where asking for it
 // names why it is skipped; without --kernel, pav's own kernels take it.
+// The decode check searches by default: calls for --decode-seconds, not a fixed
+// count, and the report says so; --quick fixes every count (its own, or the one
+// also given) and turns the search off.
+TEST_F(PavCli, VerifyDecodeSearchesForItsSecondsAndQuickFixesTheCounts) {
+  struct Case {
+    std::vector<std::string> extra;
+    bool quick;
+    std::string budget;
+    int64_t cases;  // -1: a search, any count
+  };
+  const std::vector<Case> cases{
+      {{"--decode-seconds", "2"}, false, "search of 2 s", -1},
+      {{"--quick"}, true, "64 cases", 64},
+      {{"--quick", "--decode-cases", "5"}, true, "5 cases", 5},
+      {{"--decode-cases", "7"}, false, "7 cases", 7},
+  };
+  for (const Case& c : cases) {
+    std::vector<std::string> args{"verify", "--backend", "cpu", "--checks", "planner,decode", "--quiet", "--json",
+                                  "--save", (dir_ / "ce").string()};
+    args.insert(args.end(), c.extra.begin(), c.extra.end());
+    const Outcome o = launch({args});
+    ASSERT_EQ(o.code, 0) << o.err;
+    const json j = parsed(o.out);
+    ASSERT_TRUE(j.is_object()) << o.out.substr(0, 500);
+    EXPECT_EQ(j["quick"], c.quick);
+    EXPECT_EQ(j["checks"][0]["budget"], c.quick ? "200 cases" : "500 cases");
+    const json& decode = j["checks"][1];
+    EXPECT_EQ(decode["budget"], c.budget);
+    if (c.cases >= 0) {
+      EXPECT_EQ(decode["cases"], c.cases);
+    } else {  // ran until its budget was spent, well past the 64 a fixed default once ran
+      EXPECT_GE(decode["detail"]["seconds"].get<double>(), 1.9) << decode.dump();
+      EXPECT_GT(decode["cases"].get<int64_t>(), 0);
+      EXPECT_NE(o.err.find("(2 s per property)"), std::string::npos) << o.err;
+    }
+  }
+}
+
 TEST_F(PavCli, VerifyStaleCheckIsAPlanKernelsOwn) {
   struct Case {
     std::vector<std::string> args;

@@ -1,7 +1,10 @@
 // SPDX-License-Identifier: Apache-2.0
-// pav verify: the main job (session::verify). A quick verification of the
+// pav verify: the main job (session::verify). A verification of the
 // planner and the decode kernels against the reference, or of a kernel under
-// test; a summary table, or JSON.
+// test (the decode check a search of --decode-seconds, or --quick for a
+// pre-commit run); a summary table, or JSON.
+#include <fmt/core.h>
+
 #include "common/text_list.hpp"
 #include "tools/backend_option.hpp"
 #include "tools/kernel_option.hpp"
@@ -23,16 +26,30 @@ int run(std::vector<std::string> args) {
       ->check(cli::seed_value());
   app.add_option("--plan-cases", o.plan_cases, "generated batches for the planner check")
       ->check(cli::integer_in(1, session::kMaxPlanCases));
-  app.add_option("--decode-cases", o.decode_cases, "generated calls for the decode check")
-      ->check(cli::integer_in(1, session::kMaxDecodeCases));
+  auto* opt_plan = app.get_option("--plan-cases");
+  auto* opt_decode = app.add_option("--decode-cases", o.decode_cases,
+                                    "a fixed number of generated calls for the decode check (default: a search "
+                                    "of --decode-seconds)")
+                         ->check(cli::integer_in(1, session::kMaxDecodeCases))
+                         ->default_str("search");
+  app.add_option("--decode-seconds", o.decode_seconds,
+                 "the decode check's search: generated calls for this long, to the first failure")
+      ->check(cli::finite_in(1, session::kMaxDecodeSeconds))
+      ->capture_default_str();
+  bool quick = false;
+  app.add_flag("--quick", quick,
+               fmt::format("the pre-commit run: {} plan, {} decode, {} reject and {} stale cases, no decode search "
+                           "(a count also given keeps its own)",
+                           session::kQuickPlanCases, session::kQuickDecodeCases, session::kQuickRejectCases,
+                           session::kQuickStaleCases));
   auto* opt_checks = app.add_option("--checks", checks,
                                     "the checks to run, comma-separated: planner, decode, reject, stale, drift "
                                     "(default planner,decode,drift; with --kernel decode,reject,drift, and stale "
                                     "before drift for a kernel that runs pav's plan; pav's kernels take reject and "
                                     "stale too, through the same adapter)");
-  app.add_option("--reject-cases", o.reject_cases, "generated calls for the reject check")
-      ->check(cli::integer_in(1, session::kMaxRejectCases));
-  app.add_option("--stale-cases", o.stale_cases,
+  auto* opt_reject = app.add_option("--reject-cases", o.reject_cases, "generated calls for the reject check")
+                         ->check(cli::integer_in(1, session::kMaxRejectCases));
+  auto* opt_stale = app.add_option("--stale-cases", o.stale_cases,
                  "generated calls for the stale-plan check (a kernel that runs pav's plan)")
       ->check(cli::integer_in(1, session::kMaxStaleCases));
   cli::add_kernel_options(app, o.kernel, /*many=*/true);
@@ -45,6 +62,9 @@ int run(std::vector<std::string> args) {
   // An empty --checks (a variable that expanded to nothing) names no check:
   // the session refuses it rather than run the default ones.
   if (opt_checks->count() > 0) o.checks = checks.empty() ? std::vector<std::string>{} : split_list(checks);
+  if (quick)
+    session::apply_quick(o, opt_plan->count() > 0, opt_decode->count() > 0, opt_reject->count() > 0,
+                         opt_stale->count() > 0);
   output.check_writable();
   return output.finish(session::verify(o, output.io(quiet)), "verify");
 }

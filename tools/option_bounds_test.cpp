@@ -73,6 +73,7 @@ const std::vector<Bound>& bounds() {
       {"verify", "--seed", "UINT:in 0..2^64-1", {"-1", "18446744073709551616"}},
       {"verify", "--plan-cases", "INT:in 1..1000000", {"0", "1000001"}},
       {"verify", "--decode-cases", "INT:in 1..100000", {"0", "100001"}},
+      {"verify", "--decode-seconds", "FLOAT:in [1, 86400]", {"0.999", "86400.5"}},
       {"verify", "--reject-cases", "INT:in 1..1000000", {"0", "1000001"}},
       {"verify", "--stale-cases", "INT:in 1..1000000", {"0", "1000001"}},
       {"verify", "--timeout", "FLOAT:FLOAT in [0.01 - 86400]", {"0.009", "86400.5"}},

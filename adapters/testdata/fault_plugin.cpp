@@ -22,6 +22,10 @@
 //                             the library keeps its instances until the process ends (built
 //                             with PAV_FAULT_MODES: a describe that fails then leaves pav an
 //                             instance it cannot finish)
+//   PAV_FAULT_SCRATCH         (not a fault) exports pav_kernel_poison_scratch, so it is described
+//                             as keeping scratch; a decode that pav did not poison the scratch
+//                             for since the last decode is an error; with PAV_FAULT_SCRATCH_FAILS
+//                             in the environment the poison itself fails
 //   PAV_FAULT_MODES           the fault is chosen at init by the words --fault MODE (one of
 //                             fixture::kPluginFaults, fault_modes.hpp) ahead of the kernel's own:
 //                             init-error, init-unavailable, init-bad-status (returns 9),
@@ -253,8 +257,30 @@ PAV_KERNEL_EXPORT int pav_kernel_check(void* instance, const pav_decode_args* ar
   return pav::adapters::plugin::check(instance, args, reason, reason_size);
 }
 
+#ifdef PAV_FAULT_SCRATCH
+// Poisons of the scratch not yet taken by a decode (one process, one instance).
+static long scratch_poisons_pending = 0;
+
+PAV_KERNEL_EXPORT int pav_kernel_poison_scratch(void*, char* err, size_t err_size) {
+  if (std::getenv("PAV_FAULT_SCRATCH_FAILS")) {
+    std::snprintf(err, err_size, "the scratch could not be poisoned (PAV_FAULT_SCRATCH_FAILS)");
+    return PAV_ERROR;
+  }
+  ++scratch_poisons_pending;
+  return PAV_OK;
+}
+#endif
+
 #ifndef PAV_FAULT_MISSING_DECODE
 PAV_KERNEL_EXPORT int pav_kernel_decode(void* instance, const pav_decode_args* args, char* err, size_t err_size) {
+#ifdef PAV_FAULT_SCRATCH
+  if (scratch_poisons_pending != 1) {
+    std::snprintf(err, err_size, "%ld poisons of the scratch since the last decode, expected 1",
+                  scratch_poisons_pending);
+    return PAV_ERROR;
+  }
+  scratch_poisons_pending = 0;
+#endif
 #ifdef PAV_FAULT_SEGV
   const auto* lens = static_cast<const int32_t*>(args->context_lens.data);
   for (int64_t s = 0; s < args->context_lens.shape[0]; ++s)

@@ -1,16 +1,21 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: Apache-2.0
-"""A failure that needs earlier calls is reported as such, never as a reproduced FAIL.
+"""Stale scratch: poisoned by pav, found on the call that reads it; undeclared, labelled state-dependent.
 
     stale_scratch.py PAV PYTHON WORKER WORKDIR
 
-The NumPy worker's stale-empty-split defect merges a shorter request's empty
-partitions from scratch an earlier call left: one call alone, in a fresh
-worker, is right. pav fuzz must find it (exit 1), see that a fresh worker
-passes the shrunk case and say `state-dependent` (reproduced false, no case
-id) in its report, its log and the saved case; pav replay of that case must
-carry the label (JSON and text). A defect that needs no earlier call
-(causal-off-by-one) is `fresh`: the shrunk case failed again in a new worker.
+The NumPy worker's stale-empty-split defect merges a request's empty
+partitions from scratch an earlier call left.
+1. The worker declares its scratch ("scratch": true): pav asks it to poison
+   the scratch before every call, so the stale read is NaN on the call that
+   makes it. pav fuzz finds it, and the shrunk case fails again in a fresh
+   worker (`fresh`), by pav replay too.
+2. --no-scratch-poison: undeclared, one call alone in a fresh worker is
+   right. pav fuzz must still find it (exit 1), see that a fresh worker passes
+   the shrunk case and say `state-dependent` (reproduced false, no case id) in
+   its report, its log and the saved case; pav replay of that case must carry
+   the label (JSON and text).
+3. A defect that needs no earlier call (causal-off-by-one) is `fresh`.
 Every command and its output is printed.
 """
 import glob
@@ -54,7 +59,16 @@ def main():
     pav, python, worker, work = sys.argv[1:]
     kernel = f"exec:{python} {worker} --defect "
 
-    f, case, log = fuzz(pav, kernel + "stale-empty-split", os.path.join(work, "stale"), 400)
+    f, case, _ = fuzz(pav, kernel + "stale-empty-split", os.path.join(work, "poisoned"), 400)
+    if (f["reproduced"], f["reproduction"]) != (True, "fresh") or "NaN" not in f["first_message"]:
+        fail(f"stale-empty-split with its scratch poisoned: reproduced {f['reproduced']}, reproduction "
+             f"{f['reproduction']}, first failure {f['first_message'][:200]!r}; expected a NaN output seen again "
+             "in a fresh worker")
+    r = run([pav, "replay", case, "--trust-case-kernel"])
+    if r.returncode != 1:
+        fail(f"pav replay of the poisoned-scratch case in a fresh worker exited {r.returncode}, expected 1")
+
+    f, case, log = fuzz(pav, kernel + "stale-empty-split --no-scratch-poison", os.path.join(work, "stale"), 400)
     got = (f["reproduced"], f["reproduction"], f["case_id"])
     if got != (False, "state-dependent", None):
         fail(f"stale-empty-split: (reproduced, reproduction, case_id) = {got}, expected (False, 'state-dependent', "

@@ -29,7 +29,12 @@ flavour with a per-row scale (profile q_quant fp8_per_row; the defect
 q-scale-unguarded drops the scale's 1e-20 floor). --partial DTYPE splits each row's context into partitions of --split-tokens
 tokens (rounded up to whole pages), stores each partition's normalized output
 in DTYPE (f32, bf16, f16 or an fp8 flavour) and merges them by log-sum-exp,
-as a split-KV kernel does, and declares that partial dtype.
+as a split-KV kernel does, and declares that partial dtype. Partitions keep
+their slots in scratch between calls, as a split-KV kernel keeps its
+partials buffer; the worker declares that scratch (`"scratch": true`) and
+fills it with NaN when pav asks before each call (--no-scratch-poison: it
+does not declare it, and a read of a stale slot shows only after the call
+that left it).
 
 --defect NAME injects one realistic bug (--list-defects prints them), so pav's
 fuzzing can be seen to find, shrink and save it. Each format defect changes
@@ -102,8 +107,16 @@ class NumpyDecode:
         if defect == "stale-empty-split":
             self.partial, self.split_tokens = "f32", 32
         # Partition scratch kept across calls, as a split-KV kernel keeps its
-        # partials buffer: slot (sequence, partition) -> (m, l, o).
+        # partials buffer: slot (sequence, partition) -> (m, l, o). Once pav
+        # has poisoned it, every slot a call did not write holds NaN, as a
+        # preallocated buffer filled with NaN would.
         self.scratch = {}
+        self.poisoned = False
+
+    def poison_scratch(self):
+        """pav's request before a call: every scratch slot NaN."""
+        self.scratch = {key: tuple(np.full_like(a, np.nan) for a in slot) for key, slot in self.scratch.items()}
+        self.poisoned = True
 
     def seq_len(self, call, s):
         if self.defect == "csr-last-page-full" and call.page_table == "csr":
@@ -270,7 +283,9 @@ class NumpyDecode:
             if self.defect == "stale-empty-split" and parts:
                 for j in range(len(parts), batch_parts):   # this request's empty partitions: never written
                     slot = self.scratch.get((s, j))
-                    if slot is not None and slot[2].shape == parts[0][2].shape:
+                    if slot is None or slot[2].shape != parts[0][2].shape:
+                        slot = tuple(np.full_like(a, np.nan) for a in parts[0]) if self.poisoned else None
+                    if slot is not None:
                         parts.append(slot)
             if parts:
                 m, l, acc = merge(parts)
@@ -388,6 +403,9 @@ def main():
                              "declares e4m3 caches only")
     parser.add_argument("--split-tokens", type=int, default=256,
                         help="tokens per partition with --partial (rounded up to whole pages; default 256)")
+    parser.add_argument("--no-scratch-poison", action="store_true",
+                        help="with partitions (--partial, stale-empty-split), do not declare the scratch they keep "
+                             "between calls: pav then cannot poison it before each call")
     parser.add_argument("--p-round", choices=["none", "fp8"], default="none",
                         help="round the softmax weights to the cache's e4m3 flavour before P.V, without "
                              "the FP8_MAX scale (profile p_round fp8), and describe it so; the worker then "
@@ -412,10 +430,14 @@ def main():
         desc["large_cache"] = True
     if opts.lse_base == "2":
         desc["lse_base"] = "2"
+    poison = None
+    if kernel.partial and not opts.no_scratch_poison:  # the partitions' scratch, poisoned by pav before each call
+        desc["scratch"] = True
+        poison = kernel.poison_scratch
     if opts.defect:
         desc["version"] += "+defect." + opts.defect
     np.seterr(all="ignore")  # -inf - -inf in masked rows is handled explicitly
-    pav_worker.serve(pav_worker.Kernel(desc, kernel.decode))
+    pav_worker.serve(pav_worker.Kernel(desc, kernel.decode, poison))
 
 
 if __name__ == "__main__":

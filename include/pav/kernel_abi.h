@@ -28,7 +28,8 @@
  *
  * Entry points (all extern "C", exported with default visibility):
  *   required: pav_kernel_abi_version, pav_kernel_describe, pav_kernel_decode
- *   optional: pav_kernel_init, pav_kernel_fini, pav_kernel_check
+ *   optional: pav_kernel_init, pav_kernel_fini, pav_kernel_check,
+ *             pav_kernel_poison_scratch
  * A missing required symbol, or an optional one whose absence pav cannot work
  * around (configuration words given but no pav_kernel_init), is an error that
  * pav reports before any call is made.
@@ -357,6 +358,14 @@ PAV_KERNEL_EXPORT int pav_kernel_describe(void* instance, pav_kernel_desc* desc,
 PAV_KERNEL_EXPORT int pav_kernel_check(void* instance, const pav_decode_args* args, char* reason,
                                        size_t reason_size);
 
+/* Optional. For a kernel that keeps scratch between calls (partials, LSEs, a
+ * workspace): fills all of it with NaN (or, for integer scratch, a value no
+ * index may take). A library that exports it is described as keeping scratch,
+ * and pav calls it before every pav_kernel_decode, so a read of a slot the
+ * call did not write shows on that call. PAV_OK, or PAV_ERROR with a message
+ * (the call is then a kernel error). */
+PAV_KERNEL_EXPORT int pav_kernel_poison_scratch(void* instance, char* err, size_t err_size);
+
 /* Required. Runs the call: writes every element of out (and lse when present),
  * nothing else of pav's memory. Returns PAV_OK when done (for memory = device:
  * when the work is enqueued on args->stream; pav synchronizes), PAV_REJECT /
@@ -371,6 +380,7 @@ typedef void (*pav_kernel_fini_fn)(void*);
 typedef int (*pav_kernel_describe_fn)(void*, pav_kernel_desc*, char*, size_t);
 typedef int (*pav_kernel_check_fn)(void*, const pav_decode_args*, char*, size_t);
 typedef int (*pav_kernel_decode_fn)(void*, const pav_decode_args*, char*, size_t);
+typedef int (*pav_kernel_poison_scratch_fn)(void*, char*, size_t);
 
 #ifdef __cplusplus
 } /* extern "C" */

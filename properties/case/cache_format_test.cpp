@@ -679,7 +679,7 @@ TEST(WorkerProtocol, TheCacheFormatTravelsAsNamedTensorsAndArgs) {
   props::HostCase c = props::build_case(every_field());
   adapters::DecodeRequest r;
   r.call = c.call();
-  const nlohmann::json req = adapters::protocol::decode_request(1, "/x", r);
+  const nlohmann::json req = adapters::protocol::decode_request(1, "/x", r, false);
   const nlohmann::json& t = req.at("tensors");
   EXPECT_TRUE(t.contains("kv_cache"));
   EXPECT_FALSE(t.contains("k_cache"));
@@ -769,7 +769,7 @@ TEST(WorkerServer, ServesEveryCacheFormatAsTheSameCall) {
     for (const auto& t : adapters::protocol::inputs_of(r))
       adapters::npy::write((dir / (std::string(t.name) + ".npy")).string(),
                            adapters::protocol::sent_as_span(t.view) ? adapters::protocol::span_view(t.view) : t.view);
-    const std::string input = adapters::protocol::decode_request(1, dir.string(), r).dump() + "\n{\"op\":\"quit\"}\n";
+    const std::string input = adapters::protocol::decode_request(1, dir.string(), r, false).dump() + "\n{\"op\":\"quit\"}\n";
     std::ofstream(dir / "in.jsonl", std::ios::binary) << input;
     const int in_fd = ::open((dir / "in.jsonl").c_str(), O_RDONLY);
     const int out_fd = ::open((dir / "out.jsonl").c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
@@ -1016,7 +1016,7 @@ TEST(WorkerProtocol, AnMlaCacheTravelsAsItsKeysAlone) {
   props::HostCase c = props::build_case(s);
   adapters::DecodeRequest r;
   r.call = c.call();
-  const nlohmann::json req = adapters::protocol::decode_request(1, "/x", r);
+  const nlohmann::json req = adapters::protocol::decode_request(1, "/x", r, false);
   const nlohmann::json& t = req.at("tensors");
   EXPECT_TRUE(t.contains("k_cache"));
   EXPECT_TRUE(t.contains("k_scale"));

@@ -135,6 +135,11 @@ std::string verdict_text(bool passed, const std::string& message);
 // option checks and for the session's own.
 inline constexpr int64_t kMaxPlanCases = 1000000;
 inline constexpr int64_t kMaxDecodeCases = 100000;
+// verify's decode check: a search of decode_seconds (at most kMaxDecodeCases
+// cases) unless decode_cases fixes a count; --quick fixes the counts below.
+inline constexpr double kDefaultDecodeSeconds = 40;
+inline constexpr double kMaxDecodeSeconds = 86400;
+inline constexpr int64_t kQuickPlanCases = 200, kQuickDecodeCases = 64, kQuickRejectCases = 100, kQuickStaleCases = 30;
 inline constexpr int64_t kMaxRejectCases = 1000000;
 inline constexpr int64_t kMaxStaleCases = 1000000;
 inline constexpr int64_t kMaxCompareCases = 10000000;
@@ -143,7 +148,16 @@ inline constexpr int kMaxJobs = 1024;
 struct VerifyOptions {
   std::string backend = "auto";
   uint64_t seed = 20261129;
-  int64_t plan_cases = 500, decode_cases = 64, reject_cases = 400, stale_cases = 100;
+  int64_t plan_cases = 500, reject_cases = 400, stale_cases = 100;
+  // The decode check searches for decode_seconds (a time budget, at most
+  // kMaxDecodeCases cases, stopped at the first failure) unless decode_cases
+  // (> 0) fixes its count. Two kernels compare on decode_cases calls
+  // (kQuickDecodeCases when 0).
+  int64_t decode_cases = 0;
+  double decode_seconds = kDefaultDecodeSeconds;
+  // The pre-commit run: every count at its kQuick* value (a count also given
+  // keeps its own), no decode search.
+  bool quick = false;
   // planner, decode, reject, stale, drift; none: the default checks (planner,
   // decode, drift for pav's kernels; decode, reject, drift for a kernel under
   // test, and stale before drift for one that runs pav's plan). An empty list
@@ -154,6 +168,9 @@ struct VerifyOptions {
   std::string out_dir = ".";       // two kernels: compare-a.jsonl and compare-b.jsonl
 };
 Report verify(const VerifyOptions& o, const Io& io = {});
+// --quick: sets o.quick and each count not given (the front end knows which
+// were) to its kQuick* value.
+void apply_quick(VerifyOptions& o, bool plan_given, bool decode_given, bool reject_given, bool stale_given);
 
 // One of a fuzz campaign's disjoint seed streams: the index-th of count.
 struct Shard {

@@ -29,6 +29,7 @@ struct CheckResult {
   std::string what;
   int64_t cases = 0;
   double seconds = 0;
+  std::string budget;    // "search of 40 s" or "64 cases"
   bool ran = false, passed = true, interrupted = false;
   std::string skipped;   // why the check did not run (a skipped check is not a pass)
   std::string failure;   // one line: the first failure
@@ -55,8 +56,11 @@ const fz::Property* property_named(const VerifyContext& v, const std::string& na
   return nullptr;
 }
 
-CheckResult property_check(const VerifyContext& v, const char* property, const char* what, int64_t cases) {
+// cases > 0: that many; else a search of `seconds` (at most kMaxDecodeCases cases).
+CheckResult property_check(const VerifyContext& v, const char* property, const char* what, int64_t cases,
+                           double seconds = 0) {
   CheckResult r{property, what};
+  r.budget = cases > 0 ? fmt::format("{} cases", cases) : fmt::format("search of {:g} s", seconds);
   const fz::Property* p = property_named(v, property);
   if (!p) {
     r.skipped = std::string(property) == "stale"
@@ -65,7 +69,8 @@ CheckResult property_check(const VerifyContext& v, const char* property, const c
     return r;
   }
   fz::FuzzOptions o;
-  o.cases = cases;
+  o.cases = cases > 0 ? cases : kMaxDecodeCases;
+  o.minutes = cases > 0 ? 0 : seconds / 60;
   o.seed = v.seed;
   o.ctx.backend = v.backend;
   o.ctx.kernel = v.kernel;
@@ -152,13 +157,14 @@ Report verify_two(const VerifyOptions& o, const Io& io) {
   auto a = open_kernel(o.kernel.specs[0], o.kernel);
   auto b = open_kernel(o.kernel.specs[1], o.kernel);
   if (io.log) {
-    fmt::print(io.log, "pav verify: two kernels on {} identical cases, seed {}\n", o.decode_cases, o.seed);
+    fmt::print(io.log, "pav verify: two kernels on {} identical cases, seed {}\n",
+               o.decode_cases > 0 ? o.decode_cases : kQuickDecodeCases, o.seed);
     std::fflush(io.log);
   }
   Report rep;
   rep.json = report_header("verify");
   PairedRunOptions po;
-  po.cases = o.decode_cases;
+  po.cases = o.decode_cases > 0 ? o.decode_cases : kQuickDecodeCases;
   po.seed = o.seed;
   po.out_dir = o.out_dir;
   const PairedRunResult r = run_paired(*a, *b, po, io, rep.json);
@@ -187,19 +193,23 @@ std::vector<std::string> chosen_checks(const std::vector<std::string>& named) {
 
 void check_counts(const VerifyOptions& o) {
   for (const auto& [name, value, most] : {std::tuple{"--plan-cases", o.plan_cases, kMaxPlanCases},
-                                          std::tuple{"--decode-cases", o.decode_cases, kMaxDecodeCases},
                                           std::tuple{"--reject-cases", o.reject_cases, kMaxRejectCases},
                                           std::tuple{"--stale-cases", o.stale_cases, kMaxStaleCases}})
     if (value < 1 || value > most) throw BadInput(fmt::format("{}: expected 1..{}, got {}", name, most, value));
+  if (o.decode_cases < 0 || o.decode_cases > kMaxDecodeCases)
+    throw BadInput(fmt::format("--decode-cases: expected 1..{} (or 0: a search), got {}", kMaxDecodeCases,
+                               o.decode_cases));
+  if (!(o.decode_seconds >= 1 && o.decode_seconds <= kMaxDecodeSeconds))
+    throw BadInput(fmt::format("--decode-seconds: expected 1..{:g}, got {}", kMaxDecodeSeconds, o.decode_seconds));
 }
 
 void print_summary(std::FILE* out, const std::vector<CheckResult>& results, bool interrupted, const std::string& signal,
                    const std::string& verdict) {
   fmt::print(out, "\n{:<10} {:>7} {:>8} {:>8}  {}\n", "check", "cases", "result", "time", "what");
   for (const auto& r : results)
-    fmt::print(out, "{:<10} {:>7} {:>8} {:>7.1f}s  {}\n", r.name, r.cases,
+    fmt::print(out, "{:<10} {:>7} {:>8} {:>7.1f}s  {}{}\n", r.name, r.cases,
                !r.passed ? "FAIL" : r.interrupted ? "stopped" : !r.skipped.empty() ? "skipped" : "pass", r.seconds,
-               r.what);
+               r.budget.rfind("search", 0) == 0 ? "(" + r.budget + ") " : "", r.what);
   for (const auto& r : results)
     if (!r.failure.empty()) fmt::print(out, "\n{}: first failure: {}\n", r.name, r.failure);
   for (const auto& r : results)
@@ -209,6 +219,14 @@ void print_summary(std::FILE* out, const std::vector<CheckResult>& results, bool
 }
 
 }  // namespace
+
+void apply_quick(VerifyOptions& o, bool plan_given, bool decode_given, bool reject_given, bool stale_given) {
+  o.quick = true;
+  if (!plan_given) o.plan_cases = kQuickPlanCases;
+  if (!decode_given) o.decode_cases = kQuickDecodeCases;
+  if (!reject_given) o.reject_cases = kQuickRejectCases;
+  if (!stale_given) o.stale_cases = kQuickStaleCases;
+}
 
 Report verify(const VerifyOptions& o, const Io& io) {
   if (o.kernel.specs.size() > 2) throw BadInput("--kernel: at most two kernels (A and B)");
@@ -266,7 +284,7 @@ Report verify(const VerifyOptions& o, const Io& io) {
                                                             : "pav's kernels through their adapter, settings drawn "
                                                               "per case, vs the reference (comparison standard, NaN "
                                                               "poison, scratch untouched)",
-                                                     o.decode_cases)
+                                                     o.decode_cases, o.decode_seconds)
                     : c == "reject" ? property_check(ctx, "reject",
                                                      "calls past the description and hard-reject classes refused by "
                                                      "its check, never decoded; accepted ones correct",
@@ -304,13 +322,15 @@ Report verify(const VerifyOptions& o, const Io& io) {
   j["backend"] = backend_name(backend);
   if (kernel) j["kernel"] = adapters::identity_json(*kernel);
   j["seed"] = o.seed;
+  j["quick"] = o.quick;
   j["save_dir"] = o.save_dir;
   j["passed"] = rep.passed();
   j["verdict"] = rep.verdict;
   j["interrupted"] = interrupted;
   j["checks"] = ojson::array();
   for (const auto& r : results)
-    j["checks"].push_back({{"name", r.name}, {"what", r.what}, {"cases", r.cases}, {"seconds", r.seconds},
+    j["checks"].push_back({{"name", r.name}, {"what", r.what}, {"budget", r.budget.empty() ? ojson(nullptr) : ojson(r.budget)},
+                           {"cases", r.cases}, {"seconds", r.seconds},
                            {"passed", r.passed}, {"interrupted", r.interrupted}, {"skipped", r.skipped},
                            {"first_failure", r.failure},
                            {"detail", r.detail}});

@@ -274,16 +274,19 @@ def _run(run, options, quiet=True):
 
 
 def verify(kernel, description=None, checks=None, cases=None, seed=None, save_dir=None, reject_cases=None,
-           stale_cases=None, quiet=True):
+           stale_cases=None, seconds=None, quick=False, quiet=True):
     """`pav verify --kernel`: the decode check on generated calls the kernel
     claims, the reject check (with a check entry), the stale-plan check (for a
     kernel that runs pav's plan) and the quick drift sweep. checks: a list of
-    those names; cases: calls of the decode check. The first failure is shrunk
-    and saved under save_dir (default ./counterexamples)."""
+    those names; cases: a fixed number of decode calls (default: a search of
+    `seconds`, 40 unless given); quick: the pre-commit run (64 decode calls,
+    fewer reject and stale ones; a count also given keeps its own). The first
+    failure is shrunk and saved under save_dir (default ./counterexamples)."""
     with _Registered() as reg:
         return _run("verify", {"kernel": [reg.spec(kernel, description)], "checks": _names(checks),
                                "decode_cases": cases, "reject_cases": reject_cases, "stale_cases": stale_cases,
-                               "seed": seed, "save_dir": _path(save_dir)}, quiet)
+                               "decode_seconds": seconds, "quick": quick, "seed": seed, "save_dir": _path(save_dir)},
+                    quiet)
 
 
 def fuzz(kernel, description=None, cases=None, seconds=None, seed=None, properties=None, jobs=1, save_dir=None,

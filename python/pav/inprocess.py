@@ -156,6 +156,7 @@ class Runner:
             arrays = device_tensors(request, arrays)
         call = worker.Call(request, arrays)
         try:
+            worker.poison_scratch(self.fn, request)
             result = self.fn(call)
             take_outputs(call, result)
         except OutputError as e:

@@ -65,6 +65,7 @@ def pav_verify(request):
         if seconds is not None:
             options.pop("cases", None)
             options.pop("checks", None)
+            options.pop("quick", None)
             report = pav.fuzz(kernel, description, seconds=seconds, **options)
         else:
             cases = config.getoption("--pav-cases")

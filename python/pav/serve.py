@@ -83,7 +83,7 @@ def main(argv=None):
         device = torch.device("cuda", torch.cuda.current_device())
         description = dict(description, memory="host")
     fn = load_function(args.target)
-    worker.serve(worker.Kernel(description, served(fn, device)))
+    worker.serve(worker.Kernel(description, served(fn, device), getattr(fn, "poison_scratch", None)))
 
 
 if __name__ == "__main__":

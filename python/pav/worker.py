@@ -544,11 +544,26 @@ class Call:
 
 class Kernel:
     """A worker's kernel: `description` (the protocol's JSON description, whose
-    supported sets check() enforces) and `decode(call) -> (out, lse)`."""
+    supported sets check() enforces) and `decode(call) -> (out, lse)`. A kernel
+    that keeps scratch between calls declares `"scratch": true` and gives
+    `poison_scratch()`, which fills that scratch with NaN: pav asks for it
+    before every decode call (the request's `poison_scratch`)."""
 
-    def __init__(self, description, decode):
+    def __init__(self, description, decode, poison_scratch=None):
         self.description = description
         self.decode = decode
+        self.poison_scratch = poison_scratch
+
+
+def poison_scratch(kernel, request):
+    """Before a decode: the kernel's poison_scratch() when the request asks for it."""
+    if not request.get("poison_scratch"):
+        return
+    poison = getattr(kernel, "poison_scratch", None)
+    if not callable(poison):
+        raise ValueError("pav asks to poison the scratch this kernel declares (\"scratch\": true), and it has no "
+                         "poison_scratch()")
+    poison()
 
 
 class _View:
@@ -974,6 +989,7 @@ def _write(path, array):
 
 
 def _run_decode(kernel, request):
+    poison_scratch(kernel, request)
     call = Call(request)
     out, lse = kernel.decode(call)
     out = np.ascontiguousarray(out, dtype=np.float32).reshape(call.out_shape)

@@ -236,8 +236,10 @@ def test_the_session_refuses_an_unknown_option_or_a_value_of_another_type():
         ext.session("verify", {"seed": -1})
     with pytest.raises(ext.BadInput, match="verify: checks: expected a list of strings"):
         ext.session("verify", {"checks": "decode"})
-    with pytest.raises(ext.BadInput, match="--decode-cases: expected 1..100000, got 0"):
-        ext.session("verify", {"decode_cases": 0})
+    with pytest.raises(ext.BadInput, match=r"--decode-cases: expected 1..100000 \(or 0: a search\), got -1"):
+        ext.session("verify", {"decode_cases": -1})
+    with pytest.raises(ext.BadInput, match="--decode-seconds: expected 1..86400, got 0.5"):
+        ext.session("verify", {"decode_seconds": 0.5})
     with pytest.raises(ext.BadInput, match="no run named 'verfy'"):
         ext.session("verfy", {})
     # An empty list of checks names none: refused, never the default checks.
@@ -361,3 +363,36 @@ def test_a_kernel_not_declared_thread_safe_gets_one_call_at_a_time(tmp_path, thr
         assert kernel.most > 1  # the jobs do overlap: the check below can fail
     else:
         assert kernel.most == 1
+
+
+def test_scratch_a_kernel_declares_is_poisoned_before_each_call(tmp_path):
+    """A Python kernel that keeps scratch declares it and gives poison_scratch(): pav fills it
+    with NaN before every call, so a read of a slot the call did not write is NaN on that call
+    (the NumPy worker's stale-empty-split defect, found in a handful of cases). Declared without
+    poison_scratch(), every call is a fault naming it."""
+    stale = numpy_decode.NumpyDecode(defect="stale-empty-split")
+
+    def decode(call):
+        return stale.decode(call)
+
+    decode.poison_scratch = stale.poison_scratch
+    declared = pav.Description(numpy_decode.DESCRIPTION, scratch=True)
+    report = pav.fuzz(decode, declared, cases=100, seed=1, save_dir=str(tmp_path / "found"))
+    assert not report.passed and "NaN" in report.failure_text(), report.failure_text()
+    assert report["runs"][0]["cases"] <= 20, report["runs"][0]["cases"]
+
+    def no_poison(call):
+        return stale.decode(call)
+
+    report = pav.verify(no_poison, declared, checks=["decode"], cases=3, seed=1, save_dir=str(tmp_path / "fault"))
+    assert not report.passed and "has no poison_scratch()" in report.failure_text(), report.failure_text()
+
+
+def test_verify_searches_for_its_seconds_unless_quick_or_a_count_is_given(tmp_path):
+    searched = pav.verify(decode_ok, DESCRIPTION, checks=["decode"], seconds=1, save_dir=str(tmp_path))
+    [check] = searched["checks"]
+    assert searched.passed and check["budget"] == "search of 1 s" and check["detail"]["seconds"] >= 0.9
+    quick = pav.verify(decode_ok, DESCRIPTION, checks=["decode"], quick=True, save_dir=str(tmp_path))
+    assert quick["quick"] is True and quick["checks"][0]["budget"] == "64 cases" and quick["checks"][0]["cases"] == 64
+    fixed = pav.verify(decode_ok, DESCRIPTION, checks=["decode"], quick=True, cases=3, save_dir=str(tmp_path))
+    assert fixed["checks"][0]["budget"] == "3 cases"

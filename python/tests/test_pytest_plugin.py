@@ -22,7 +22,7 @@ USER_TESTS = textwrap.dedent("""
         return KERNEL.decode(call)
 
     def test_user_kernel(pav_verify):
-        pav_verify(user_decode, numpy_decode.DESCRIPTION, checks=["decode"])
+        pav_verify(user_decode, numpy_decode.DESCRIPTION, checks=["decode"], quick=True)
 """)
 
 
