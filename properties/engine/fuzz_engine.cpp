@@ -383,8 +383,11 @@ FuzzReport run_fuzz(const FuzzOptions& opt, const std::vector<const Property*>& 
                                            : "",
                  found->description, found->message);
       see_again(*prop, *found, opt);
+      // The label and why in a few words; the fresh instance's whole verdict is in the report.
       fmt::print(out, "  reproduction: {}{}\n", found->reproduction,
-                 found->reproduction_note.empty() ? "" : ": " + found->reproduction_note);
+                 found->reproduction == "fresh"          ? ": it failed again in a new instance of the kernel"
+                 : found->reproduction == "regenerated" ? ": pav's own kernels, built anew for every case"
+                                                        : ": " + found->reproduction_note);
       try {
         run.saved_path = save_found(opt.save_dir, *found, opt);
         fmt::print(out, "  saved {}\n", run.saved_path);
