@@ -1333,6 +1333,7 @@ TEST(WorkerServer, HostileRequestsGetErrorRepliesNotCrashes) {
                             huge.dump() + "\n" + not_int.dump() + "\n" + past_i32.dump() + "\n" +
                             short_values.dump() + "\n" + q_len.dump() + "\n" + layout.dump() + "\n" +
                             unknown.dump() + "\n" + no_args.dump() + "\n" + truncated + "\n" +
+                            "{\"op\": 5, \"id\": 13}\n{\"op\": null, \"id\": 14}\n[\"decode\"]\n" +
                             std::string(size_t(kernels::kMaxWorkerLineBytes), ' ') + "\n" +
                             std::string(size_t(kernels::kMaxWorkerLineBytes) + 1, ' ') + "\n{\"op\":\"quit\"}\n";
   const fs::path dir = scratch_dir("server");
@@ -1347,7 +1348,7 @@ TEST(WorkerServer, HostileRequestsGetErrorRepliesNotCrashes) {
   std::istringstream replies(slurp(out));
   std::vector<nlohmann::json> got;
   for (std::string line; std::getline(replies, line);) got.push_back(nlohmann::json::parse(line));
-  ASSERT_EQ(got.size(), 14u) << slurp(out);
+  ASSERT_EQ(got.size(), 17u) << slurp(out);
   const std::vector<std::string> why = {"nested deeper than 64 levels",
                                         "block_tables: strides[0] = -4096 < 0",
                                         "block_tables: shape[0] = -3 < 0",
@@ -1361,6 +1362,9 @@ TEST(WorkerServer, HostileRequestsGetErrorRepliesNotCrashes) {
                                         "request: tensors.context_lens.stride: unknown field",
                                         "request: args: missing",
                                         "request is not JSON: request: ",
+                                        "request: op: expected a string, got number",
+                                        "request: op: expected a string, got null",
+                                        "unknown op ''",
                                         "request is not JSON: request: malformed JSON at byte 67108865",
                                         "request line longer than 67108864 bytes"};
   for (size_t i = 0; i < got.size(); ++i) {

@@ -196,7 +196,14 @@ int serve_worker(KernelUnderTest& kernel, int in_fd, int out_fd, const ServeHook
       write_line(out_fd, failure(json(), "error", std::string("request is not JSON: ") + e.what()).dump());
       continue;
     }
-    const std::string op = req.is_object() ? req.value("op", std::string()) : std::string();
+    // op of any other type (a number, null, a list) is an unknown op, never an internal error.
+    const json* op_field = req.is_object() && req.contains("op") ? &req["op"] : nullptr;
+    const std::string op = op_field && op_field->is_string() ? op_field->get<std::string>() : std::string();
+    if (op_field && !op_field->is_string()) {
+      write_line(out_fd, failure(req, "error", "request: op: expected a string, got " +
+                                                   std::string(op_field->type_name())).dump());
+      continue;
+    }
     if (op == "quit") return 0;
     if (op == "describe") {
       json d = to_json(kernel.description());
