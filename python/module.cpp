@@ -32,6 +32,8 @@
 #include "adapters/in_process.hpp"
 #include "adapters/kernel.hpp"
 #include "adapters/worker_protocol.hpp"
+#include "common/utf8_text.hpp"
+#include "kernels/limits.hpp"
 #include "input/json_input.hpp"
 #include "properties/session/session.hpp"
 #include "properties/session/stop.hpp"
@@ -154,7 +156,12 @@ py::capsule dlpack_of(const TensorView& v, void* device_data) {
 }
 #endif
 
-std::string python_error_text(const py::error_already_set& e) { return std::string(e.what()).substr(0, 2000); }
+// Every text a Python kernel hands pav (an exception, a refusal's reason, an
+// error message) is bounded as a worker's or a library's is (docs/limits.md).
+std::string kernel_text(const std::string& text) {
+  return pav::utf8_clean(text, size_t(pav::kernels::kMaxKernelMessageBytes));
+}
+std::string python_error_text(const py::error_already_set& e) { return kernel_text(e.what()); }
 
 bool interpreter_finalizing() {
 #if PY_VERSION_HEX >= 0x030D0000
@@ -194,7 +201,7 @@ class PythonKernel final : public pav::adapters::KernelUnderTest {
     try {
       const py::object reason = runner_.attr("check")(to_py(request));
       if (reason.is_none()) return CallResult::success();
-      return {Outcome::rejected, py::str(reason)};
+      return {Outcome::rejected, kernel_text(py::str(reason))};
     } catch (const py::error_already_set& e) {
       return {Outcome::fault, "the check raised: " + python_error_text(e)};
     }
@@ -231,7 +238,7 @@ class PythonKernel final : public pav::adapters::KernelUnderTest {
       const auto pair = result.cast<std::pair<std::string, std::string>>();
       Outcome o = Outcome::fault;
       if (pair.first != "fault" && !pav::adapters::protocol::outcome_of_status(pair.first, o)) o = Outcome::fault;
-      return {o, pair.second};
+      return {o, kernel_text(pair.second)};
     } catch (const py::error_already_set& e) {
       return {Outcome::fault, "the in-process runner raised: " + python_error_text(e)};
     }

@@ -31,6 +31,18 @@ _NUMPY_NAMES = {"float32": "f32", "float16": "f16"}
 _TORCH_NAMES = {"torch.float32": "f32", "torch.float16": "f16", "torch.bfloat16": "bf16"}
 
 
+# What pav prints or keeps of a kernel's text (an exception and its traceback),
+# as for a worker's stderr and messages (docs/limits.md): its head and tail.
+TEXT_LIMIT = 2048
+
+
+def bounded(text, limit=TEXT_LIMIT):
+    if len(text) <= limit:
+        return text
+    half = limit // 2
+    return "%s\n... (%d characters left out) ...\n%s" % (text[:half], len(text) - 2 * half, text[-half:])
+
+
 class OutputError(Exception):
     """What a kernel gave back is not an output pav can take."""
 
@@ -162,6 +174,6 @@ class Runner:
         except OutputError as e:
             return ("error", str(e))
         except Exception as e:  # the kernel's own failure: a verdict, with its traceback for people
-            traceback.print_exc(file=sys.stderr)
-            return ("error", "%s: %s" % (type(e).__name__, e))
+            sys.stderr.write(bounded(traceback.format_exc()))
+            return ("error", bounded("%s: %s" % (type(e).__name__, e)))
         return None

@@ -396,3 +396,31 @@ def test_verify_searches_for_its_seconds_unless_quick_or_a_count_is_given(tmp_pa
     assert quick["quick"] is True and quick["checks"][0]["budget"] == "64 cases" and quick["checks"][0]["cases"] == 64
     fixed = pav.verify(decode_ok, DESCRIPTION, checks=["decode"], quick=True, cases=3, save_dir=str(tmp_path))
     assert fixed["checks"][0]["budget"] == "3 cases"
+
+
+def test_a_kernels_long_text_is_bounded_in_what_pav_prints_reports_and_saves(tmp_path, capfd):
+    """A 1 MiB exception message (and a 1 MiB refusal reason) from a Python kernel: what pav
+    prints, reports and saves keeps its head and tail within the limits of docs/limits.md, as for
+    a worker's."""
+    long_text = "x" * (1 << 20)
+
+    def raises_long(call):
+        raise ValueError(long_text)
+
+    report = pav.verify(raises_long, DESCRIPTION, checks=["decode"], cases=3, seed=5, save_dir=str(tmp_path))
+    assert not report.passed and "ValueError: xxx" in report.failure_text()
+    printed = capfd.readouterr()
+    assert len(printed.err) + len(printed.out) < 200_000, len(printed.err) + len(printed.out)
+    assert "characters left out" in printed.err
+    [case] = report.saved_cases()
+    assert os.path.getsize(case) < 100_000, os.path.getsize(case)
+    assert len(json.dumps(report["checks"])) < 100_000
+
+    def refuses_long(request):
+        return long_text
+
+    report = pav.verify(pav.Kernel(decode_ok, DESCRIPTION, check=refuses_long), checks=["reject"], reject_cases=5,
+                        seed=5, save_dir=str(tmp_path / "r"))
+    assert "xxx" in json.dumps(report["checks"]) and len(json.dumps(report["checks"])) < 100_000
+    for case in report.saved_cases():
+        assert os.path.getsize(case) < 100_000, os.path.getsize(case)
