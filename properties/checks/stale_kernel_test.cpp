@@ -166,12 +166,20 @@ TEST(StaleKernelProperty, ACaseFileCarriesThePlanAndRefusesMalformedOnes) {
   Answering honest(Answering::Mode::honest);
   ctx.kernel = &honest;
   EXPECT_TRUE(p.replay(f->spec, f->meta, ctx).passed);  // and passes an honest kernel
+  const int64_t capacity = kernels::WorkPlan(plan_params(f->spec)).capacity();
+  for (const int64_t last : {int64_t(-1), capacity - 1}) {  // inside the bound on both ends: a case that replays
+    nlohmann::json meta = f->meta;
+    meta["stale"]["torn_row"] = last;
+    EXPECT_NO_THROW((void)p.replay(f->spec, meta, ctx)) << last;
+  }
   const std::vector<std::pair<nlohmann::json, std::string>> bad{
       {nlohmann::json::object(), "meta.stale.plan_lens"},
       {{{"stale", {{"plan_lens", std::vector<int32_t>(f->spec.lens.size() + 1, 1)}}}},
        "meta.stale.plan_lens: " + std::to_string(f->spec.lens.size() + 1) + " lengths for"},
       {{{"stale", {{"plan_lens", {-1}}}}}, "lengths are integers"},
       {{{"stale", {{"plan_lens", f->meta["stale"]["plan_lens"]}, {"torn_row", -2}}}}, "meta.stale.torn_row"},
+      {{{"stale", {{"plan_lens", f->meta["stale"]["plan_lens"]}, {"torn_row", capacity}}}},
+       "meta.stale.torn_row: " + std::to_string(capacity) + " past the plan's"},
   };
   for (const auto& [meta, want] : bad) {
     try {
