@@ -33,8 +33,9 @@
 #   p  python_device_tests (python/tests/test_device.py) over pykit/
 #      (bench/gpu/python_kit.sh pack): the package as built must pass, and each
 #      Python mutant's package must fail
-# BASE=DIR (a folder holding another build's pav_gpu_bench) runs steps b, q and y
-# with that binary too, right before this one's, into base-*.
+# BASE=DIR (a folder holding another build's pav_gpu_bench) runs steps q and y
+# with that binary too, right before this one's, into base-*; step s also reads
+# BASE/decode_mma.o when it is there.
 # Exit 1 when the suite, a sanitizer or a mutant fails.
 cd "$(dirname "$0")" || exit 3
 W=$PWD

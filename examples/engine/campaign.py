@@ -19,6 +19,7 @@ graph semantics emulated.
 import argparse
 import json
 import os
+import shutil
 import sys
 import tempfile
 import time
@@ -30,7 +31,7 @@ sys.path.insert(0, os.path.join(HERE, "..", "..", "python"))
 from pav import lifecycle  # noqa: E402
 from pav.lifecycle.__main__ import hunt  # noqa: E402
 
-from engine_adapter import factory  # noqa: E402
+from engine_adapter import factory, torch_setup  # noqa: E402
 from engine_backend import DEFECTS  # noqa: E402
 
 
@@ -48,12 +49,7 @@ def main(argv=None):
     if a.seed < 0 or a.rounds < 1 or a.steps < 1:
         print("campaign: --seed must be >= 0, --rounds and --steps >= 1", file=sys.stderr)
         return 2
-    options, graphs = {}, None
-    if a.torch:
-        from engine_kernel_torch import TorchKernel
-        options["kernel"] = TorchKernel(a.torch)
-        graphs = lifecycle.TorchGraphs(a.torch) if a.torch.startswith("cuda") else \
-            lifecycle.EmulatedGraphs(pool_device=a.torch)
+    options, graphs = torch_setup(a.torch) if a.torch else ({}, None)
     graphs_name = graphs.name if graphs else lifecycle.EmulatedGraphs().name
     out_dir = a.out or tempfile.mkdtemp(prefix="pav-lifecycle-campaign-")
     os.makedirs(out_dir, exist_ok=True)
@@ -112,7 +108,6 @@ def main(argv=None):
         say(f"campaign: {found} of {len(rows)} defects found, shrunk, saved and replayed in {took:.1f} s"
             + ("" if not problems else "; PROBLEMS: " + "; ".join(problems)))
     if not a.out:
-        import shutil
         shutil.rmtree(out_dir, ignore_errors=True)
     return 0 if not problems else 1
 

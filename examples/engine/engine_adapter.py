@@ -48,6 +48,17 @@ class ReferenceEngine(Adapter):
         return {"adapter": "examples/engine ReferenceEngine", "defect": self.backend.defect}
 
 
+def torch_setup(device):
+    """The torch kernel on `device` and the graphs that go with it: real CUDA graphs
+    (torch.cuda.graph) on a CUDA device, graph semantics emulated elsewhere, pav's KV
+    pool on that device. Returns (factory options, graphs)."""
+    from pav import lifecycle
+    from engine_kernel_torch import TorchKernel
+    graphs = lifecycle.TorchGraphs(device) if device.startswith("cuda") else \
+        lifecycle.EmulatedGraphs(pool_device=device)
+    return {"kernel": TorchKernel(device)}, graphs
+
+
 def factory(defect=None, **options):
     """What pav.lifecycle.run wants: (hooks, pool, shape) -> a fresh adapter."""
     return lambda hooks, pool, shape: ReferenceEngine(hooks, pool, shape, defect=defect, **options)

@@ -21,7 +21,7 @@ sys.path.insert(0, os.path.join(HERE, "..", "..", "python"))
 from pav import lifecycle  # noqa: E402
 from pav.lifecycle.__main__ import UsageError, check, parser  # noqa: E402
 
-from engine_adapter import factory  # noqa: E402
+from engine_adapter import factory, torch_setup  # noqa: E402
 from engine_backend import DEFECTS  # noqa: E402
 
 
@@ -32,10 +32,7 @@ def main(argv=None):
     a = ap.parse_args(argv)
     graphs, options = None, {}
     if a.torch:
-        from engine_kernel_torch import TorchKernel
-        options["kernel"] = TorchKernel(a.torch)
-        graphs = lifecycle.TorchGraphs(a.torch) if a.torch.startswith("cuda") else \
-            lifecycle.EmulatedGraphs(pool_device=a.torch)
+        options, graphs = torch_setup(a.torch)
         if not a.json:
             print(f"pav lifecycle: torch kernel on {a.torch}, graphs: {graphs.name}")
     try:

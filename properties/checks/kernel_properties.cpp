@@ -181,7 +181,7 @@ StaleKernelCase stale_from_case(const CaseSpec& s, const json& meta) {
     throw std::invalid_argument("meta.stale.torn_row: -1 or a row index, got " + t.dump());
   v.torn_row = t.get<int64_t>();
   // A row past the plan's capacity is a malformed case (exit 2), not a kernel's failure.
-  if (const int64_t capacity = kernels::WorkPlan(plan_params(s)).capacity(); v.torn_row >= capacity)
+  if (const int64_t capacity = kernels::plan_capacity_of(kernels::resolve(plan_params(s))); v.torn_row >= capacity)
     throw std::invalid_argument("meta.stale.torn_row: " + std::to_string(v.torn_row) + " past the plan's " +
                                 std::to_string(capacity) + " rows");
   return v;

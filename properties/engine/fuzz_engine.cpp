@@ -111,15 +111,11 @@ const PropertyRun* FuzzReport::first_failure() const {
   return nullptr;
 }
 
-// Sets f.reproduction (and reproduced): the shrunk case run once more through
+// Sets f.reproduction: the shrunk case run once more through
 // a fresh instance of the kernel under test, when one can be made. pav's own
 // IoError (its side of a call) ends the run as everywhere else.
 void see_again(const Property& prop, Found& f, const FuzzOptions& opt) {
-  if (!opt.ctx.kernel) {
-    f.reproduction = "regenerated";
-    f.reproduction_note = "";
-    return;
-  }
+  if (!opt.ctx.kernel) return;  // pav's own kernels: "regenerated", Found's default
   f.reproduction = "same-instance";
   if (!opt.fresh.open) {
     f.reproduction_note = opt.fresh.unavailable;
@@ -145,7 +141,6 @@ void see_again(const Property& prop, Found& f, const FuzzOptions& opt) {
     v = Verdict::fail(std::string("the replay threw: ") + e.what());
   }
   if (v.passed) {
-    f.reproduced = false;
     f.reproduction = "state-dependent";
     f.reproduction_note = "a fresh instance of the kernel passes the shrunk case: the failure needs state that "
                           "earlier calls left in the run's instance (stale scratch, a cache); the saved case alone "
@@ -175,7 +170,7 @@ std::string save_found(const std::string& dir, const Found& f, const FuzzOptions
                     {"simplify_steps", f.simplify_steps},
                     {"tries", f.shrink_tries},
                     {"hit_limit", f.shrink_hit_limit}};
-  meta["reproduced"] = f.reproduced;
+  meta["reproduced"] = f.reproduced();
   meta["reproduction"] = f.reproduction;
   meta["reproduction_note"] = f.reproduction_note;
   meta["reproduce"] = reproduce_command(f.property, f.seed, opt);
@@ -367,7 +362,6 @@ FuzzReport run_fuzz(const FuzzOptions& opt, const std::vector<const Property*>& 
       f.seed = hit->seed;
       f.size = hit->size;
       f.first_message = f.message = hit->message;
-      f.reproduced = false;
       f.reproduction = "flaky";
       f.reproduction_note = "the case passed when regenerated from its seed";
       fmt::print(out, "  the failure did not recur when the case was regenerated from its seed (flaky)\n");

@@ -195,14 +195,14 @@ struct Found {
   int64_t shrink_steps = 0, simplify_steps = 0, shrink_tries = 0;
   bool shrink_hit_limit = false;
   bool shrink_stopped = false;  // the limit was a stop asked (a signal), not tries or time
-  // true: the shrunk case failed again where `reproduction` says (a fresh
-  // instance of the kernel, or regenerated for pav's own kernels, or the run's
-  // instance when no fresh one can be made); false: flaky or state-dependent.
-  bool reproduced = true;
-  // How the failure was seen again (Reproduction below, as text) and the
-  // evidence: the fresh instance's verdict, or why none was made.
+  // How the failure was seen again (the list above FreshKernel, as text) and
+  // the evidence: the fresh instance's verdict, or why none was made.
   std::string reproduction = "regenerated";
   std::string reproduction_note;
+  // The shrunk case failed again where `reproduction` says (a fresh instance
+  // of the kernel, regenerated for pav's own kernels, or the run's instance
+  // when no fresh one can be made); not when flaky or state-dependent.
+  bool reproduced() const { return reproduction != "flaky" && reproduction != "state-dependent"; }
   CaseSpec spec;              // the shrunk case
   nlohmann::json meta;        // property-specific fields and the run's facts
   std::string description;    // one-line summary of the shrunk value

@@ -99,12 +99,12 @@ nlohmann::ordered_json property_run_json(const fz::PropertyRun& run) {
                     {"first_message", f.first_message},
                     {"message", f.message},
                     {"shrunk_case", f.description},
-                    {"reproduced", f.reproduced},
+                    {"reproduced", f.reproduced()},
                     {"reproduction", f.reproduction},
                     {"reproduction_note", f.reproduction_note},
                     // The shrunk case's name without its seed: the same minimal case found
                     // from different seeds (or shards) has the same id.
-                    {"case_id", f.reproduced ? nlohmann::ordered_json(props::case_id(f.property, f.spec, f.meta))
+                    {"case_id", f.reproduced() ? nlohmann::ordered_json(props::case_id(f.property, f.spec, f.meta))
                                              : nlohmann::ordered_json(nullptr)},
                     {"shrink_hit_limit", f.shrink_hit_limit},
                     {"shrink_stopped", f.shrink_stopped},

@@ -30,6 +30,7 @@ struct CheckResult {
   int64_t cases = 0;
   double seconds = 0;
   std::string budget;    // "search of 40 s" or "64 cases"
+  bool search = false;   // the budget is a time, not a count
   bool ran = false, passed = true, interrupted = false;
   std::string skipped;   // why the check did not run (a skipped check is not a pass)
   std::string failure;   // one line: the first failure
@@ -60,7 +61,8 @@ const fz::Property* property_named(const VerifyContext& v, const std::string& na
 CheckResult property_check(const VerifyContext& v, const char* property, const char* what, int64_t cases,
                            double seconds = 0) {
   CheckResult r{property, what};
-  r.budget = cases > 0 ? fmt::format("{} cases", cases) : fmt::format("search of {:g} s", seconds);
+  r.search = cases <= 0;
+  r.budget = r.search ? fmt::format("search of {:g} s", seconds) : fmt::format("{} cases", cases);
   const fz::Property* p = property_named(v, property);
   if (!p) {
     r.skipped = std::string(property) == "stale"
@@ -69,8 +71,8 @@ CheckResult property_check(const VerifyContext& v, const char* property, const c
     return r;
   }
   fz::FuzzOptions o;
-  o.cases = cases > 0 ? cases : kMaxDecodeCases;
-  o.minutes = cases > 0 ? 0 : seconds / 60;
+  o.cases = r.search ? kMaxDecodeCases : cases;
+  o.minutes = r.search ? seconds / 60 : 0;
   o.seed = v.seed;
   o.ctx.backend = v.backend;
   o.ctx.kernel = v.kernel;
@@ -156,15 +158,14 @@ CheckResult drift_check(const VerifyContext& v) {
 Report verify_two(const VerifyOptions& o, const Io& io) {
   auto a = open_kernel(o.kernel.specs[0], o.kernel);
   auto b = open_kernel(o.kernel.specs[1], o.kernel);
+  PairedRunOptions po;
+  po.cases = o.decode_cases > 0 ? o.decode_cases : kQuickDecodeCases;  // no search: a paired count
   if (io.log) {
-    fmt::print(io.log, "pav verify: two kernels on {} identical cases, seed {}\n",
-               o.decode_cases > 0 ? o.decode_cases : kQuickDecodeCases, o.seed);
+    fmt::print(io.log, "pav verify: two kernels on {} identical cases, seed {}\n", po.cases, o.seed);
     std::fflush(io.log);
   }
   Report rep;
   rep.json = report_header("verify");
-  PairedRunOptions po;
-  po.cases = o.decode_cases > 0 ? o.decode_cases : kQuickDecodeCases;
   po.seed = o.seed;
   po.out_dir = o.out_dir;
   const PairedRunResult r = run_paired(*a, *b, po, io, rep.json);
@@ -209,7 +210,7 @@ void print_summary(std::FILE* out, const std::vector<CheckResult>& results, bool
   for (const auto& r : results)
     fmt::print(out, "{:<10} {:>7} {:>8} {:>7.1f}s  {}{}\n", r.name, r.cases,
                !r.passed ? "FAIL" : r.interrupted ? "stopped" : !r.skipped.empty() ? "skipped" : "pass", r.seconds,
-               r.budget.rfind("search", 0) == 0 ? "(" + r.budget + ") " : "", r.what);
+               r.search ? "(" + r.budget + ") " : "", r.what);
   for (const auto& r : results)
     if (!r.failure.empty()) fmt::print(out, "\n{}: first failure: {}\n", r.name, r.failure);
   for (const auto& r : results)

@@ -175,5 +175,5 @@ class Runner:
             return ("error", str(e))
         except Exception as e:  # the kernel's own failure: a verdict, with its traceback for people
             sys.stderr.write(bounded(traceback.format_exc()))
-            return ("error", bounded("%s: %s" % (type(e).__name__, e)))
+            return ("error", "%s: %s" % (type(e).__name__, e))  # pav bounds it where it enters (kernel_text)
         return None

@@ -29,7 +29,7 @@ except ImportError:
     import pav  # noqa: E402
     pav.__path__.append(os.path.join(SOURCE, "python", "pav"))
     from pav import lifecycle  # noqa: E402
-from engine_adapter import ReferenceEngine, factory  # noqa: E402
+from engine_adapter import ReferenceEngine, factory, torch_setup  # noqa: E402
 from engine_backend import DEFECTS  # noqa: E402
 import engine_wrapper  # noqa: E402
 
@@ -100,8 +100,8 @@ def test_defect_found_shrunk_saved_replayed(defect, tmp_path):
 def torch_cpu():
     """The torch kernel on the CPU, graphs emulated, pav's pool in torch tensors (where torch imports)."""
     pytest.importorskip("torch")
-    from engine_kernel_torch import TorchKernel
-    return TorchKernel("cpu"), lifecycle.EmulatedGraphs(pool_device="cpu")
+    options, graphs = torch_setup("cpu")
+    return options["kernel"], graphs
 
 
 def test_torch_kernel_engine_passes(torch_cpu):
