@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: Apache-2.0
-"""Stale scratch: poisoned by pav, found on the call that reads it; undeclared, labelled state-dependent.
+"""Stale scratch: poisoned by pav, found on the call that reads it; undeclared, saved as the sequence that fails.
 
     stale_scratch.py PAV PYTHON WORKER WORKDIR
 
@@ -12,10 +12,14 @@ partitions from scratch an earlier call left.
    worker (`fresh`), by pav replay too.
 2. --no-scratch-poison: undeclared, one call alone in a fresh worker is
    right. pav fuzz must still find it (exit 1), see that a fresh worker passes
-   the shrunk case and say `state-dependent` (reproduced false, no case id) in
-   its report, its log and the saved case; pav replay of that case must carry
-   the label (JSON and text).
-3. A defect that needs no earlier call (causal-off-by-one) is `fresh`.
+   the shrunk case, find the earlier call it needs and save the sequence
+   (`sequence`, pav-case/2 with a prelude of at most 4 calls); pav replay and
+   pav fuzz --replay of it in a fresh worker fail with the saved failure, and
+   the correct worker passes the whole sequence.
+3. scratch-pool-exhausted needs more earlier calls than pav keeps: labelled
+   `state-dependent` (reproduced false, no case id) in its report, its log and
+   the saved case; pav replay of that case carries the label (JSON and text).
+4. A defect that needs no earlier call (causal-off-by-one) is `fresh`.
 Every command and its output is printed.
 """
 import glob
@@ -69,12 +73,43 @@ def main():
         fail(f"pav replay of the poisoned-scratch case in a fresh worker exited {r.returncode}, expected 1")
 
     f, case, log = fuzz(pav, kernel + "stale-empty-split --no-scratch-poison", os.path.join(work, "stale"), 400)
+    if (f["reproduced"], f["reproduction"]) != (True, "sequence") or not f["case_id"] or f["earlier_calls"] < 1:
+        fail(f"stale-empty-split undeclared: reproduced {f['reproduced']}, reproduction {f['reproduction']}, "
+             f"earlier_calls {f['earlier_calls']}, case_id {f['case_id']}; expected a sequence of at least one "
+             "earlier call that fails again from a fresh worker")
+    if "reproduction: sequence" not in log:
+        fail("the log does not say sequence")
+    saved = json.load(open(case))
+    meta = saved["meta"]
+    if saved["format"] != "pav-case/2" or len(saved.get("prelude", [])) != f["earlier_calls"]:
+        fail(f"the saved case is {saved['format']} with {len(saved.get('prelude', []))} earlier calls; expected "
+             f"pav-case/2 with {f['earlier_calls']}")
+    if f["earlier_calls"] > 4:
+        fail(f"the sequence was not shrunk: {f['earlier_calls']} earlier calls kept")
+    if (meta.get("reproduced"), meta.get("reproduction")) != (True, "sequence"):
+        fail(f"the saved case's meta says reproduced {meta.get('reproduced')}, reproduction "
+             f"{meta.get('reproduction')}")
+    # A fresh worker replays the sequence to the same failure; the correct worker passes it.
+    for how in (["pav", "replay"], ["pav", "fuzz", "--replay"]):
+        r = run([pav] + how[1:] + [case, "--trust-case-kernel"])
+        if r.returncode != 1 or meta["message"] not in r.stdout + r.stderr:
+            fail(f"{' '.join(how)} of the sequence in a fresh worker: exit {r.returncode}, expected 1 with the "
+                 f"saved failure {meta['message'][:120]!r}")
+    r = run([pav, "replay", case, "--kernel", f"exec:{python} {worker} --no-scratch-poison", "--json"])
+    doc = json.loads(r.stdout)["cases"][0]
+    if r.returncode != 0 or not doc["passed"] or doc["earlier_calls"] != f["earlier_calls"]:
+        fail(f"the sequence through the correct worker: exit {r.returncode}, passed {doc['passed']}, earlier_calls "
+             f"{doc['earlier_calls']}; expected a pass of the whole sequence")
+
+    # A defect that needs more earlier calls than pav keeps (a pool of 100
+    # fresh buffers used up first): no sequence reproduces it, and pav says so.
+    f, case, log = fuzz(pav, kernel + "scratch-pool-exhausted", os.path.join(work, "pool"), 400)
     got = (f["reproduced"], f["reproduction"], f["case_id"])
     if got != (False, "state-dependent", None):
-        fail(f"stale-empty-split: (reproduced, reproduction, case_id) = {got}, expected (False, 'state-dependent', "
-             "None): a fresh worker passes the shrunk case")
-    if "reproduction: state-dependent" not in log:
-        fail("the log does not say state-dependent")
+        fail(f"scratch-pool-exhausted: (reproduced, reproduction, case_id) = {got}, expected (False, "
+             "'state-dependent', None): neither the case nor a sequence of 64 calls fails in a fresh worker")
+    if "reproduction: state-dependent" not in log or "calls kept" not in f["reproduction_note"]:
+        fail("the log does not say state-dependent, or the note does not say the sequences tried")
     meta = json.load(open(case))["meta"]
     if (meta.get("reproduced"), meta.get("reproduction")) != (False, "state-dependent"):
         fail(f"the saved case's meta says reproduced {meta.get('reproduced')}, reproduction "
@@ -91,7 +126,7 @@ def main():
     f, case, _ = fuzz(pav, kernel + "causal-off-by-one", os.path.join(work, "fresh"), 200)
     if (f["reproduced"], f["reproduction"]) != (True, "fresh") or not f["case_id"]:
         fail(f"causal-off-by-one: reproduced {f['reproduced']}, reproduction {f['reproduction']}, expected fresh")
-    print("stale_scratch: state-dependent and fresh failures labelled as such")
+    print("stale_scratch: fresh, sequence and state-dependent failures labelled and replayed as such")
     return 0
 
 

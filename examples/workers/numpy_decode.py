@@ -78,8 +78,12 @@ DEFECTS = {
     "stale-empty-split": "rows split into 32-token partitions counted batch-wide from the longest request; a shorter "
                          "request's empty partitions are never written, and the merge reads their slots from scratch "
                          "an earlier call left",
+    "scratch-pool-exhausted": "the same merge of empty partitions, but each call takes a fresh zeroed partials "
+                              "buffer from a pool of 100; once the pool is used up, buffers come back uncleared and "
+                              "the empty partitions are read from what an earlier call left",
 }
 
+POOL_CALLS = 100  # scratch-pool-exhausted: calls served from fresh buffers before they are reused
 TILE_TOKENS = 64  # the tile of the masked-lanes-read-block-0 and tile-max-tie-dropped defects
 
 DESCRIPTION = pav_worker.description(
@@ -104,8 +108,9 @@ class NumpyDecode:
         self.split_tokens = split_tokens
         if defect == "partial-e4m3-undeclared":
             self.partial, self.split_tokens = "fp8_e4m3fn", 32
-        if defect == "stale-empty-split":
+        if defect in ("stale-empty-split", "scratch-pool-exhausted"):
             self.partial, self.split_tokens = "f32", 32
+        self.calls = 0  # decode calls served
         # Partition scratch kept across calls, as a split-KV kernel keeps its
         # partials buffer: slot (sequence, partition) -> (m, l, o). Once pav
         # has poisoned it, every slot a call did not write holds NaN, as a
@@ -165,6 +170,10 @@ class NumpyDecode:
         return k, v
 
     def decode(self, call):
+        self.calls += 1
+        # stale-empty-split: empty partitions merged from scratch; scratch-pool-exhausted: only once the pool is used up
+        stale_merge = self.defect == "stale-empty-split" or (
+            self.defect == "scratch-pool-exhausted" and self.calls > POOL_CALLS)
         q = call.q
         if self.q_quant == "fp8_per_row":
             q = quantize_q_rows(q, call.cache_dtype, self.defect == "q-scale-unguarded")
@@ -280,7 +289,7 @@ class NumpyDecode:
                     p = round_to_fp8(p, "fp8_e4m3fn")
                 acc = acc * alpha[..., None] + np.matmul(p, v)
                 m = m_new
-            if self.defect == "stale-empty-split" and parts:
+            if stale_merge and parts:
                 for j in range(len(parts), batch_parts):   # this request's empty partitions: never written
                     slot = self.scratch.get((s, j))
                     if slot is None or slot[2].shape != parts[0][2].shape:
@@ -404,7 +413,7 @@ def main():
     parser.add_argument("--split-tokens", type=int, default=256,
                         help="tokens per partition with --partial (rounded up to whole pages; default 256)")
     parser.add_argument("--no-scratch-poison", action="store_true",
-                        help="with partitions (--partial, stale-empty-split), do not declare the scratch they keep "
+                        help="with partitions (--partial, stale-empty-split, scratch-pool-exhausted), do not declare the scratch they keep "
                              "between calls: pav then cannot poison it before each call")
     parser.add_argument("--p-round", choices=["none", "fp8"], default="none",
                         help="round the softmax weights to the cache's e4m3 flavour before P.V, without "

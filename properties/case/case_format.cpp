@@ -137,8 +137,8 @@ CaseSpec case_from_json(const json& j, const std::string& source) {
   o.only({"format", "name", "lens", "q_len", "hkv", "group", "head_dim", "block_size", "v_layout", "q_dtype",
           "cache_dtype", "scales", "options", "path", "max_partitions", "workgroup_budget", "q_row_pad",
           "spare_blocks", "seed", "generator", "sentinels", "variant", "cache", "tensors", "meta", "extreme_logits",
-          "low_spare_blocks", "zero_q_head", "constant_q_head", "logit_ties", "null_block"});
-  o.choice("format", {kCaseFormat}, kCaseFormat);
+          "low_spare_blocks", "zero_q_head", "constant_q_head", "logit_ties", "null_block", "prelude"});
+  const std::string format = o.choice("format", {kCaseFormat, kSequenceCaseFormat}, kCaseFormat);
   if (o.has("name")) o.string("name");
   CaseSpec s;
   s.lens = o.array("lens", 1, size_t(kMaxPlanBatch)).integers<int32_t>(kI32Min, kI32Max);
@@ -184,6 +184,19 @@ CaseSpec case_from_json(const json& j, const std::string& source) {
   if (o.has("variant")) read_variant(o.object("variant"), s);
   if (o.has("tensors")) read_tensors(o.object("tensors"), s);
   if (o.has("meta")) read_meta(o.object("meta"), s);
+  if (o.has("prelude")) {
+    if (format != kSequenceCaseFormat)
+      o.fail("prelude", std::string("earlier calls need \"format\": \"") + kSequenceCaseFormat + "\"");
+    const Array a = o.array("prelude", 1, size_t(kMaxPrelude));
+    for (size_t i = 0; i < a.size(); ++i) {
+      const Object call = a.object(i);
+      if (call.has("prelude")) call.fail("prelude", "an earlier call has no prelude of its own");
+      PriorCall c;
+      c.spec = case_from_json(a[i], source + ": " + a.path(i));
+      if (call.has("meta")) c.meta = call.object("meta").value();
+      s.prelude.push_back(std::move(c));
+    }
+  }
   // Inline tensors against the shapes, scales against their kind. Memory is
   // the caller's to check: a planner case names lengths no buffer is built for.
   try {
@@ -196,7 +209,7 @@ CaseSpec case_from_json(const json& j, const std::string& source) {
 
 json case_to_json(const CaseSpec& s, const json& meta) {
   json j;
-  j["format"] = kCaseFormat;
+  j["format"] = s.prelude.empty() ? kCaseFormat : kSequenceCaseFormat;
   j["lens"] = s.lens;
   j["q_len"] = s.q_len;
   j["hkv"] = s.hkv;
@@ -262,6 +275,11 @@ json case_to_json(const CaseSpec& s, const json& meta) {
   if (s.k_scale_values) t["k_scale"] = *s.k_scale_values;
   if (s.v_scale_values) t["v_scale"] = *s.v_scale_values;
   if (!t.empty()) j["tensors"] = t;
+  if (!s.prelude.empty()) {
+    json calls = json::array();
+    for (const PriorCall& c : s.prelude) calls.push_back(case_to_json(c.spec, c.meta));
+    j["prelude"] = std::move(calls);
+  }
   if (!meta.empty()) j["meta"] = meta;
   return j;
 }

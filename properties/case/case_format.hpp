@@ -13,6 +13,12 @@
 namespace pav::props {
 
 inline constexpr const char* kCaseFormat = "pav-case/1";
+// A case with a prelude (CaseSpec::prelude: the calls replayed before it
+// through the same kernel instance). Readers take both versions; a case
+// without a prelude is still written as pav-case/1.
+inline constexpr const char* kSequenceCaseFormat = "pav-case/2";
+// The most earlier calls a prelude holds (and a run keeps to search one).
+inline constexpr int kMaxPrelude = 64;
 
 // Thrown for a malformed case; what() names the file and the field
 // ("a.json: options.arch: ..."). The shared input error: the CLI exits 2.

@@ -133,7 +133,7 @@ TEST(CaseFormat, ChoiceFieldsListWhatTheyTake) {
     const char* list;
   };
   const std::vector<Choice> choices = {
-      {"format", {"pav-case/1"}, "pav-case/1"},
+      {"format", {"pav-case/1", "pav-case/2"}, "pav-case/1, pav-case/2"},
       {"v_layout", {"plain", "trans"}, "plain, trans"},
       {"q_dtype", {"bf16", "f16"}, "bf16, f16"},
       {"cache_dtype", {"fp8_e4m3fn", "fp8_e4m3fnuz", "fp8_e5m2", "bf16", "f16"}, "fp8_e4m3fn, fp8_e4m3fnuz, fp8_e5m2, bf16, f16"},
@@ -302,6 +302,66 @@ TEST(CaseFormat, SavedCaseReadsBackUnchanged) {
   EXPECT_EQ(t.opt.cu, int(kMaxCu));
   EXPECT_EQ(t.workgroup_budget, kMaxWorkgroupBudget);
   EXPECT_EQ(t.seed, s.seed);
+}
+
+// A sequence (pav-case/2): earlier calls with their own meta, in order.
+json sequence_case(size_t earlier) {
+  json j = with(base_case(), "format", "pav-case/2");
+  j["prelude"] = json::array();
+  for (size_t i = 0; i < earlier; ++i) {
+    json call = with(base_case(), "lens", json::array({int(i) + 1, 40}));
+    call["meta"] = {{"property", "decode"}, {"call", i}};
+    j["prelude"].push_back(call);
+  }
+  return j;
+}
+
+TEST(CaseFormat, PreludeHoldsOneToItsLimitOfCallsUnderFormat2Only) {
+  EXPECT_EQ(read(sequence_case(1)), "(accepted)");
+  EXPECT_EQ(read(sequence_case(size_t(kMaxPrelude))), "(accepted)");
+  EXPECT_EQ(read(sequence_case(size_t(kMaxPrelude) + 1)),
+            "x.json: prelude: expected 1.." + std::to_string(kMaxPrelude) + " entries, got " +
+                std::to_string(kMaxPrelude + 1));
+  EXPECT_EQ(read(sequence_case(0)), "x.json: prelude: expected 1.." + std::to_string(kMaxPrelude) + " entries, got 0");
+  // A prelude under format 1 (a reader of format 1 would drop it) is refused by name.
+  EXPECT_EQ(read(with(sequence_case(1), "format", "pav-case/1")),
+            "x.json: prelude: earlier calls need \"format\": \"pav-case/2\"");
+  // Format 2 without a prelude is one call.
+  EXPECT_EQ(read(with(base_case(), "format", "pav-case/2")), "(accepted)");
+  EXPECT_EQ(read(with(base_case(), "format", "pav-case/3")).rfind("x.json: format: ", 0), 0u);
+}
+
+TEST(CaseFormat, PreludeCallsAreCasesCheckedFieldByFieldAndNotNested) {
+  json j = sequence_case(2);
+  j["prelude"][1]["q_len"] = 0;
+  EXPECT_EQ(read(j).rfind("x.json: prelude[1]: q_len: must be in 1..", 0), 0u) << read(j);
+  j = sequence_case(2);
+  j["prelude"][0] = 7;
+  EXPECT_EQ(read(j), "x.json: prelude[0]: expected an object, got an integer 7");
+  j = sequence_case(1);
+  j["prelude"][0]["prelude"] = sequence_case(1)["prelude"];
+  EXPECT_EQ(read(j), "x.json: prelude[0].prelude: an earlier call has no prelude of its own");
+  j = sequence_case(1);
+  j["prelude"][0]["meta"] = "decode";
+  EXPECT_EQ(read(j), "x.json: prelude[0]: meta: expected an object, got a string \"decode\"");
+}
+
+TEST(CaseFormat, SequenceReadsBackUnchangedAndOneCallStaysFormat1) {
+  const CaseSpec s = case_from_json(sequence_case(3), "x.json");
+  ASSERT_EQ(s.prelude.size(), 3u);
+  const json written = case_to_json(s);
+  EXPECT_EQ(written["format"], "pav-case/2");
+  const CaseSpec t = case_from_json(written, "y.json");
+  ASSERT_EQ(t.prelude.size(), 3u);
+  for (size_t i = 0; i < 3; ++i) {
+    EXPECT_EQ(t.prelude[i].spec.lens, (std::vector<int32_t>{int32_t(i) + 1, 40}));
+    EXPECT_EQ(t.prelude[i].meta, (json{{"property", "decode"}, {"call", i}}));
+  }
+  EXPECT_EQ(case_to_json(t), written);
+  CaseSpec one = s;
+  one.prelude.clear();
+  EXPECT_EQ(case_to_json(one)["format"], "pav-case/1");
+  EXPECT_FALSE(case_to_json(one).contains("prelude"));
 }
 
 }  // namespace

@@ -9,6 +9,8 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "kernels/cache_format.hpp"
 #include "kernels/call.hpp"
 #include "kernels/planner.hpp"
@@ -136,7 +138,21 @@ struct PavKernelSettings {
   int64_t workgroup_budget = 0;       // planned: 0 = 2*cu
 };
 
-struct CaseSpec : CallShape, DataRecipe, PavKernelSettings {};
+struct PriorCall;
+
+struct CaseSpec : CallShape, DataRecipe, PavKernelSettings {
+  // The calls made through the same kernel instance before this one, in
+  // order: a failure that needs what earlier calls left (stale scratch) is
+  // saved as that sequence (pav-case/2) and replayed from a fresh instance.
+  // Empty for a single call.
+  std::vector<PriorCall> prelude;
+};
+
+// One earlier call of a sequence: the case and its property's fields (meta).
+struct PriorCall {
+  CaseSpec spec;
+  nlohmann::json meta = nlohmann::json::object();
+};
 
 struct HostCase {
   CaseSpec spec;

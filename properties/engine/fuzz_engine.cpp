@@ -151,6 +151,161 @@ void see_again(const Property& prop, Found& f, const FuzzOptions& opt) {
   }
 }
 
+// A case the run drew: a call through the kernel instance the jobs share.
+struct Step {
+  uint64_t seed = 0;
+  int size = 0;
+};
+
+namespace {
+
+// The case (its prelude first) through a new instance of the kernel under
+// test; opening it may throw (the caller says so).
+Verdict from_fresh(const Property& prop, const CaseSpec& spec, const json& meta, const FuzzOptions& opt) {
+  std::unique_ptr<adapters::KernelUnderTest> fresh = opt.fresh.open();
+  CheckContext ctx = opt.ctx;
+  ctx.kernel = fresh.get();
+  try {
+    return prop.replay(spec, meta, ctx);
+  } catch (const pav::IoError&) {
+    throw;
+  } catch (const std::exception& e) {
+    return Verdict::fail(std::string("the replay threw: ") + e.what());
+  }
+}
+
+}  // namespace
+
+// A state-dependent failure (a fresh instance passes its shrunk case): looks
+// for the earlier calls it needs among `before` (the run's calls before the
+// one that failed, oldest first), each sequence replayed from a fresh
+// instance; on success f becomes that sequence (reproduction "sequence"),
+// else f's note says what was tried.
+void find_sequence(const Property& prop, Found& f, const std::vector<Step>& before, const Step& found_at,
+                   const FuzzOptions& opt, ShrinkLimits limits) {
+  // Every try starts a fresh instance (a worker process): the search has its
+  // own, smaller budget within the shrink limits.
+  limits.max_tries = std::min<int64_t>(limits.max_tries, kSequenceTries);
+  limits.max_seconds = std::min(limits.max_seconds, kSequenceSeconds);
+  const auto t0 = std::chrono::steady_clock::now();
+  f.sequence_history = int64_t(before.size());
+  if ((before.empty() && f.shrink_before.empty()) || !opt.fresh.open) {
+    f.reproduction_note += opt.fresh.open ? "; no earlier call of this run to search for a sequence"
+                                          : "; no fresh instance to search for a sequence in";
+    return;
+  }
+  std::vector<PriorCall> calls;
+  for (const Step& st : before) calls.push_back(prop.call_of_seed(st.seed, st.size));
+  PriorCall shrunk{f.spec, f.meta};
+  shrunk.spec.prelude.clear();
+  const PriorCall as_found = prop.call_of_seed(found_at.seed, found_at.size);
+
+  int64_t tries = 0;
+  bool budget_spent = false;
+  std::string open_error;
+  Verdict failed_as;  // the verdict of the sequence kept last
+  // True when `last` after `prelude` fails from a fresh instance.
+  auto fails = [&](const PriorCall& last, const std::vector<PriorCall>& prelude) {
+    if (budget_spent || !open_error.empty() || shrink_limit_reached(limits, tries, t0)) {
+      budget_spent = open_error.empty();
+      return false;
+    }
+    ++tries;
+    CaseSpec s = last.spec;
+    s.prelude = prelude;
+    Verdict v;
+    try {
+      v = from_fresh(prop, s, last.meta, opt);
+    } catch (const pav::IoError&) {
+      throw;
+    } catch (const std::exception& e) {
+      open_error = e.what();
+      return false;
+    }
+    const bool failed = !v.passed;
+    if (failed) failed_as = std::move(v);
+    return failed;
+  };
+
+  // The shortest run of calls right before it that makes it fail: 1, 2, 4,
+  // ... of them. Tried for the shrunk case after the calls its last failing
+  // check came after (shrink candidates), then after the run's calls, then
+  // the case as found after the run's calls.
+  std::optional<PriorCall> last;
+  std::vector<PriorCall> prelude;
+  const std::pair<const PriorCall*, const std::vector<PriorCall>*> searches[] = {
+      {&shrunk, &f.shrink_before}, {&shrunk, &calls}, {&as_found, &calls}};
+  for (const auto& [candidate, pool] : searches) {
+    for (size_t n = 1; n <= pool->size(); n = n == pool->size() ? n + 1 : std::min(2 * n, pool->size())) {
+      std::vector<PriorCall> tail(pool->end() - std::ptrdiff_t(n), pool->end());
+      if (fails(*candidate, tail)) {
+        last = *candidate;
+        prelude = std::move(tail);
+        break;
+      }
+      if (budget_spent || !open_error.empty()) break;
+    }
+    if (last || budget_spent || !open_error.empty()) break;
+  }
+  f.sequence_tries = tries;
+  f.sequence_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  if (!last) {
+    f.reproduction_note +=
+        !open_error.empty() ? "; a fresh instance could not be opened to search for a sequence: " + open_error
+        : budget_spent      ? fmt::format("; the search for a sequence ended at its limit after {} tries", tries)
+                            : fmt::format("; nor did the {} earlier call(s) of the run and the {} of its shrinking "
+                                          "before it, replayed from a fresh instance ({} sequences tried): the state "
+                                          "it needs is not in the calls kept",
+                                          calls.size(), f.shrink_before.size(), tries);
+    return;
+  }
+  // Fewest earlier calls: drop halves, quarters, ... one at a time, keeping a
+  // sequence that still fails.
+  for (size_t chunk = prelude.size() / 2; chunk >= 1; chunk /= 2) {
+    for (size_t i = 0; i + chunk <= prelude.size();) {
+      std::vector<PriorCall> fewer(prelude.begin(), prelude.begin() + std::ptrdiff_t(i));
+      fewer.insert(fewer.end(), prelude.begin() + std::ptrdiff_t(i + chunk), prelude.end());
+      if (!fewer.empty() && fails(*last, fewer))
+        prelude = std::move(fewer);
+      else
+        i += chunk;
+    }
+  }
+  // Each call simplified (the property's own simplifications): the failing
+  // call first (the one a reader studies), then the earlier ones.
+  for (size_t k = 0; k <= prelude.size(); ++k) {
+    const size_t i = k == 0 ? prelude.size() : k - 1;
+    PriorCall& call = i < prelude.size() ? prelude[i] : *last;
+    for (bool progressed = true; progressed;) {
+      progressed = false;
+      for (PriorCall& simpler : prop.simplify_call(call)) {
+        std::vector<PriorCall> p = prelude;
+        const bool is_last = i == prelude.size();
+        if (!is_last) p[i] = simpler;
+        if (fails(is_last ? simpler : *last, p)) {
+          call = std::move(simpler);
+          progressed = true;
+          break;
+        }
+      }
+    }
+  }
+  f.sequence_tries = tries;
+  f.sequence_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  f.spec = last->spec;
+  f.spec.prelude = prelude;
+  f.meta = last->meta;
+  f.message = failed_as.message;
+  if (prop.describe_call) f.description = prop.describe_call(*last);
+  f.description += fmt::format(", after {} earlier call(s)", prelude.size());
+  f.reproduction = "sequence";
+  f.reproduction_note = fmt::format(
+      "failed again in a fresh instance of the kernel after {} earlier call(s), saved as the case's prelude (found "
+      "among the {} call(s) of the run and the {} of its shrinking before it, {} sequences tried in {:.1f} s{}): {}",
+      prelude.size(), calls.size(), f.shrink_before.size(), tries, f.sequence_seconds, budget_spent ? "; stopped at the search's limit, not at a local minimum" : "",
+      failed_as.message);
+}
+
 std::string save_found(const std::string& dir, const Found& f, const FuzzOptions& opt) {
   json meta = f.meta;
   meta["size"] = f.size;
@@ -170,6 +325,11 @@ std::string save_found(const std::string& dir, const Found& f, const FuzzOptions
                     {"simplify_steps", f.simplify_steps},
                     {"tries", f.shrink_tries},
                     {"hit_limit", f.shrink_hit_limit}};
+  if (f.sequence_history > 0)
+    meta["sequence"] = {{"earlier_calls", f.spec.prelude.size()},
+                        {"searched_calls", f.sequence_history},
+                        {"tries", f.sequence_tries},
+                        {"seconds", f.sequence_seconds}};
   meta["reproduced"] = f.reproduced();
   meta["reproduction"] = f.reproduction;
   meta["reproduction_note"] = f.reproduction_note;
@@ -219,7 +379,12 @@ FuzzReport run_fuzz(const FuzzOptions& opt, const std::vector<const Property*>& 
       uint64_t k, seed;
       int size, job;
       std::string message;
+      size_t calls_before = 0;  // cases started before this one (history's index of it)
     };
+    // The cases in the order they were started, through the one kernel
+    // instance the jobs share: a state-dependent failure's earlier calls.
+    std::vector<Step> history;
+    std::mutex history_mu;
     // The lowest failing case index so far: a job stops once its next case is
     // past it, so every lower case still runs and the failure reported is the
     // first in case order whatever the number of jobs.
@@ -262,13 +427,19 @@ FuzzReport run_fuzz(const FuzzOptions& opt, const std::vector<const Property*>& 
           std::lock_guard<std::mutex> lock(out_mu);
           fmt::print(out, "{}: job {} case {} seed {} size {}\n", prop->name, job, k, seed, size);
         }
+        size_t calls_before = 0;
+        if (opt.ctx.kernel) {
+          std::lock_guard<std::mutex> lock(history_mu);
+          calls_before = history.size();
+          history.push_back({seed, size});
+        }
         const Verdict v = prop->check_seed(seed, size, opt.ctx);
         ++done;
         ++run.cases_per_job[size_t(job)];
         if (!v.passed) {
           ++failures;
           std::lock_guard<std::mutex> lock(hit_mu);
-          if (!hit || k < hit->k) hit = Hit{k, seed, size, job, v.message};
+          if (!hit || k < hit->k) hit = Hit{k, seed, size, job, v.message, calls_before};
           first_failing_k = hit->k;
           break;
         }
@@ -377,9 +548,24 @@ FuzzReport run_fuzz(const FuzzOptions& opt, const std::vector<const Property*>& 
                                            : "",
                  found->description, found->message);
       see_again(*prop, *found, opt);
+      if (found->reproduction == "state-dependent") {
+        const size_t from = hit->calls_before > size_t(kMaxPrelude) ? hit->calls_before - size_t(kMaxPrelude) : 0;
+        const std::vector<Step> before(history.begin() + std::ptrdiff_t(from),
+                                       history.begin() + std::ptrdiff_t(hit->calls_before));
+        fmt::print(out,
+                   "  searching the {} earlier call(s) of the run and the {} of its shrinking for a sequence that "
+                   "fails from a fresh instance...\n",
+                   before.size(), found->shrink_before.size());
+        std::fflush(out);
+        find_sequence(*prop, *found, before, Step{hit->seed, hit->size}, opt, limits);
+      }
       // The label and why in a few words; the fresh instance's whole verdict is in the report.
       fmt::print(out, "  reproduction: {}{}\n", found->reproduction,
                  found->reproduction == "fresh"          ? ": it failed again in a new instance of the kernel"
+                 : found->reproduction == "sequence"
+                     ? fmt::format(": it failed again in a new instance of the kernel after the {} earlier call(s) "
+                                   "saved with it ({} sequences tried in {:.1f} s)",
+                                   found->spec.prelude.size(), found->sequence_tries, found->sequence_seconds)
                  : found->reproduction == "regenerated" ? ": pav's own kernels, built anew for every case"
                                                         : ": " + found->reproduction_note);
       try {

@@ -32,6 +32,7 @@
 #include "common/durable_file.hpp"
 
 #include <chrono>
+#include <deque>
 #include <cstdint>
 #include <cstdio>
 #include <functional>
@@ -43,6 +44,7 @@
 #include <string>
 #include <vector>
 
+#include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include "adapters/kernel.hpp"
@@ -203,7 +205,15 @@ struct Found {
   // of the kernel, regenerated for pav's own kernels, or the run's instance
   // when no fresh one can be made); not when flaky or state-dependent.
   bool reproduced() const { return reproduction != "flaky" && reproduction != "state-dependent"; }
-  CaseSpec spec;              // the shrunk case
+  CaseSpec spec;              // the shrunk case (with its prelude when reproduction is "sequence")
+  // A state-dependent failure's search for its sequence: the earlier calls
+  // the run kept (at most kMaxPrelude) and the sequences replayed from fresh
+  // instances; 0 when no search ran.
+  int64_t sequence_history = 0, sequence_tries = 0;
+  // With a kernel under test: the calls (at most kMaxPrelude) the shrunk
+  // case's last failing check came after, in the run's instance.
+  std::vector<PriorCall> shrink_before;
+  double sequence_seconds = 0;
   nlohmann::json meta;        // property-specific fields and the run's facts
   std::string description;    // one-line summary of the shrunk value
   std::string reproduce;      // the command that runs this case again (reproduce_command)
@@ -219,8 +229,16 @@ struct Property {
   // Regenerates (seed, size), and if it fails shrinks it and returns the case file.
   std::function<std::optional<Found>(uint64_t seed, int size, const CheckContext&, const ShrinkLimits&)> shrink_seed;
   // Re-runs the property on a saved case; CaseError when the case cannot be
-  // rebuilt as a value of this property (a malformed meta).
+  // rebuilt as a value of this property (a malformed meta). A case with a
+  // prelude runs its earlier calls first, in order, through the same kernel:
+  // the first call that fails is the verdict, named by its place.
   std::function<Verdict(const CaseSpec&, const nlohmann::json& meta, const CheckContext&)> replay;
+  // The case (seed, size) draws, as a saved call: an earlier call of a sequence.
+  std::function<PriorCall(uint64_t seed, int size)> call_of_seed;
+  // The property's own simplifications of a saved call (PropertyParts::simplify).
+  std::function<std::vector<PriorCall>(const PriorCall&)> simplify_call;
+  // A saved call's one-line summary (PropertyParts::describe).
+  std::function<std::string(const PriorCall&)> describe_call;
 };
 
 // The command that runs case `seed` of a property again, alone, on the same
@@ -272,7 +290,21 @@ Property make_property(PropertyParts<T> parts) {
   };
   out.shrink_seed = [p](uint64_t seed, int size, const CheckContext& ctx,
                         const ShrinkLimits& limits) -> std::optional<Found> {
-    std::function<Verdict(const T&)> check = [&](const T& v) { return p->check(v, ctx); };
+    // With a kernel under test, the calls each failing check came after:
+    // what a state-dependent failure's sequence is searched in first.
+    std::deque<PriorCall> recent;
+    std::vector<PriorCall> before_failing;
+    std::function<Verdict(const T&)> inner = [&](const T& v) { return p->check(v, ctx); };
+    std::function<Verdict(const T&)> check = [&](const T& v) {
+      Verdict r = guarded(inner, v);
+      if (!ctx.kernel) return r;
+      if (!r.passed) before_failing.assign(recent.begin(), recent.end());
+      PriorCall c;
+      c.spec = p->to_case(v, c.meta);
+      recent.push_back(std::move(c));
+      if (recent.size() > size_t(kMaxPrelude)) recent.pop_front();
+      return r;
+    };
     // Shrinking regenerates values throughout; it runs alone (after the jobs).
     std::lock_guard<std::mutex> lock(generation_mutex());
     const rc::Shrinkable<T> root = p->gen(rc::Random(seed), size);
@@ -294,19 +326,57 @@ Property make_property(PropertyParts<T> parts) {
     f.shrink_hit_limit = s.hit_limit;
     f.meta = nlohmann::json::object();
     f.spec = p->to_case(s.value, f.meta);
+    f.shrink_before = std::move(before_failing);
     if (p->kernel_record) f.meta["kernel"] = p->kernel_record(s.value, ctx);
     if (p->describe) f.description = p->describe(s.value);
     return f;
   };
-  out.replay = [p](const CaseSpec& spec, const nlohmann::json& meta, const CheckContext& ctx) {
-    std::function<Verdict(const T&)> check = [&](const T& v) { return p->check(v, ctx); };
-    T v;
+  auto value_of = [p](const CaseSpec& spec, const nlohmann::json& meta) {
     try {
-      v = p->from_case(spec, meta);
+      return p->from_case(spec, meta);
     } catch (const std::exception& e) {
       throw CaseError(std::string("cannot rebuild the ") + p->name + " case: " + e.what());
     }
+  };
+  out.replay = [p, value_of](const CaseSpec& spec, const nlohmann::json& meta, const CheckContext& ctx) {
+    std::function<Verdict(const T&)> check = [&](const T& v) { return p->check(v, ctx); };
+    // Every call is rebuilt before any runs: a malformed one is bad input, not a verdict.
+    std::vector<T> earlier;
+    for (size_t i = 0; i < spec.prelude.size(); ++i) {
+      try {
+        earlier.push_back(value_of(spec.prelude[i].spec, spec.prelude[i].meta));
+      } catch (const CaseError& e) {
+        throw CaseError("prelude[" + std::to_string(i) + "]: " + e.what());
+      }
+    }
+    const T v = value_of(spec, meta);
+    for (size_t i = 0; i < earlier.size(); ++i) {
+      Verdict before = guarded(check, earlier[i]);
+      if (!before.passed)
+        return Verdict::fail(fmt::format("earlier call {} of {} (prelude[{}]) failed: {}", i + 1, earlier.size(), i,
+                                         before.message));
+    }
     return guarded(check, v);
+  };
+  out.call_of_seed = [p](uint64_t seed, int size) {
+    PriorCall c;
+    std::lock_guard<std::mutex> lock(generation_mutex());
+    c.spec = p->to_case(p->gen(rc::Random(seed), size).value(), c.meta);
+    return c;
+  };
+  out.simplify_call = [p, value_of](const PriorCall& c) {
+    std::vector<PriorCall> out;
+    if (!p->simplify) return out;
+    for (const T& x : p->simplify(value_of(c.spec, c.meta))) {
+      PriorCall s;
+      s.spec = p->to_case(x, s.meta);
+      s.spec.prelude.clear();
+      out.push_back(std::move(s));
+    }
+    return out;
+  };
+  out.describe_call = [p, value_of](const PriorCall& c) {
+    return p->describe ? p->describe(value_of(c.spec, c.meta)) : std::string();
   };
   return out;
 }
@@ -339,9 +409,14 @@ StreamPoint advance_stream(const StreamPoint& from, const std::vector<int64_t>& 
 //   same-instance    failed again in the run's instance; no fresh instance
 //                    could be made (an in-process library or Python kernel
 //                    shares its memory with the run; the note says how to get one)
-//   state-dependent  failed in the run's instance, passes in a fresh one: it
-//                    needs state that earlier calls left (stale scratch); not
-//                    reproduced, and the saved case says so
+//   sequence         the shrunk case passes in a fresh instance, but fails
+//                    there after some of the calls the run made before it:
+//                    those calls (fewest found, each simplified) are saved as
+//                    the case's prelude (pav-case/2) and replay first
+//   state-dependent  failed in the run's instance, passes in a fresh one, and
+//                    no sequence of the run's earlier calls (the last
+//                    kMaxPrelude) fails there either: not reproduced, and the
+//                    saved case says so
 //   flaky            did not recur when regenerated from its seed; nothing saved
 // A fresh instance of the kernel under test, for the reproduction check: `open`
 // makes one, or is empty and `unavailable` says why none can be made.
@@ -349,6 +424,12 @@ struct FreshKernel {
   std::function<std::unique_ptr<adapters::KernelUnderTest>()> open;
   std::string unavailable;
 };
+
+// The search for a state-dependent failure's sequence: at most this many
+// sequences replayed (each from a fresh instance) and seconds spent, within
+// the shrink limits.
+inline constexpr int64_t kSequenceTries = 100;
+inline constexpr double kSequenceSeconds = 60;
 
 struct FuzzOptions {
   int64_t cases = 0;         // per property; 0: no case budget

@@ -136,10 +136,24 @@ Report replay(const ReplayOptions& o, const Io& io) {
     // A decode case: its error figures beside the verdict.
     j["path"] = path_name(spec.path);
     j["num_seqs"] = spec.lens.size();
+    j["earlier_calls"] = spec.prelude.size();
     props::KernelJudgement jd;
+    bool earlier_failed = false;
     try {
       props::check_case_spec(spec);
-      jd = props::check_kernel_case(spec, *k);
+      // A sequence: its earlier calls through the same kernel first; the
+      // first that fails is the verdict.
+      for (size_t i = 0; i < spec.prelude.size() && !earlier_failed; ++i) {
+        props::check_case_spec(spec.prelude[i].spec);
+        const props::KernelJudgement before = props::check_kernel_case(spec.prelude[i].spec, *k);
+        if (!before.passed) {
+          earlier_failed = true;
+          jd = before;
+          jd.verdict = fmt::format("earlier call {} of {} (prelude[{}]) failed: {}", i + 1, spec.prelude.size(), i,
+                                   before.verdict);
+        }
+      }
+      if (!earlier_failed) jd = props::check_kernel_case(spec, *k);
     } catch (const pav::IoError&) {
       throw;
     } catch (const std::invalid_argument& e) {
@@ -164,6 +178,9 @@ Report replay(const ReplayOptions& o, const Io& io) {
     }
     j["verdict"] = jd.verdict;
     if (out) {
+      if (!spec.prelude.empty())
+        fmt::print(out, "prelude   {} earlier call(s) through the same kernel first{}\n", spec.prelude.size(),
+                   earlier_failed ? "" : ", each passed");
       fmt::print(out, "call      {} seqs, q_len {}, Hkv {}, G {}, D {}, block {}, {} path\n", spec.lens.size(), spec.q_len,
                  spec.hkv, spec.group, spec.head_dim, spec.block_size, path_name(spec.path));
       if (r.elements > 0) {

@@ -102,6 +102,8 @@ nlohmann::ordered_json property_run_json(const fz::PropertyRun& run) {
                     {"reproduced", f.reproduced()},
                     {"reproduction", f.reproduction},
                     {"reproduction_note", f.reproduction_note},
+                    // Calls replayed before the shrunk case (its prelude): > 0 only for "sequence".
+                    {"earlier_calls", f.spec.prelude.size()},
                     // The shrunk case's name without its seed: the same minimal case found
                     // from different seeds (or shards) has the same id.
                     {"case_id", f.reproduced() ? nlohmann::ordered_json(props::case_id(f.property, f.spec, f.meta))

@@ -100,6 +100,9 @@ CheckResult property_check(const VerifyContext& v, const char* property, const c
     r.passed = false;
     r.failure = fmt::format("seed {}: {}", f.seed, f.first_message);
     if (f.reproduction != "flaky") r.failure += fmt::format("; shrunk: {}: {}", f.description, f.message);
+    if (f.reproduction == "sequence")
+      r.failure += fmt::format("; reproduced in a fresh instance after {} earlier call(s), saved with it",
+                               f.spec.prelude.size());
     if (f.reproduction == "state-dependent")
       r.failure += "; NOT REPRODUCED in a fresh instance of the kernel (state-dependent: it needs what earlier calls "
                    "left)";

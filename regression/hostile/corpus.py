@@ -238,7 +238,7 @@ class Corpus:
         for path in [("head_dim",), ("block_size",)]:
             self.case_file(f"{path[0]}.not-multiple-of-16", dumps(with_field(base, list(path), 24)), "reject",
                            [path[0]])
-        choice_fields = {("format",): "pav-case/2", ("cache", "layout"): "nchw", ("cache", "page_table"): "tree",
+        choice_fields = {("format",): "pav-case/3", ("cache", "layout"): "nchw", ("cache", "page_table"): "tree",
                          ("cache", "kv"): "interleaved", ("cache", "v_scales"): "per_row", ("v_layout",): "diagonal", ("q_dtype",): "f32",
                          ("cache_dtype",): "fp4_e2m1", ("scales",): "per_row", ("path",): "both",
                          ("options", "arch"): "sm80", ("options", "compute"): "fp4", ("options", "partial"): "fp4"}
@@ -378,6 +378,17 @@ class Corpus:
         self.case_file("invalid-utf8", text.replace('"pav-case/1"', '"pav-\xff\xfe"').encode("latin-1"), "reject",
                        ["format"])
         self.case_file("nul-bytes", text.replace('"plain"', '"pl\u0000ain"'), "reject", ["v_layout"])
+        # A sequence (pav-case/2): earlier calls, each a case of its own, 1 to 64 of them.
+        def sequence(prelude, fmt="pav-case/2"):
+            return dumps(dict(base, format=fmt, prelude=prelude))
+        self.case_file("prelude.under-format-1", sequence([base], "pav-case/1"), "reject", ["prelude"])
+        self.case_file("prelude.empty", sequence([]), "reject", ["prelude"])
+        self.case_file("prelude.65-calls", sequence([base] * 65), "reject", ["prelude"])
+        self.case_file("prelude.not-an-array", sequence({"lens": [1]}), "reject", ["prelude"])
+        self.case_file("prelude.call-not-an-object", sequence([7]), "reject", ["prelude[0]"])
+        self.case_file("prelude.nested", sequence([dict(base, prelude=[base])]), "reject", ["prelude"])
+        self.case_file("prelude.bad-call-field", sequence([base, dict(base, q_len=0)]), "reject", ["prelude[1]", "q_len"])
+        self.case_file("prelude.64-calls", sequence([base] * 64), "ok", (), commands=("replay",))
         self.case_file("raw-nul", b"\x00" * 64, "reject", ["malformed JSON"])
         garbage = bytes(self.rng.randrange(256) for _ in range(4096))
         self.case_file("binary-garbage", garbage, "reject", ["malformed JSON"])
