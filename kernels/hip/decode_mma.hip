@@ -1,8 +1,14 @@
 // SPDX-License-Identifier: Apache-2.0
 // The matrix-unit attention body (decode_common.hpp lists the decode files).
+// Per partition (tiles [tile0, tile1) of one sequence, KV head h), query row r, visible token t:
+//   S^T[t, r] = K8[t, :] . Q8[r, :]   on the tensor cores, then s = S * q_scale_r * softmax_scale * k_scale_t
+//   per 256-token tile: m' = max(m, max_t s), a = exp(m - m'), p_t = exp(s_t - m'), l' = a l + sum_t p_t
+//   O^T[:, r] = a O^T[:, r] + V8^T[:, t] . P8^T[t, r]   on the tensor cores, P8 = fp8(p * FP8_MAX)
+//   stores m, l and O * v_scale / (FP8_MAX * l), the partial (or the output when one partition covers it)
 // NVIDIA builds only: the body is written for its tensor cores.
 #include "kernels/hip/decode_common.hpp"
 #include <atomic>
+#include <type_traits>
 #if defined(PAV_HIP_NVIDIA)
 #include <cuda_fp16.h>
 #include <cuda_fp8.h>
@@ -69,20 +75,16 @@ __device__ inline uint32_t e4m3x2_to_f16x2(uint32_t two) {
   return uint32_t(h.x) | (uint32_t(h.y) << 16);
 }
 
-// d += A(16x16 f16, row) * B(16x8 f16, col), the product summed from zero by
-// the unit and then added in fp32.
+// d += A(16x16 f16, row) * B(16x8 f16, col): the unit sums the accumulator and
+// the 16 exact products (pav_mma_probe: an addend down to 2^-23 of the
+// accumulator is kept, as in an fp32 add).
 __device__ inline void mma_add(float (&d)[4], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3, uint32_t b0,
                                uint32_t b1) {
-  float c0, c1, c2, c3;
   asm volatile(
       "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
-      "{%10,%10,%10,%10};\n"
-      : "=f"(c0), "=f"(c1), "=f"(c2), "=f"(c3)
-      : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1), "f"(0.0f));
-  d[0] += c0;
-  d[1] += c1;
-  d[2] += c2;
-  d[3] += c3;
+      "{%0,%1,%2,%3};\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+      : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
 }
 
 __device__ inline uint32_t word_of(const uint4& v, int i) { return i == 0 ? v.x : i == 1 ? v.y : i == 2 ? v.z : v.w; }
@@ -233,6 +235,7 @@ __global__ void __launch_bounds__(kThreads, kD <= 128 ? 2 : 1) attend_mma_kernel
   uint16_t* p16 = reinterpret_cast<uint16_t*>(ring + kSlots * tile_bytes<kD>());
   uint4* qfrag = reinterpret_cast<uint4*>(p16 + kR * kPStride);
   __shared__ float qscale[kR], row_m[kR], row_l[kR];
+  __shared__ int row_end[kR];  // a row sees the tokens t < row_end (causality); 0 past the pass's rows
   __shared__ float redmax[kWarps][kR], redsum[kWarps][kR];
   __shared__ float kscale[kTileTokens];
   __shared__ int64_t chunk_k[kChunkRing][kChunks], chunk_v[kChunkRing][kChunks];
@@ -272,8 +275,13 @@ __global__ void __launch_bounds__(kThreads, kD <= 128 ? 2 : 1) attend_mma_kernel
     if (tid < 2 * kChunks && tid / kChunks < ntl)
       write_chunk<kD>(p, h, chunk_page(p, table, len, tile0 + tid / kChunks, tid % kChunks), tid % kChunks,
                       chunk_k[tid / kChunks], chunk_v[tid / kChunks]);
-    // Q: padding rows of the last n tile stay zero.
+    // Q: padding rows of the last n tile stay zero, their scale too (their
+    // scores are 0 and never reach a stored value).
     for (int i = tid; i < kR * kD / 8; i += kThreads) qfrag[i] = make_uint4(0, 0, 0, 0);
+    if (tid < kR) {
+      row_end[tid] = tid < nr ? int(max64(0, len - p.q_len + 1 + (r0 + tid) / p.group)) : 0;
+      if (tid >= nr) qscale[tid] = 0.0f;
+    }
     __syncthreads();
 #pragma unroll
     for (int j = 0; j < kSlots; ++j) issue_item(j);
@@ -307,16 +315,13 @@ __global__ void __launch_bounds__(kThreads, kD <= 128 ? 2 : 1) attend_mma_kernel
         page_of(p, uint32_t(t0 + tid), col, off);
         kscale[tid] = scale_at(p.k_scale, p.k_scale_kind, table[col], h, off, p);
       }
-      // This lane's rows 8nt + 2t + c: their scales and visible counts.
+      // This lane's rows 8nt + 2t + c: their scales, and their visible counts
+      // read from shared memory where used (t0 < len < 2^31; no registers held
+      // across the tile). A full tile (every row sees every token: row 0 sees
+      // the fewest) needs no token mask.
       float qs_r[kNT][2];
-      int vis_r[kNT][2];
-#pragma unroll
-      for (int nt = 0; nt < kNT; ++nt)
-#pragma unroll
-        for (int c = 0; c < 2; ++c) {
-          const int row = 8 * nt + 2 * t + c;
-          vis_r[nt][c] = row < nr ? int(min64(n, len - p.q_len + 1 + (r0 + row) / p.group - t0)) : 0;
-        }
+      const auto vis_r = [&](int nt, int c) { return min(n, row_end[8 * nt + 2 * t + c] - int(t0)); };
+      const bool full = n == kTileTokens && row_end[0] - int(t0) >= kTileTokens;
       cp_async_wait<kSlots - 1>();  // this tile's K
       __syncthreads();
       const uint8_t* kst = ring + ((2 * lt) % kSlots) * tile_bytes<kD>();
@@ -342,23 +347,24 @@ __global__ void __launch_bounds__(kThreads, kD <= 128 ? 2 : 1) attend_mma_kernel
 #pragma unroll
             for (int hf = 0; hf < 2; ++hf)
               ka[mt][hf] = *reinterpret_cast<const uint4*>(kst + k_offset<kD>(32 * warp + 16 * mt + 8 * hf + g, grp));
-          uint4 qb[kNT][2];
+          // Q fragments half a pass at a time (s4 = 2hf, 2hf + 1).
 #pragma unroll
-          for (int nt = 0; nt < kNT; ++nt)
+          for (int hf = 0; hf < 2; ++hf) {
+            uint4 qb[kNT];
 #pragma unroll
-            for (int hf = 0; hf < 2; ++hf) qb[nt][hf] = qfrag[((nt * kNJ + j) * 2 + hf) * 32 + lane];
+            for (int nt = 0; nt < kNT; ++nt) qb[nt] = qfrag[((nt * kNJ + j) * 2 + hf) * 32 + lane];
 #pragma unroll
-          for (int s4 = 0; s4 < 4; ++s4)
+            for (int s4 = 2 * hf; s4 < 2 * hf + 2; ++s4)
 #pragma unroll
-            for (int mt = 0; mt < 2; ++mt) {
-              const uint32_t wlo = word_of(ka[mt][0], s4), whi = word_of(ka[mt][1], s4);
-              const uint32_t a0 = e4m3x2_to_f16x2(wlo), a1 = e4m3x2_to_f16x2(whi);
-              const uint32_t a2 = e4m3x2_to_f16x2(wlo >> 16), a3 = e4m3x2_to_f16x2(whi >> 16);
+              for (int mt = 0; mt < 2; ++mt) {
+                const uint32_t wlo = word_of(ka[mt][0], s4), whi = word_of(ka[mt][1], s4);
+                const uint32_t a0 = e4m3x2_to_f16x2(wlo), a1 = e4m3x2_to_f16x2(whi);
+                const uint32_t a2 = e4m3x2_to_f16x2(wlo >> 16), a3 = e4m3x2_to_f16x2(whi >> 16);
 #pragma unroll
-              for (int nt = 0; nt < kNT; ++nt)
-                mma_add(s[mt][nt], a0, a1, a2, a3, word_of(qb[nt][s4 >> 1], 2 * (s4 & 1)),
-                        word_of(qb[nt][s4 >> 1], 2 * (s4 & 1) + 1));
-            }
+                for (int nt = 0; nt < kNT; ++nt)
+                  mma_add(s[mt][nt], a0, a1, a2, a3, word_of(qb[nt], 2 * (s4 & 1)), word_of(qb[nt], 2 * (s4 & 1) + 1));
+              }
+          }
         }
       }
 
@@ -372,17 +378,23 @@ __global__ void __launch_bounds__(kThreads, kD <= 128 ? 2 : 1) attend_mma_kernel
           qs_r[nt][c] = qscale[8 * nt + 2 * t + c];
           rmax[nt][c] = neg_inf();
         }
+      // The two loops over the fragments below, once with the token mask and
+      // once without (full tiles).
+      const auto scale_max = [&](auto masked) {
 #pragma unroll
-      for (int mt = 0; mt < 2; ++mt)
+        for (int mt = 0; mt < 2; ++mt)
 #pragma unroll
-        for (int nt = 0; nt < kNT; ++nt)
+          for (int nt = 0; nt < kNT; ++nt)
 #pragma unroll
-          for (int e = 0; e < 4; ++e) {
-            const int tok = 32 * warp + 16 * mt + g + 8 * (e >> 1);
-            const float v = s[mt][nt][e] * qs_r[nt][e & 1] * (token_kscale ? kscale[tok] : kscale_all);
-            s[mt][nt][e] = v;
-            if (tok < vis_r[nt][e & 1]) rmax[nt][e & 1] = fmaxf(rmax[nt][e & 1], v);
-          }
+            for (int e = 0; e < 4; ++e) {
+              const int tok = 32 * warp + 16 * mt + g + 8 * (e >> 1);
+              const float v = s[mt][nt][e] * qs_r[nt][e & 1] * (token_kscale ? kscale[tok] : kscale_all);
+              s[mt][nt][e] = v;
+              if (!decltype(masked)::value || tok < vis_r(nt, e & 1)) rmax[nt][e & 1] = fmaxf(rmax[nt][e & 1], v);
+            }
+      };
+      if (full) scale_max(std::false_type{});
+      else scale_max(std::true_type{});
 #pragma unroll
       for (int nt = 0; nt < kNT; ++nt)
 #pragma unroll
@@ -407,7 +419,7 @@ __global__ void __launch_bounds__(kThreads, kD <= 128 ? 2 : 1) attend_mma_kernel
           mnew_r[nt][c] = 0.0f;
           alpha_r[nt][c] = 1.0f;
           lsum[nt][c] = 0.0f;
-          if (vis_r[nt][c] > 0) {
+          if (vis_r(nt, c) > 0) {
             const float m_old = row_m[r];
             float tmax = redmax[0][r];
 #pragma unroll
@@ -417,21 +429,25 @@ __global__ void __launch_bounds__(kThreads, kD <= 128 ? 2 : 1) attend_mma_kernel
             alpha_r[nt][c] = m_old == neg_inf() ? 0.0f : expf(m_old - m_new);
           }
         }
+      const auto weights = [&](auto masked) {
 #pragma unroll
-      for (int mt = 0; mt < 2; ++mt)
+        for (int mt = 0; mt < 2; ++mt)
 #pragma unroll
-        for (int nt = 0; nt < kNT; ++nt)
+          for (int nt = 0; nt < kNT; ++nt)
 #pragma unroll
-          for (int e = 0; e < 4; ++e) {
-            const int tok = 32 * warp + 16 * mt + g + 8 * (e >> 1), row = 8 * nt + 2 * t + (e & 1);
-            uint16_t w = 0;
-            if (tok < vis_r[nt][e & 1]) {
-              const float pt = expf(s[mt][nt][e] - mnew_r[nt][e & 1]);
-              lsum[nt][e & 1] += pt;
-              w = __nv_cvt_fp8_to_halfraw(__nv_cvt_float_to_fp8(pt * p.fp8_max, __NV_SATFINITE, __NV_E4M3), __NV_E4M3).x;
+            for (int e = 0; e < 4; ++e) {
+              const int tok = 32 * warp + 16 * mt + g + 8 * (e >> 1), row = 8 * nt + 2 * t + (e & 1);
+              uint16_t w = 0;
+              if (!decltype(masked)::value || tok < vis_r(nt, e & 1)) {
+                const float pt = expf(s[mt][nt][e] - mnew_r[nt][e & 1]);
+                lsum[nt][e & 1] += pt;
+                w = __nv_cvt_fp8_to_halfraw(__nv_cvt_float_to_fp8(pt * p.fp8_max, __NV_SATFINITE, __NV_E4M3), __NV_E4M3).x;
+              }
+              p16[row * kPStride + tok] = w;
             }
-            p16[row * kPStride + tok] = w;
-          }
+      };
+      if (full) weights(std::false_type{});
+      else weights(std::true_type{});
 #pragma unroll
       for (int nt = 0; nt < kNT; ++nt)
 #pragma unroll
@@ -453,7 +469,7 @@ __global__ void __launch_bounds__(kThreads, kD <= 128 ? 2 : 1) attend_mma_kernel
 #pragma unroll
           for (int c = 0; c < 2; ++c) {
             const int r = 8 * nt + 2 * t + c;
-            if (vis_r[nt][c] > 0) {
+            if (vis_r(nt, c) > 0) {
               float sum = 0.0f;
               for (int w2 = 0; w2 < kWarps; ++w2) sum += redsum[w2][r];
               row_l[r] = row_l[r] * alpha_r[nt][c] + sum;
