@@ -7,8 +7,9 @@ its extension pav._pav, built by CMake for the interpreter that runs pip.
 The extension is built in build/pip-<SOABI> beside the presets' build
 folders (PAV_PIP_BUILD_DIR names another), so the compiler cache serves it
 from a cpu build's objects. PAV_PRESET (default cpu) picks the CMake preset,
-e.g. nvidia on a GPU host; PAV_CMAKE_ARGS adds configure arguments.
-docs/python.md, "Install"."""
+e.g. nvidia on a GPU host; PAV_CMAKE_ARGS adds configure arguments. A
+pybind11 module this interpreter imports (pip's) gives its CMake package
+(pybind11_DIR) unless one is named. docs/python.md, "Install"."""
 import os
 import re
 import shlex
@@ -50,6 +51,28 @@ def check_numpy():
                                  sys.executable))
 
 
+def pybind11_dir(cmake_args):
+    """The pybind11 CMake package to configure with: the one of the pybind11
+    module this interpreter imports (pip's, beside torch), unless pybind11_DIR
+    is set in the environment or PAV_CMAKE_ARGS. Without the module CMake
+    searches as usual (Debian's pybind11-dev). Returns the arguments to add and
+    what they say, for the printed configure line."""
+    if os.environ.get("pybind11_DIR"):
+        return [], "pybind11_DIR from the environment (%s)" % os.environ["pybind11_DIR"]
+    if any(re.match(r"(-D)?pybind11_DIR(:\w+)?=", a) for a in cmake_args):
+        return [], "pybind11_DIR from PAV_CMAKE_ARGS"
+    try:
+        import pybind11
+    except ImportError:
+        return [], "CMake's own search, e.g. pybind11-dev (%s imports no pybind11)" % sys.executable
+    try:
+        cmake_dir = pybind11.get_cmake_dir()
+    except Exception as e:  # an old or source-tree pybind11 raises ImportError, AttributeError
+        return [], "CMake's own search (%s has no CMake files: %s)" % (pybind11.__file__, e)
+    return (["-Dpybind11_DIR=" + cmake_dir],
+            "the module pybind11 %s of %s" % (getattr(pybind11, "__version__", "?"), sys.executable))
+
+
 class CMakeBuild(build_ext):
     """Configures the project for this interpreter and builds only the target
     _pav; the package's Python files come from python/ as usual."""
@@ -67,10 +90,13 @@ class CMakeBuild(build_ext):
         configure = ["cmake", "-S", ROOT, "-B", build, "--preset", preset,
                      "-DPython3_EXECUTABLE=" + sys.executable, "-DPAV_PYTHON_REQUIRED=ON",
                      "-DPAV_BUILD_TESTS=OFF", "-DPAV_BUILD_BENCH=OFF"]
-        configure += shlex.split(os.environ.get("PAV_CMAKE_ARGS", ""))
+        extra = shlex.split(os.environ.get("PAV_CMAKE_ARGS", ""))
+        pybind11_args, pybind11_note = pybind11_dir(extra)
+        configure += pybind11_args + extra
         jobs = os.environ.get("CMAKE_BUILD_PARALLEL_LEVEL") or str(os.cpu_count() or 1)
-        for cmd in (configure, ["cmake", "--build", build, "--target", "_pav", "-j", jobs]):
-            print("pav: " + " ".join(shlex.quote(c) for c in cmd), flush=True)
+        for cmd, note in ((configure, "  # pybind11: " + pybind11_note),
+                          (["cmake", "--build", build, "--target", "_pav", "-j", jobs], "")):
+            print("pav: " + " ".join(shlex.quote(c) for c in cmd) + note, flush=True)
             if subprocess.run(cmd, cwd=ROOT, env=env).returncode != 0:
                 fail("`%s` failed (its output is above); build folder %s" % (" ".join(cmd[:3]), build))
         suffix = sysconfig.get_config_var("EXT_SUFFIX")
