@@ -19,16 +19,17 @@
 #                               they compute their prefix from their own place
 #   usr/lib/x86_64-linux-gnu/   the libraries those configs name: libfmt and libtbb*
 #                               with their soname links, librapidcheck.a
-# On the host, with DIR copied into the checkout as .pipdeps:
-#   CMAKE_PREFIX_PATH=$PWD/.pipdeps/usr PAV_PRESET=nvidia python3 -m pip install --no-build-isolation --no-deps -v .
+# On the host, with DIR copied to a folder outside the checkout (CMake refuses
+# an exported include folder inside the source tree), say /opt/pavdeps:
+#   CMAKE_PREFIX_PATH=/opt/pavdeps/usr PAV_PRESET=nvidia python3 -m pip install --no-build-isolation --no-deps -v .
 # At run time the extension loads libfmt.so.9 and libtbb.so.12 through its
-# RUNPATH, .pipdeps/usr/lib/x86_64-linux-gnu where the build found them: keep
+# RUNPATH, /opt/pavdeps/usr/lib/x86_64-linux-gnu where the build found them: keep
 # that folder where it is (or name a copy in LD_LIBRARY_PATH). They need glibc
 # 2.34 and the libstdc++ of GCC 11 or later. PAV_PREFIX_SCAN names another
 # throwaway build folder. Exit 2: bad usage; 3: a missing package or a check failed.
 set -euo pipefail
 mode=${1:-}
-if [[ $mode != pack || $# -ne 2 ]]; then sed -n '2,28p' "$0"; exit 2; fi
+if [[ $mode != pack || $# -ne 2 ]]; then sed -n '2,29p' "$0"; exit 2; fi
 root=$(cd "$(dirname "$0")/../.." && pwd)
 die() { echo "pip_prefix: $*" >&2; exit 3; }
 
