@@ -428,6 +428,7 @@ py::tuple run_session(const std::string& run, const py::dict& options, bool quie
     f.read("save_dir", o.save_dir);
     f.read("jobs", o.jobs);
     f.read("keep_going", o.keep_going);
+    f.read("regions", o.regions);
     f.read("verbose", o.verbose);
     call = [o](const s::Io& io) { return s::fuzz(o, io); };
   } else if (run == "replay") {

@@ -1181,6 +1181,60 @@ TEST_F(PavCli, VerifyDecodeSearchesForItsSecondsAndQuickFixesTheCounts) {
   }
 }
 
+// pav verify's decode search draws half its calls from the decode regions and
+// counts them per region; pav fuzz does so with --regions (and says so in its
+// report), and a failure found so is drawn again by its reproduce command.
+TEST_F(PavCli, RegionsAreCountedAndAFailureFoundInThemIsDrawnAgainBySeed) {
+  auto region_sum = [](const json& regions) {
+    int64_t n = 0;
+    for (const auto& [name, count] : regions.items()) n += count.get<int64_t>();
+    return n;
+  };
+  const std::string good = "pav:cpu --path uniform";
+  const Outcome v = launch({{"verify", "--kernel", good, "--checks", "decode", "--decode-cases", "48", "--quiet",
+                             "--json", "--save", (dir_ / "ce").string()}});
+  ASSERT_EQ(v.code, 0) << v.err;
+  const json vj = parsed(v.out);
+  ASSERT_TRUE(vj.is_object()) << v.out.substr(0, 500);
+  const json& counted = vj["checks"][0]["detail"]["regions"];
+  EXPECT_EQ(region_sum(counted), 48) << counted.dump();
+  EXPECT_TRUE(counted.contains("general")) << counted.dump();
+  EXPECT_GE(counted.size(), 4u) << counted.dump();
+
+  for (bool regions : {false, true}) {
+    std::vector<std::string> args{"fuzz", "--kernel", good, "--property", "decode", "--cases", "30", "--seed", "9",
+                                  "--quiet", "--json", "--save", (dir_ / "ce").string()};
+    if (regions) args.push_back("--regions");
+    const Outcome f = launch({args});
+    ASSERT_EQ(f.code, 0) << f.err;
+    const json fj = parsed(f.out);
+    ASSERT_TRUE(fj.is_object()) << f.out.substr(0, 500);
+    EXPECT_EQ(fj["regions"], regions);
+    EXPECT_EQ(region_sum(fj["runs"][0]["regions"]), regions ? 30 : 0) << fj["runs"][0]["regions"].dump();
+  }
+  const Outcome own = launch({{"fuzz", "--property", "decode", "--cases", "3", "--regions", "--quiet"}});
+  EXPECT_EQ(own.code, 2) << own.err;
+  EXPECT_NE(own.err.find("--regions"), std::string::npos) << own.err;
+
+  const std::string bad = split_decode_with("merge-ignores-max");
+  const Outcome b = launch({{"fuzz", "--kernel", bad, "--property", "decode", "--cases", "300", "--seed", "3",
+                             "--regions", "--shrink-tries", "20", "--quiet", "--json", "--save", (dir_ / "ce").string()}});
+  ASSERT_EQ(b.code, 1) << b.err;
+  const json bj = parsed(b.out);
+  ASSERT_TRUE(bj.is_object()) << b.out.substr(0, 500);
+  const json& failure = bj["runs"][0]["failure"];
+  EXPECT_NE(failure["reproduce"].get<std::string>().find(" --regions"), std::string::npos) << failure.dump();
+  EXPECT_TRUE(failure["region"].is_string()) << failure.dump();
+  const std::string seed = std::to_string(failure["seed"].get<uint64_t>());
+  const Outcome again = launch({{"fuzz", "--kernel", bad, "--property", "decode", "--cases", "1", "--seed", seed,
+                                 "--regions", "--shrink-tries", "0", "--quiet", "--json", "--save", (dir_ / "ce").string()}});
+  ASSERT_EQ(again.code, 1) << again.err;
+  const json aj = parsed(again.out);
+  ASSERT_TRUE(aj.is_object()) << again.out.substr(0, 500);
+  EXPECT_EQ(aj["runs"][0]["failure"]["first_message"], failure["first_message"]);
+  EXPECT_EQ(aj["runs"][0]["failure"]["region"], failure["region"]);
+}
+
 TEST_F(PavCli, VerifyStaleCheckIsAPlanKernelsOwn) {
   struct Case {
     std::vector<std::string> args;

@@ -101,6 +101,10 @@ int run(std::vector<std::string> args) {
   cli::add_kernel_options(app, kernel_options);
   cli::add_trust_case_kernel_option(app, trust_case_kernel);
   app.add_flag("--keep-going", keep_going, "after a failure (shrunk and saved), go on with the next property");
+  bool regions = false;
+  app.add_flag("--regions", regions,
+               "with --kernel: decode draws half its calls from the regions where decode bugs sit (as pav verify "
+               "does) and counts them");
   output.add_options(app);
   if (int rc = cli::parse(app, args); rc >= 0) return rc;
   if (!replay.empty()) {
@@ -142,6 +146,7 @@ int run(std::vector<std::string> args) {
   // A scheduler's time limit covers the whole run: shrinking too.
   if (opt_budget->count() > 0) o.shrink_seconds = std::min(o.shrink_seconds, minutes * 60);
   o.keep_going = keep_going;
+  o.regions = regions;
   o.verbose = verbose;
   o.list = list;
   o.report_path = report_path;

@@ -146,6 +146,10 @@ struct CaseSpec : CallShape, DataRecipe, PavKernelSettings {
   // saved as that sequence (pav-case/2) and replayed from a fresh instance.
   // Empty for a single call.
   std::vector<PriorCall> prelude;
+  // Where a generator drew the call (a decode region, kernel_gen.hpp); not
+  // part of the case: a run records it in meta.region. Empty: not drawn by a
+  // generator that names regions.
+  std::string region;
 };
 
 // One earlier call of a sequence: the case and its property's fields (meta).

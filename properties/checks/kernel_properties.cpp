@@ -252,13 +252,13 @@ Verdict check_batch(const BatchCase& b, const CheckContext& ctx) {
 
 // ---- the properties, for one description ------------------------------------------
 
-PropertyParts<CaseSpec> decode_parts(const KernelDescription& d) {
+PropertyParts<CaseSpec> decode_parts(const KernelDescription& d, bool regions) {
   return {
       "decode",
       "generated calls the kernel claims (uneven batches, boundary lengths, sentinels, NaN-poisoned cache past "
       "each context) against the reference under the kernel's numerics profile",
       false,
-      gen_kernel_case(d, kernel_decode_limits()),
+      regions ? gen_kernel_case_weighted(d, kernel_decode_limits()) : gen_kernel_case(d, kernel_decode_limits()),
       check_decode_case,
       [](const CaseSpec& s, json&) { return s; },
       [](const CaseSpec& s, const json&) {
@@ -272,8 +272,12 @@ PropertyParts<CaseSpec> decode_parts(const KernelDescription& d) {
           if (spec_within(c, d)) out.push_back(std::move(c));
         return out;
       },
+      nullptr,
+      [regions](const CaseSpec& s) { return regions ? s.region : std::string(); },
   };
 }
+
+PropertyParts<CaseSpec> decode_parts_general(const KernelDescription& d) { return decode_parts(d, false); }
 
 PropertyParts<RejectCase> reject_parts(const KernelDescription& d) {
   return {
@@ -438,17 +442,17 @@ Property on_pav_kernels(std::optional<bool> planned, PropertyParts<T> (*parts_fo
 
 }  // namespace
 
-std::vector<Property> kernel_properties(const KernelDescription& d) {
+std::vector<Property> kernel_properties(const KernelDescription& d, bool regions) {
   std::vector<Property> v;
-  v.push_back(make_property(decode_parts(d)));
+  v.push_back(make_property(decode_parts(d, regions)));
   if (d.has_check) v.push_back(make_property(reject_parts(d)));
   if (d.split == adapters::Split::plan) v.push_back(make_property(stale_parts(d)));
   return v;
 }
 
-std::vector<Property> kernel_properties(const adapters::KernelUnderTest& k) {
+std::vector<Property> kernel_properties(const adapters::KernelUnderTest& k, bool regions) {
   const KernelDescription& d = k.description();
-  std::vector<Property> v = kernel_properties(d);
+  std::vector<Property> v = kernel_properties(d, regions);
   // pav's kernels promise batch invariance for a fixed split ceiling; other
   // kernels may pick their splits from the batch.
   if (k.adapter() == "pav" && d.split == adapters::Split::self && d.split_ceiling)
@@ -458,7 +462,7 @@ std::vector<Property> kernel_properties(const adapters::KernelUnderTest& k) {
 
 std::vector<Property> pav_kernel_properties() {
   std::vector<Property> v;
-  v.push_back(on_pav_kernels<CaseSpec>(std::nullopt, decode_parts));
+  v.push_back(on_pav_kernels<CaseSpec>(std::nullopt, decode_parts_general));
   v.push_back(on_pav_kernels<BatchCase>(false, batch_parts));
   v.push_back(on_pav_kernels<RejectCase>(std::nullopt, reject_parts));
   v.push_back(on_pav_kernels<StaleKernelCase>(true, stale_parts));

@@ -20,10 +20,12 @@
 
 namespace pav::props::fuzz {
 
-// decode, reject (has_check), stale (split = plan).
-std::vector<Property> kernel_properties(const adapters::KernelDescription& d);
+// decode, reject (has_check), stale (split = plan). With regions, decode
+// draws half its calls from the decode regions (gen_kernel_case_weighted) and
+// names each call's region.
+std::vector<Property> kernel_properties(const adapters::KernelDescription& d, bool regions = false);
 // The above, and batch-invariance for pav's self-splitting kernel.
-std::vector<Property> kernel_properties(const adapters::KernelUnderTest& k);
+std::vector<Property> kernel_properties(const adapters::KernelUnderTest& k, bool regions = false);
 
 // decode, batch-invariance, reject and stale on pav's own kernels, each case
 // drawing pav's kernel settings (path, partial dtype, arch, compute units;

@@ -97,6 +97,7 @@ std::string reproduce_command(const std::string& property, uint64_t seed, const 
   std::string s = fmt::format("pav fuzz --property {} --seed {} --cases 1", property, seed);
   if (!opt.ctx.kernel) return s + (opt.ctx.backend == Backend::gpu ? " --backend gpu" : " --backend cpu");
   s += kernel_words(opt);
+  if (opt.regions) s += " --regions";
   // A worker's per-call timeout decides whether a slow call is a failure.
   const std::string adapter = opt.ctx.kernel->adapter();
   const bool worker = adapter == "exec" || adapter == "lib (isolated)";
@@ -321,6 +322,7 @@ std::string save_found(const std::string& dir, const Found& f, const FuzzOptions
   }
   meta["message"] = f.message;
   meta["first_message"] = f.first_message;
+  if (!f.region.empty()) meta["region"] = f.region;
   meta["shrink"] = {{"steps", f.shrink_steps},
                     {"simplify_steps", f.simplify_steps},
                     {"tries", f.shrink_tries},
@@ -434,6 +436,10 @@ FuzzReport run_fuzz(const FuzzOptions& opt, const std::vector<const Property*>& 
           history.push_back({seed, size});
         }
         const Verdict v = prop->check_seed(seed, size, opt.ctx);
+        if (!v.region.empty()) {
+          std::lock_guard<std::mutex> lock(history_mu);
+          ++run.regions[v.region];
+        }
         ++done;
         ++run.cases_per_job[size_t(job)];
         if (!v.passed) {
@@ -508,6 +514,11 @@ FuzzReport run_fuzz(const FuzzOptions& opt, const std::vector<const Property*>& 
     fmt::print(out, "{}: {} cases in {:.1f} s: {:.1f} cases/s, {:.1f} cases per CPU-second (per core), {}\n",
                prop->name, run.cases, run.seconds, run.cases_per_second(), run.cases_per_cpu_second(),
                hit ? "FAILED" : run.interrupted ? "no failure before the stop" : "no failure");
+    if (!run.regions.empty()) {
+      std::string counts;
+      for (const auto& [name, n] : run.regions) counts += fmt::format("{}{} {}", counts.empty() ? "" : ", ", name, n);
+      fmt::print(out, "  {} cases by region: {}\n", prop->name, counts);
+    }
     std::fflush(out);
     if (run.interrupted) report.interrupted = true;
     if (!hit) {

@@ -67,6 +67,7 @@ int case_size(uint64_t seed);
 struct Verdict {
   bool passed = true;
   std::string message;  // why it failed
+  std::string region;   // where the value was drawn (PropertyParts::region), "" when not named
   static Verdict pass() { return {}; }
   static Verdict fail(std::string why) { return {false, std::move(why)}; }
 };
@@ -192,6 +193,7 @@ struct Found {
   std::string property;
   uint64_t seed = 0;
   int size = 0;
+  std::string region;         // where the failing value was drawn ("" when the property names none)
   std::string first_message;  // the failure as first found
   std::string message;        // the failure of the shrunk case
   int64_t shrink_steps = 0, simplify_steps = 0, shrink_tries = 0;
@@ -264,6 +266,9 @@ struct PropertyParts {
   // it per case (pav's kernels with drawn settings): the saved case's
   // meta.kernel, so it replays on that kernel.
   std::function<nlohmann::json(const T&, const CheckContext&)> kernel_record = nullptr;
+  // Optional: the region of the call space the value was drawn in (the
+  // decode regions of kernel_gen.hpp), counted per run and saved in meta.region.
+  std::function<std::string(const T&)> region = nullptr;
 };
 
 template <class T>
@@ -281,7 +286,9 @@ Property make_property(PropertyParts<T> parts) {
         std::lock_guard<std::mutex> lock(generation_mutex());
         v.emplace(p->gen(rc::Random(seed), size).value());
       }
-      return guarded(check, *v);
+      Verdict verdict = guarded(check, *v);
+      if (p->region) verdict.region = p->region(*v);
+      return verdict;
     } catch (const pav::IoError&) {
       throw;
     } catch (const std::exception& e) {
@@ -327,6 +334,7 @@ Property make_property(PropertyParts<T> parts) {
     f.meta = nlohmann::json::object();
     f.spec = p->to_case(s.value, f.meta);
     f.shrink_before = std::move(before_failing);
+    if (p->region) f.region = p->region(v);
     if (p->kernel_record) f.meta["kernel"] = p->kernel_record(s.value, ctx);
     if (p->describe) f.description = p->describe(s.value);
     return f;
@@ -454,6 +462,7 @@ struct FuzzOptions {
   std::string label = "pav fuzz";       // how the log's first line names the run
   std::function<bool()> should_stop;    // polled between cases: true ends the run cleanly
   FreshKernel fresh;                    // with a kernel under test: where its shrunk failure is seen again
+  bool regions = false;                 // the decode property draws by region (reproduce_command says --regions)
 };
 
 struct PropertyRun {
@@ -464,6 +473,8 @@ struct PropertyRun {
   double cases_per_second() const { return seconds > 0 ? double(cases) / seconds : 0; }
   double cases_per_cpu_second() const { return cpu_seconds > 0 ? double(cases) / cpu_seconds : 0; }
   std::vector<int64_t> cases_per_job;
+  // Cases per region they were drawn in (properties that name regions).
+  std::map<std::string, int64_t> regions;
   std::optional<Found> failure;  // the property's first failure (lowest case index), shrunk
   std::string saved_path;        // its case file; "" when none was saved
   std::string save_error;        // why it could not be saved ("" when saved or nothing to save)

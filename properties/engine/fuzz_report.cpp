@@ -73,6 +73,7 @@ struct ShardReport {
   std::string path;
   std::string version, commit, backend, host, device;
   json kernel;
+  bool regions = false;  // decode drawn by region (absent in reports before they existed: false)
   uint64_t base_seed = 0;
   int index = 0, count = 1;
   std::vector<std::string> properties;
@@ -187,6 +188,7 @@ ShardReport read_shard_fields(const json& j, const std::string& path) {
   s.backend = r.string("backend");
   s.host = r.string("host");
   s.device = r.string("device");
+  s.regions = r.boolean("regions", false);
   s.kernel = r.at("kernel");
   if (!s.kernel.is_null() && !s.kernel.is_object())
     r.fail("kernel", "expected the kernel's identity (an object) or null, " + got(s.kernel));
@@ -314,6 +316,8 @@ void check_belongs(const ShardReport& s, const ShardReport& ref) {
     refuse("pav", s.version + " (commit " + s.commit + ")", ref.version + " (commit " + ref.commit + ")");
   if (s.kernel != ref.kernel) refuse("kernel", input::excerpt(s.kernel), input::excerpt(ref.kernel));
   if (s.backend != ref.backend) refuse("backend", s.backend, ref.backend);
+  if (s.regions != ref.regions)
+    refuse("regions", s.regions ? "on" : "off", ref.regions ? "on (the cases of a seed differ)" : "off (the cases of a seed differ)");
   if (s.base_seed != ref.base_seed)
     refuse("base seed", std::to_string(s.base_seed), std::to_string(ref.base_seed) + " (seeds would overlap or leave gaps)");
   if (s.properties != ref.properties) {
@@ -376,6 +380,7 @@ ResumeSource read_resume_source(const json& report, const std::string& path) {
   r.properties = s.properties;
   r.backend = s.backend;
   r.kernel = s.kernel;
+  r.regions = s.regions;
   r.points = s.resume;
   return r;
 }

@@ -57,6 +57,7 @@ struct ResumeSource {
   std::vector<std::string> properties;
   std::string backend;
   nlohmann::json kernel;  // null without a kernel under test
+  bool regions = false;   // the decode property drew by region (--regions)
   std::map<std::string, StreamPoint> points;
 };
 // Reads a fuzz report for resuming; ReportError names the file and field.

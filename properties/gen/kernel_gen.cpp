@@ -274,6 +274,173 @@ rc::Gen<CaseSpec> gen_kernel_case(const KernelDescription& d, DecodeGenLimits li
   });
 }
 
+namespace {
+
+// The largest split ceiling a case may hand the kernel, 0 when it takes none.
+int64_t split_cap(const KernelDescription& d) {
+  if (d.split == Split::plan) return 0;
+  if (!d.split_ceiling) return 0;
+  return d.max_split_ceiling > 0 ? std::min<int64_t>(d.max_split_ceiling, 64) : 64;
+}
+
+bool takes_splits(const KernelDescription& d) { return d.split == Split::plan || split_cap(d) > 0; }
+
+// The most splits the call may get: pav's plan on the most compute units, or
+// the largest ceiling.
+void most_splits(CaseSpec& s, const KernelDescription& d) {
+  if (d.split == Split::plan) {
+    s.opt.cu = int(plan_cus(d).back());
+    s.max_partitions = s.opt.cu;
+  } else if (const int64_t cap = split_cap(d); cap > 0) {
+    s.max_partitions = cap;
+  }
+}
+
+int32_t unaligned(int32_t len, int block) { return block > 1 && len % block == 0 ? len + 1 : len; }
+
+// A drawn region's spec made whole again: lengths within the description and
+// the generator's caps, the variant drawn for the new lengths and heads (each
+// region that sets one sets it after), sentinels at the new boundaries.
+void refit(CaseSpec& s, const KernelDescription& d, const DecodeGenLimits& lim) {
+  if (d.max_num_seqs > 0 && int64_t(s.lens.size()) > d.max_num_seqs) s.lens.resize(size_t(d.max_num_seqs));
+  for (int32_t& len : s.lens) {
+    len = std::max<int32_t>(len, 0);
+    if (s.head_dim > 256 || s.v_head_dim > 0) len = std::min(len, kWideHeadMaxLen);
+    if (d.max_context_len > 0 && len > d.max_context_len) len = int32_t(d.max_context_len);
+  }
+  int64_t total = 0;
+  for (int32_t len : s.lens) total += len;
+  while (total > lim.max_total_tokens) {
+    auto longest = std::max_element(s.lens.begin(), s.lens.end());
+    const int32_t cut = int32_t(std::min<int64_t>(*longest, total - lim.max_total_tokens));
+    *longest -= cut;
+    total -= cut;
+  }
+  s.window_left = -1;
+  s.soft_cap = 0.0f;
+  s.sinks.reset();
+  s.alibi_slopes.reset();
+  draw_variant(s, d);
+}
+
+void boundary_sentinels_again(CaseSpec& s) {
+  s.sentinels = s.extreme_logits == 0 && s.logit_ties == 0 ? boundary_sentinels(s.lens) : std::vector<Sentinel>{};
+}
+
+// Applies one region to a general draw; false when it does not apply to it.
+bool apply_region(CaseSpec& s, const KernelDescription& d, const DecodeGenLimits& lim, const std::string& r) {
+  const int max_batch = d.max_num_seqs > 0 ? int(std::min<int64_t>(5, d.max_num_seqs)) : 5;
+  if (r == "uneven-window") {
+    if (max_batch < 2) return false;
+    const int batch = *rc::gen::inRange(2, max_batch + 1);
+    s.lens.assign(size_t(batch), 0);
+    const int32_t L = *rc::gen::inRange(1500, 6001);
+    const size_t at = size_t(*rc::gen::inRange(0, batch));
+    for (size_t i = 0; i < s.lens.size(); ++i)
+      s.lens[i] = i == at ? L : unaligned(*rc::gen::inRange(1, 300), s.block_size);
+    refit(s, d, lim);
+    const int32_t longest = *std::max_element(s.lens.begin(), s.lens.end());
+    s.window_left = *rc::gen::element<int32_t>(0, 1, 63, 255, 256, 257, std::max(longest / 3, 1), std::max(longest - 1, 0));
+    if (*rc::gen::arbitrary<bool>()) most_splits(s, d);
+  } else if (r == "empty-splits") {
+    if (max_batch < 2) return false;
+    const int batch = *rc::gen::inRange(2, max_batch + 1);
+    s.lens.assign(size_t(batch), 0);
+    const size_t at = size_t(*rc::gen::inRange(0, batch));
+    for (size_t i = 0; i < s.lens.size(); ++i)
+      s.lens[i] = i == at ? *rc::gen::inRange(1000, 8001) : *rc::gen::element<int32_t>(0, 0, 1, 2);
+    most_splits(s, d);
+    refit(s, d, lim);
+  } else if (r == "short-vs-splits") {
+    if (!takes_splits(d)) return false;
+    for (int32_t& len : s.lens) len = *rc::gen::inRange(1, 41);
+    most_splits(s, d);
+    refit(s, d, lim);
+  } else if (r == "q-len") {
+    const int64_t lo = std::max<int64_t>(2, d.min_q_len), hi = std::min<int64_t>(5, d.max_q_len);
+    if (lo > hi) return false;
+    s.q_len = *rc::gen::inRange(int(lo), int(hi) + 1);
+    if (int64_t(s.q_len) * s.group * s.head_dim > kWideCall) return false;
+    refit(s, d, lim);
+  } else if (r == "extreme-logits") {
+    s.extreme_logits = *rc::gen::element(-1, 1);
+    s.logit_ties = 0;
+    s.softmax_scale = extreme_logit_scale(s.head_dim, s.scales);
+  } else if (r == "sinks") {
+    if (!d.declares(Feature::sinks)) return false;
+    refit(s, d, lim);
+    const int mode = *rc::gen::inRange(0, 3);  // dominant, negligible, one head each way
+    std::vector<float> v(size_t(int64_t(s.hkv) * s.group), mode == 1 ? -50.0f : 50.0f);
+    if (mode == 2)
+      for (size_t h = 1; h < v.size(); h += 2) v[h] = -50.0f;
+    s.sinks = std::move(v);
+  } else if (r == "gqa-rare") {
+    const std::vector<int64_t> rare = rare_gqa_ratios(d);
+    if (rare.empty()) return false;
+    s.group = int(*rc::gen::elementOf(rare));
+    if (int64_t(s.q_len) * s.group * s.head_dim > kWideCall) s.q_len = int(d.min_q_len);
+    if (int64_t(s.q_len) * s.group * s.head_dim > kWideCall) return false;
+    refit(s, d, lim);
+  } else if (r == "boundary-lengths") {
+    for (int32_t& len : s.lens) {
+      const int32_t unit = *rc::gen::element<int32_t>(int32_t(s.block_size), 16, 64, 256);
+      len = unit * *rc::gen::inRange(1, 9) + *rc::gen::element(-1, 0, 1);
+    }
+    refit(s, d, lim);
+  } else {
+    throw std::invalid_argument("no decode region '" + r + "'");
+  }
+  boundary_sentinels_again(s);
+  return true;
+}
+
+}  // namespace
+
+std::vector<std::string> decode_regions(const KernelDescription& d) {
+  std::vector<std::string> v;
+  const bool batches = d.max_num_seqs == 0 || d.max_num_seqs >= 2;
+  if (batches && d.declares(Feature::window)) v.push_back("uneven-window");
+  if (batches) v.push_back("empty-splits");
+  if (takes_splits(d)) v.push_back("short-vs-splits");
+  if (std::max<int64_t>(2, d.min_q_len) <= std::min<int64_t>(5, d.max_q_len)) v.push_back("q-len");
+  v.push_back("extreme-logits");
+  if (d.declares(Feature::sinks)) v.push_back("sinks");
+  if (!rare_gqa_ratios(d).empty()) v.push_back("gqa-rare");
+  v.push_back("boundary-lengths");
+  return v;
+}
+
+rc::Gen<CaseSpec> gen_kernel_case_in(const KernelDescription& d, const std::string& region, DecodeGenLimits lim) {
+  if (region != kRegionGeneral) {
+    const std::vector<std::string> all = decode_regions(d);
+    if (std::find(all.begin(), all.end(), region) == all.end())
+      throw std::invalid_argument("the decode region '" + region + "' does not apply to this description");
+  }
+  return rc::gen::exec([d, region, lim]() {
+    CaseSpec base = *gen_kernel_case(d, lim);
+    base.region = kRegionGeneral;
+    // A large-cache draw keeps its own short lengths and low blocks.
+    if (region == kRegionGeneral || base.low_spare_blocks != 0) return base;
+    CaseSpec s = base;
+    if (!apply_region(s, d, lim, region) || !spec_within(s, d)) return base;
+    s.region = region;
+    return s;
+  });
+}
+
+rc::Gen<CaseSpec> gen_kernel_case_weighted(const KernelDescription& d, DecodeGenLimits lim) {
+  const std::vector<std::string> regions = decode_regions(d);
+  // Picks 0..R-1 are the general generator, R..2R-1 one region each;
+  // shrinking moves the pick toward the general draw.
+  return rc::gen::exec([d, lim, regions]() {
+    const size_t r = regions.size();
+    // At full size: RapidCheck narrows inRange at small sizes, which would
+    // keep the small cases in the general draw.
+    const size_t pick = size_t(*rc::gen::resize(100, rc::gen::inRange<int>(0, int(2 * r))));
+    return *gen_kernel_case_in(d, pick < r ? std::string(kRegionGeneral) : regions[pick - r], lim);
+  });
+}
+
 void draw_variant(CaseSpec& s, const KernelDescription& d) {
   const int64_t hq = int64_t(s.hkv) * s.group;
   const int32_t longest = *std::max_element(s.lens.begin(), s.lens.end());

@@ -31,6 +31,31 @@ std::vector<int64_t> rare_gqa_ratios(const adapters::KernelDescription& d);
 // kernel (0: its own choice). Lengths are never negative.
 rc::Gen<CaseSpec> gen_kernel_case(const adapters::KernelDescription& d, DecodeGenLimits limits = {});
 
+// The regions of the decode call space where decode bugs sit, each a way of
+// drawing a call the description claims:
+//   uneven-window     one long request beside short ones of unaligned lengths,
+//                     under a sliding window (window kernels)
+//   empty-splits      empty requests beside a long one, at the most splits
+//   short-vs-splits   every request shorter than the splits it may get
+//                     (kernels that take a split ceiling or pav's plan)
+//   q-len             2 to 5 query positions per request (kernels that take them)
+//   extreme-logits    every scaled score near -6e4 or +6e4
+//   sinks             a dominant (+50) or negligible (-50) sink on every head
+//   gqa-rare          a GQA ratio above 16 or not a power of two
+//   boundary-lengths  lengths one off, or on, a page, tile or split boundary
+// The general generator (gen_kernel_case) is region "general".
+inline constexpr const char* kRegionGeneral = "general";
+// The regions that apply to a description, in the order above.
+std::vector<std::string> decode_regions(const adapters::KernelDescription& d);
+// A call drawn in one region (or "general"); spec.region names it. A draw the
+// region cannot place inside the description falls back to the general
+// draw, named "general".
+rc::Gen<CaseSpec> gen_kernel_case_in(const adapters::KernelDescription& d, const std::string& region,
+                                     DecodeGenLimits limits = {});
+// Half the calls from the general generator, half spread evenly over the
+// regions that apply (pav verify's decode search, pav fuzz --regions).
+rc::Gen<CaseSpec> gen_kernel_case_weighted(const adapters::KernelDescription& d, DecodeGenLimits limits = {});
+
 // Draws the attention variant of a spec from what the description declares:
 // windows at their edges (0, 1, L-1, L, L+1, past L), soft caps from 1 to 50,
 // dominant, negligible and moderate sinks, geometric or drawn ALiBi slopes.

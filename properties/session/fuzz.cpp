@@ -105,7 +105,10 @@ Report fuzz(const FuzzOptions& o, const Io& io) {
   // without, pav's planner and gate properties and its own kernels' (the same kernel properties).
   std::unique_ptr<adapters::KernelUnderTest> kernel;
   if (!o.kernel.specs.empty()) kernel = open_kernel(o.kernel.specs.front(), o.kernel);
-  const std::vector<fz::Property> available = kernel ? fz::kernel_properties(*kernel) : fz::properties();
+  if (o.regions && !kernel)
+    throw BadInput("--regions: the decode regions draw calls for a kernel under test (--kernel); pav's own kernels "
+                   "draw their settings per case");
+  const std::vector<fz::Property> available = kernel ? fz::kernel_properties(*kernel, o.regions) : fz::properties();
   if (o.list) return list_properties(io, available);
   const kernels::Backend backend = pick_backend(o.backend);
 
@@ -132,6 +135,9 @@ Report fuzz(const FuzzOptions& o, const Io& io) {
                      input::excerpt(this_kernel));
     if (resume->backend != backend_name(backend))
       throw BadInput(what + "backend " + resume->backend + ", this run uses " + backend_name(backend));
+    if (resume->regions != o.regions)
+      throw BadInput(what + "a run with the decode regions " + (resume->regions ? "on" : "off") +
+                     ": give --regions the same way (the cases of a seed differ)");
     if (names.empty()) names = resume->properties;
     seed = resume->base_seed;
     e.shard_index = resume->shard_index;
@@ -161,6 +167,7 @@ Report fuzz(const FuzzOptions& o, const Io& io) {
   if (o.shrink_tries >= 0) e.shrink.max_tries = o.shrink_tries;
   if (o.shrink_seconds >= 0) e.shrink.max_seconds = o.shrink_seconds;
   e.keep_going = o.keep_going;
+  e.regions = o.regions;
   e.progress = io.show_progress;
   e.verbose = o.verbose;
   e.should_stop = stop_test(io);
@@ -208,6 +215,7 @@ Report fuzz(const FuzzOptions& o, const Io& io) {
   j["device"] = adapters::device_description(backend);
   j["host"] = host_name();
   j["kernel"] = kernel ? ojson(adapters::identity_json(*kernel)) : ojson(nullptr);
+  j["regions"] = o.regions;
   j["properties"] = ojson::array();
   for (const auto* p : selected) j["properties"].push_back(p->name);
   j["budget"] = {{"cases_per_property", e.cases > 0 ? ojson(e.cases) : ojson(nullptr)},

@@ -190,6 +190,7 @@ struct FuzzOptions {
   int64_t shrink_tries = -1;       // -1: the engine's default
   double shrink_seconds = -1;      // -1: the engine's default
   bool keep_going = false;         // after a failure, go on with the next property
+  bool regions = false;            // a kernel's decode draws half its calls from the decode regions
   bool verbose = false;            // every case's seed as it runs
   bool list = false;               // name the properties and run nothing
   std::string report_path;         // also write the report here, durably, after a stop too

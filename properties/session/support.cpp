@@ -89,6 +89,9 @@ nlohmann::ordered_json property_run_json(const fz::PropertyRun& run) {
   j["seconds"] = run.seconds;
   j["cpu_seconds"] = run.cpu_seconds;
   j["cases_per_job"] = run.cases_per_job;
+  // Cases per decode region they were drawn in (empty unless the run drew by region).
+  j["regions"] = nlohmann::ordered_json::object();
+  for (const auto& [name, n] : run.regions) j["regions"][name] = n;
   j["interrupted"] = run.interrupted;
   j["passed"] = !run.failure.has_value();
   j["seeds"] = {{"from", props::fuzz::stream_point_json(run.from)}, {"to", props::fuzz::stream_point_json(run.to)}};
@@ -96,6 +99,7 @@ nlohmann::ordered_json property_run_json(const fz::PropertyRun& run) {
     const fz::Found& f = *run.failure;
     j["failure"] = {{"seed", f.seed},
                     {"size", f.size},
+                    {"region", f.region.empty() ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(f.region)},
                     {"first_message", f.first_message},
                     {"message", f.message},
                     {"shrunk_case", f.description},

@@ -78,6 +78,7 @@ CheckResult property_check(const VerifyContext& v, const char* property, const c
   o.ctx.kernel = v.kernel;
   o.kernel_run = v.kernel_run;
   o.fresh = v.fresh;
+  o.regions = v.kernel != nullptr;  // a kernel's decode draws by region (kernel_properties(..., true))
   o.save_dir = v.save_dir;
   o.progress = v.io.show_progress;
   o.label = "pav verify";
@@ -246,7 +247,7 @@ Report verify(const VerifyOptions& o, const Io& io) {
   std::vector<fz::Property> kernel_props;
   if (!o.kernel.specs.empty()) {
     kernel = open_kernel(o.kernel.specs.front(), o.kernel);
-    kernel_props = fz::kernel_properties(*kernel);
+    kernel_props = fz::kernel_properties(*kernel, /*regions=*/true);
   }
   if (chosen.empty()) {  // the default checks (a kernel's stale check only where it runs pav's plan)
     const bool plan = kernel && kernel->description().split == adapters::Split::plan;

@@ -290,18 +290,20 @@ def verify(kernel, description=None, checks=None, cases=None, seed=None, save_di
 
 
 def fuzz(kernel, description=None, cases=None, seconds=None, seed=None, properties=None, jobs=1, save_dir=None,
-         keep_going=False, quiet=True):
+         keep_going=False, regions=False, quiet=True):
     """`pav fuzz --kernel`: the kernel's properties under a case budget
     (cases per property) or a time budget (seconds, all properties together);
-    the first failure is shrunk and saved under save_dir."""
+    the first failure is shrunk and saved under save_dir. regions=True draws
+    half the decode calls from the regions where decode bugs sit, as
+    pav.verify does (`--regions`)."""
     if (cases is None) == (seconds is None):
         raise UsageError("fuzz: give cases or seconds (one of them)")
     with _Registered() as reg:
         return _run("fuzz", {"kernel": [reg.spec(kernel, description)], "jobs": jobs,
                              "cases": cases if cases is not None else 0,
                              "minutes": seconds / 60.0 if seconds is not None else 0,
-                             "properties": _names(properties), "keep_going": keep_going, "seed": seed,
-                             "save_dir": _path(save_dir)}, quiet)
+                             "properties": _names(properties), "keep_going": keep_going, "regions": regions,
+                             "seed": seed, "save_dir": _path(save_dir)}, quiet)
 
 
 def replay(case, kernel, description=None):

@@ -124,7 +124,7 @@ FAULTS = [
 
 @pytest.mark.parametrize("fn, words", FAULTS, ids=[f.__name__ for f, _ in FAULTS])
 def test_each_fault_is_a_verdict_saved_and_replayed_from_python_and_the_cli(tmp_path, fn, words):
-    report = pav.verify(fn, DESCRIPTION, checks=["decode"], cases=40, seed=5, save_dir=str(tmp_path))
+    report = pav.verify(fn, DESCRIPTION, checks=["decode"], cases=80, seed=5, save_dir=str(tmp_path))
     assert not report.passed and report.exit_code == 1 and report.verdict == "FAIL"
     text = report.failure_text()
     if words:
