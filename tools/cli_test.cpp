@@ -1212,6 +1212,20 @@ TEST_F(PavCli, RegionsAreCountedAndAFailureFoundInThemIsDrawnAgainBySeed) {
     EXPECT_EQ(fj["regions"], regions);
     EXPECT_EQ(region_sum(fj["runs"][0]["regions"]), regions ? 30 : 0) << fj["runs"][0]["regions"].dump();
   }
+  // A report resumes only a run drawn the same way: the cases of a seed differ.
+  const std::string plain_report = (dir_ / "plain.json").string();
+  ASSERT_EQ(launch({{"fuzz", "--kernel", good, "--property", "decode", "--cases", "4", "--seed", "9", "--quiet",
+                     "--report", plain_report, "--save", (dir_ / "ce").string()}})
+                .code,
+            0);
+  const Outcome mixed = launch({{"fuzz", "--kernel", good, "--resume", plain_report, "--cases", "4", "--regions",
+                                 "--quiet", "--save", (dir_ / "ce").string()}});
+  EXPECT_EQ(mixed.code, 2) << mixed.err;
+  EXPECT_NE(mixed.err.find("decode regions off"), std::string::npos) << mixed.err;
+  EXPECT_EQ(launch({{"fuzz", "--kernel", good, "--resume", plain_report, "--cases", "4", "--quiet", "--save",
+                     (dir_ / "ce").string()}})
+                .code,
+            0);
   const Outcome own = launch({{"fuzz", "--property", "decode", "--cases", "3", "--regions", "--quiet"}});
   EXPECT_EQ(own.code, 2) << own.err;
   EXPECT_NE(own.err.find("--regions"), std::string::npos) << own.err;

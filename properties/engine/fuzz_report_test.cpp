@@ -244,6 +244,7 @@ TEST(MergeReports, RefusesReportsOfAnotherCampaignNamingTheShard) {
       {"kernel", [](json& r) { r["kernel"] = {{"name", "other"}}; }},
       {"backend gpu", [](json& r) { r["backend"] = "gpu"; }},
       {"base seed 8", [](json& r) { r["base_seed"] = 8; }},
+      {"regions on", [](json& r) { r["regions"] = true; }},
       {"properties p,q", [](json& r) {
          r["properties"] = {"p", "q"};
          r["runs"].push_back(run_json("q", 0, 0));
