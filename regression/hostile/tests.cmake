@@ -40,6 +40,6 @@ if(PAV_BUILD_TESTS AND PAV_PYTHON3)
   add_test(NAME HostileCorpus.RandomDamageNeverCrashesOrHangs
     COMMAND ${PAV_PYTHON3} ${CMAKE_SOURCE_DIR}/regression/hostile/corpus.py
             --pav $<TARGET_FILE:pav> --work ${CMAKE_BINARY_DIR}/hostile-corpus-large --jobs 2 --size large
-            --random 3000)
+            --random 3000 --time-scale ${PAV_CORPUS_TIME_SCALE})
   set_tests_properties(HostileCorpus.RandomDamageNeverCrashesOrHangs PROPERTIES LABELS slow TIMEOUT 3600)
 endif()
