@@ -112,6 +112,26 @@ const PropertyRun* FuzzReport::first_failure() const {
   return nullptr;
 }
 
+namespace {
+
+// The case (its prelude first) through a new instance of the kernel under
+// test; a replay that throws is a failing verdict, opening it may throw (the
+// caller says so).
+Verdict from_fresh(const Property& prop, const CaseSpec& spec, const json& meta, const FuzzOptions& opt) {
+  std::unique_ptr<adapters::KernelUnderTest> fresh = opt.fresh.open();
+  CheckContext ctx = opt.ctx;
+  ctx.kernel = fresh.get();
+  try {
+    return prop.replay(spec, meta, ctx);
+  } catch (const pav::IoError&) {
+    throw;
+  } catch (const std::exception& e) {
+    return Verdict::fail(std::string("the replay threw: ") + e.what());
+  }
+}
+
+}  // namespace
+
 // Sets f.reproduction: the shrunk case run once more through
 // a fresh instance of the kernel under test, when one can be made. pav's own
 // IoError (its side of a call) ends the run as everywhere else.
@@ -122,24 +142,14 @@ void see_again(const Property& prop, Found& f, const FuzzOptions& opt) {
     f.reproduction_note = opt.fresh.unavailable;
     return;
   }
-  std::unique_ptr<adapters::KernelUnderTest> fresh;
+  Verdict v;
   try {
-    fresh = opt.fresh.open();
+    v = from_fresh(prop, f.spec, f.meta, opt);
   } catch (const pav::IoError&) {
     throw;
   } catch (const std::exception& e) {
     f.reproduction_note = std::string("a fresh instance could not be opened: ") + e.what();
     return;
-  }
-  CheckContext ctx = opt.ctx;
-  ctx.kernel = fresh.get();
-  Verdict v;
-  try {
-    v = prop.replay(f.spec, f.meta, ctx);
-  } catch (const pav::IoError&) {
-    throw;
-  } catch (const std::exception& e) {
-    v = Verdict::fail(std::string("the replay threw: ") + e.what());
   }
   if (v.passed) {
     f.reproduction = "state-dependent";
@@ -157,25 +167,6 @@ struct Step {
   uint64_t seed = 0;
   int size = 0;
 };
-
-namespace {
-
-// The case (its prelude first) through a new instance of the kernel under
-// test; opening it may throw (the caller says so).
-Verdict from_fresh(const Property& prop, const CaseSpec& spec, const json& meta, const FuzzOptions& opt) {
-  std::unique_ptr<adapters::KernelUnderTest> fresh = opt.fresh.open();
-  CheckContext ctx = opt.ctx;
-  ctx.kernel = fresh.get();
-  try {
-    return prop.replay(spec, meta, ctx);
-  } catch (const pav::IoError&) {
-    throw;
-  } catch (const std::exception& e) {
-    return Verdict::fail(std::string("the replay threw: ") + e.what());
-  }
-}
-
-}  // namespace
 
 // A state-dependent failure (a fresh instance passes its shrunk case): looks
 // for the earlier calls it needs among `before` (the run's calls before the
@@ -197,11 +188,14 @@ void find_sequence(const Property& prop, Found& f, const std::vector<Step>& befo
   }
   std::vector<PriorCall> calls;
   for (const Step& st : before) calls.push_back(prop.call_of_seed(st.seed, st.size));
-  PriorCall shrunk{f.spec, f.meta};
-  shrunk.spec.prelude.clear();
+  const PriorCall shrunk{f.spec, f.meta};
   const PriorCall as_found = prop.call_of_seed(found_at.seed, found_at.size);
 
   int64_t tries = 0;
+  auto record_effort = [&] {
+    f.sequence_tries = tries;
+    f.sequence_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  };
   bool budget_spent = false;
   std::string open_error;
   Verdict failed_as;  // the verdict of the sequence kept last
@@ -248,9 +242,8 @@ void find_sequence(const Property& prop, Found& f, const std::vector<Step>& befo
     }
     if (last || budget_spent || !open_error.empty()) break;
   }
-  f.sequence_tries = tries;
-  f.sequence_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   if (!last) {
+    record_effort();
     f.reproduction_note +=
         !open_error.empty() ? "; a fresh instance could not be opened to search for a sequence: " + open_error
         : budget_spent      ? fmt::format("; the search for a sequence ended at its limit after {} tries", tries)
@@ -291,8 +284,7 @@ void find_sequence(const Property& prop, Found& f, const std::vector<Step>& befo
       }
     }
   }
-  f.sequence_tries = tries;
-  f.sequence_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  record_effort();
   f.spec = last->spec;
   f.spec.prelude = prelude;
   f.meta = last->meta;
@@ -387,6 +379,8 @@ FuzzReport run_fuzz(const FuzzOptions& opt, const std::vector<const Property*>& 
     // instance the jobs share: a state-dependent failure's earlier calls.
     std::vector<Step> history;
     std::mutex history_mu;
+    // Each job's cases per region, summed into the run's after the jobs.
+    std::vector<std::map<std::string, int64_t>> job_regions(size_t(opt.jobs));
     // The lowest failing case index so far: a job stops once its next case is
     // past it, so every lower case still runs and the failure reported is the
     // first in case order whatever the number of jobs.
@@ -436,10 +430,7 @@ FuzzReport run_fuzz(const FuzzOptions& opt, const std::vector<const Property*>& 
           history.push_back({seed, size});
         }
         const Verdict v = prop->check_seed(seed, size, opt.ctx);
-        if (!v.region.empty()) {
-          std::lock_guard<std::mutex> lock(history_mu);
-          ++run.regions[v.region];
-        }
+        if (!v.region.empty()) ++job_regions[size_t(job)][v.region];
         ++done;
         ++run.cases_per_job[size_t(job)];
         if (!v.passed) {
@@ -506,6 +497,8 @@ FuzzReport run_fuzz(const FuzzOptions& opt, const std::vector<const Property*>& 
                                           opt.jobs, e.what()));
       }
     }
+    for (const auto& counts : job_regions)
+      for (const auto& [name, n] : counts) run.regions[name] += n;
     run.cases = done.load();
     run.seconds = std::chrono::duration<double>(Clock::now() - t0).count();
     for (double c : cpu) run.cpu_seconds += c;

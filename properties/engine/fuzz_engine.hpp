@@ -221,6 +221,12 @@ struct Found {
   std::string reproduce;      // the command that runs this case again (reproduce_command)
 };
 
+// The verdict of a sequence whose earlier call i (of n, from 0) failed: that
+// failure, named by its place.
+inline std::string earlier_call_failed(size_t i, size_t n, const std::string& why) {
+  return fmt::format("earlier call {} of {} (prelude[{}]) failed: {}", i + 1, n, i, why);
+}
+
 // One property, type-erased. Built with make_property().
 struct Property {
   std::string name;
@@ -360,9 +366,7 @@ Property make_property(PropertyParts<T> parts) {
     const T v = value_of(spec, meta);
     for (size_t i = 0; i < earlier.size(); ++i) {
       Verdict before = guarded(check, earlier[i]);
-      if (!before.passed)
-        return Verdict::fail(fmt::format("earlier call {} of {} (prelude[{}]) failed: {}", i + 1, earlier.size(), i,
-                                         before.message));
+      if (!before.passed) return Verdict::fail(earlier_call_failed(i, earlier.size(), before.message));
     }
     return guarded(check, v);
   };
@@ -378,7 +382,6 @@ Property make_property(PropertyParts<T> parts) {
     for (const T& x : p->simplify(value_of(c.spec, c.meta))) {
       PriorCall s;
       s.spec = p->to_case(x, s.meta);
-      s.spec.prelude.clear();
       out.push_back(std::move(s));
     }
     return out;

@@ -94,6 +94,21 @@ std::vector<int64_t> plan_cus(const KernelDescription& d) {
   return v;
 }
 
+// The largest split ceiling a case may hand the kernel, 0 when it takes none.
+int64_t split_cap(const KernelDescription& d) {
+  if (d.split == Split::plan) return 0;
+  if (!d.split_ceiling) return 0;
+  return d.max_split_ceiling > 0 ? std::min<int64_t>(d.max_split_ceiling, 64) : 64;
+}
+
+// A length within the generator's caps: a wide head's (or an MLA call's)
+// contexts kept short, and the description's longest context.
+int32_t within_caps(int32_t len, const CaseSpec& s, const KernelDescription& d) {
+  if (s.head_dim > 256 || s.v_head_dim > 0) len = std::min(len, kWideHeadMaxLen);
+  if (d.max_context_len > 0 && len > d.max_context_len) len = int32_t(d.max_context_len);  // the limit itself
+  return len;
+}
+
 adapters::KvStorage storage_of(const CaseSpec& s) {
   return s.v_head_dim > 0 ? adapters::KvStorage::latent
          : s.kv_combined  ? adapters::KvStorage::combined
@@ -177,8 +192,7 @@ rc::Gen<CaseSpec> gen_kernel_case(const KernelDescription& d, DecodeGenLimits li
       int32_t len = std::max<int32_t>(*gen_decode_length(allow_long && !had_long), 0);
       if (len > 6000) had_long = true;
       if (total + len > lim.max_total_tokens && len > 6000) len = 4099;
-      if (s.head_dim > 256) len = std::min(len, kWideHeadMaxLen);
-      if (d.max_context_len > 0 && len > d.max_context_len) len = int32_t(d.max_context_len);  // the limit itself
+      len = within_caps(len, s, d);  // no MLA yet: its format is drawn below
       total += len;
       s.lens.push_back(len);
     }
@@ -206,7 +220,7 @@ rc::Gen<CaseSpec> gen_kernel_case(const KernelDescription& d, DecodeGenLimits li
     s.hkv = *rc::gen::weightedOneOf<int>({{3, rc::gen::just(1)}, {1, rc::gen::inRange(1, max_h + 1)}});
     draw_cache_format(s, d);
     if (s.v_head_dim > 0) {  // an MLA call's head dim came with its format: keep its cost modest
-      for (int32_t& len : s.lens) len = std::min(len, kWideHeadMaxLen);
+      for (int32_t& len : s.lens) len = within_caps(len, s, d);
       if (int64_t(s.q_len) * s.group * s.head_dim > kWideCall) s.q_len = int(qmin);
     }
     s.q_dtype = *rc::gen::elementOf(d.q_dtypes);
@@ -219,7 +233,7 @@ rc::Gen<CaseSpec> gen_kernel_case(const KernelDescription& d, DecodeGenLimits li
     } else {
       s.path = Path::uniform;
       if (d.split_ceiling) {
-        const int64_t cap = d.max_split_ceiling > 0 ? std::min<int64_t>(d.max_split_ceiling, 64) : 64;
+        const int64_t cap = split_cap(d);
         s.max_partitions = *rc::gen::weightedOneOf<int64_t>(
             {{3, rc::gen::just<int64_t>(0)}, {1, rc::gen::inRange<int64_t>(1, cap + 1)}});
       }
@@ -276,12 +290,6 @@ rc::Gen<CaseSpec> gen_kernel_case(const KernelDescription& d, DecodeGenLimits li
 
 namespace {
 
-// The largest split ceiling a case may hand the kernel, 0 when it takes none.
-int64_t split_cap(const KernelDescription& d) {
-  if (d.split == Split::plan) return 0;
-  if (!d.split_ceiling) return 0;
-  return d.max_split_ceiling > 0 ? std::min<int64_t>(d.max_split_ceiling, 64) : 64;
-}
 
 bool takes_splits(const KernelDescription& d) { return d.split == Split::plan || split_cap(d) > 0; }
 
@@ -304,9 +312,7 @@ int32_t unaligned(int32_t len, int block) { return block > 1 && len % block == 0
 void refit(CaseSpec& s, const KernelDescription& d, const DecodeGenLimits& lim) {
   if (d.max_num_seqs > 0 && int64_t(s.lens.size()) > d.max_num_seqs) s.lens.resize(size_t(d.max_num_seqs));
   for (int32_t& len : s.lens) {
-    len = std::max<int32_t>(len, 0);
-    if (s.head_dim > 256 || s.v_head_dim > 0) len = std::min(len, kWideHeadMaxLen);
-    if (d.max_context_len > 0 && len > d.max_context_len) len = int32_t(d.max_context_len);
+    len = within_caps(std::max<int32_t>(len, 0), s, d);
   }
   int64_t total = 0;
   for (int32_t len : s.lens) total += len;

@@ -149,8 +149,7 @@ Report replay(const ReplayOptions& o, const Io& io) {
         if (!before.passed) {
           earlier_failed = true;
           jd = before;
-          jd.verdict = fmt::format("earlier call {} of {} (prelude[{}]) failed: {}", i + 1, spec.prelude.size(), i,
-                                   before.verdict);
+          jd.verdict = fz::earlier_call_failed(i, spec.prelude.size(), before.verdict);
         }
       }
       if (!earlier_failed) jd = props::check_kernel_case(spec, *k);

@@ -38,6 +38,9 @@ struct CheckResult {
   std::string save_error;
 };
 
+// A kernel's decode check draws half its calls from the decode regions.
+constexpr bool kVerifyRegions = true;
+
 struct VerifyContext {
   kernels::Backend backend;
   uint64_t seed;
@@ -48,6 +51,7 @@ struct VerifyContext {
   const std::vector<fz::Property>* kernel_props = nullptr;
   nlohmann::json kernel_run = nlohmann::json::object();  // how it was opened, for saved cases
   fz::FreshKernel fresh;                                 // where a shrunk failure is seen again
+  bool regions = false;  // kernel_props' decode draws by region (a saved case's reproduce command says so)
 };
 
 const fz::Property* property_named(const VerifyContext& v, const std::string& name) {
@@ -78,7 +82,7 @@ CheckResult property_check(const VerifyContext& v, const char* property, const c
   o.ctx.kernel = v.kernel;
   o.kernel_run = v.kernel_run;
   o.fresh = v.fresh;
-  o.regions = v.kernel != nullptr;  // a kernel's decode draws by region (kernel_properties(..., true))
+  o.regions = v.regions;
   o.save_dir = v.save_dir;
   o.progress = v.io.show_progress;
   o.label = "pav verify";
@@ -247,7 +251,7 @@ Report verify(const VerifyOptions& o, const Io& io) {
   std::vector<fz::Property> kernel_props;
   if (!o.kernel.specs.empty()) {
     kernel = open_kernel(o.kernel.specs.front(), o.kernel);
-    kernel_props = fz::kernel_properties(*kernel, /*regions=*/true);
+    kernel_props = fz::kernel_properties(*kernel, kVerifyRegions);
   }
   if (chosen.empty()) {  // the default checks (a kernel's stale check only where it runs pav's plan)
     const bool plan = kernel && kernel->description().split == adapters::Split::plan;
@@ -263,7 +267,8 @@ Report verify(const VerifyOptions& o, const Io& io) {
                           kernel.get(),
                           &kernel_props,
                           kernel_run_record(o.kernel),
-                          kernel ? fresh_kernel(*kernel, o.kernel) : fz::FreshKernel{}};
+                          kernel ? fresh_kernel(*kernel, o.kernel) : fz::FreshKernel{},
+                          kernel && kVerifyRegions};
 
   if (io.log) {
     if (kernel) {
