@@ -291,6 +291,7 @@ json to_json(const KernelDescription& d) {
   j["strided_cache"] = d.strided_cache;
   if (d.large_cache) j["large_cache"] = true;
   if (d.scratch) j["scratch"] = true;
+  if (d.compiles_per_shape) j["compiles_per_shape"] = true;
   for (Scales s : d.scale_kinds) j["scale_kinds"].push_back(to_string(s));
   j["mixed_scales"] = d.mixed_scales;
   j["block_sizes"] = d.block_sizes;
@@ -361,7 +362,7 @@ KernelDescription description_from_json(const json& j) {
       "max_num_seqs", "max_kv_heads",   "max_context_len", "strided_q",  "split",             "split_ceiling",
       "max_split_ceiling", "writes_lse", "thread_safe",    "check",      "profile",           "lse_base",
       "variants",     "cache_layouts",  "kv_storage",      "page_tables", "strided_cache",    "mixed_scales",
-      "mla_dims",     "large_cache",    "scratch"};
+      "mla_dims",     "large_cache",    "scratch",         "compiles_per_shape"};
   // v_layouts is required while the kernel reads packed caches (cache_layouts absent means packed).
   static const std::set<std::string> required = {"name",        "q_dtypes",    "cache_dtypes", "scale_kinds",
                                                  "block_sizes", "head_dims",   "gqa_ratios",   "q_len",
@@ -411,6 +412,8 @@ KernelDescription description_from_json(const json& j) {
   if (j.contains("strided_cache")) d.strided_cache = bool_field(j.at("strided_cache"), "strided_cache");
   if (j.contains("large_cache")) d.large_cache = bool_field(j.at("large_cache"), "large_cache");
   if (j.contains("scratch")) d.scratch = bool_field(j.at("scratch"), "scratch");
+  if (j.contains("compiles_per_shape"))
+    d.compiles_per_shape = bool_field(j.at("compiles_per_shape"), "compiles_per_shape");
   for (const json& v : array_field(j, "scale_kinds"))
     d.scale_kinds.push_back(parse_name<Scales>(
         v, "scale_kinds", {Scales::none, Scales::per_tensor, Scales::per_head, Scales::per_token}));
@@ -491,6 +494,7 @@ std::string summary(const KernelDescription& d) {
       d.has_check ? ", has check" : "") +
          (d.features.empty() ? std::string() : ", variants " + list_text(d.features)) +
          (d.lse_base == LseBase::two ? ", lse in log2" : "") + (d.scratch ? ", scratch poisoned before each call" : "") +
+         (d.compiles_per_shape ? ", compiles per shape" : "") +
          (d.mla_dims.empty() ? std::string() : ", MLA " + mla_list(d.mla_dims));
 }
 

@@ -77,6 +77,10 @@ struct KernelDescription {
   // with NaN when a decode request asks (poison_scratch): pav asks before every
   // call, so a read of a slot this call did not write shows on that call.
   bool scratch = false;
+  // It compiles once per shape (a Triton or torch.compile kernel): pav verify
+  // then draws its decode calls in a few shapes (--shapes), so the run's
+  // time goes to calls, not compilation.
+  bool compiles_per_shape = false;
   std::vector<Scales> scale_kinds;
   bool mixed_scales = false;   // K's and V's scales may be of different kinds
   std::vector<int64_t> block_sizes, head_dims, gqa_ratios;

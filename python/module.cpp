@@ -409,6 +409,7 @@ py::tuple run_session(const std::string& run, const py::dict& options, bool quie
     f.read("reject_cases", o.reject_cases);
     f.read("stale_cases", o.stale_cases);
     f.read("decode_seconds", o.decode_seconds);
+    f.read("shapes", o.shapes);
     bool quick = false;
     f.read("quick", quick);
     if (quick)
@@ -429,6 +430,8 @@ py::tuple run_session(const std::string& run, const py::dict& options, bool quie
     f.read("jobs", o.jobs);
     f.read("keep_going", o.keep_going);
     f.read("regions", o.regions);
+    f.read("shapes", o.shapes);
+    f.read("shape_seed", o.shape_seed);
     f.read("verbose", o.verbose);
     call = [o](const s::Io& io) { return s::fuzz(o, io); };
   } else if (run == "replay") {

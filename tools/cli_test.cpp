@@ -1249,6 +1249,106 @@ TEST_F(PavCli, RegionsAreCountedAndAFailureFoundInThemIsDrawnAgainBySeed) {
   EXPECT_EQ(aj["runs"][0]["failure"]["region"], failure["region"]);
 }
 
+// --shapes: every decode call in one of N shapes drawn from the shape seed
+// (the base seed unless --shape-seed), counted in the report; the limits on
+// both sides; a resumed run draws its shapes as the report did; a failure
+// found in them is drawn again by its reproduce command.
+TEST_F(PavCli, ShapesHoldEveryCallAndAFailureFoundInThemIsDrawnAgain) {
+  const std::string good = "pav:cpu --path uniform";
+  const std::string ce = (dir_ / "ce").string();
+  struct Bound {
+    std::vector<std::string> args;
+    int code;
+    std::string fragment;  // in stderr for 2
+  };
+  const std::vector<Bound> bounds = {
+      {{"fuzz", "--kernel", good, "--property", "decode", "--cases", "2", "--shapes", "65"}, 2, "--shapes"},
+      {{"fuzz", "--kernel", good, "--property", "decode", "--cases", "2", "--shapes", "-1"}, 2, "--shapes"},
+      {{"fuzz", "--kernel", good, "--property", "decode", "--cases", "2", "--shapes", "64"}, 0, ""},
+      {{"fuzz", "--kernel", good, "--property", "decode", "--cases", "2", "--shapes", "1"}, 0, ""},
+      {{"fuzz", "--property", "decode", "--cases", "2", "--shapes", "3"}, 2, "a kernel under test"},
+      {{"fuzz", "--kernel", good, "--property", "decode", "--cases", "2", "--shape-seed", "5"}, 2,
+       "--shape-seed: only with --shapes"},
+      {{"verify", "--kernel", good, "--checks", "decode", "--decode-cases", "2", "--shapes", "65"}, 2, "--shapes"},
+      {{"verify", "--kernel", good, "--checks", "decode", "--decode-cases", "2", "--shapes", "64"}, 0, ""},
+      {{"verify", "--checks", "decode", "--decode-cases", "2", "--shapes", "2"}, 2, "a kernel under test"},
+  };
+  for (const Bound& b : bounds) {
+    std::vector<std::string> args = b.args;
+    args.insert(args.end(), {"--quiet", "--save", ce});
+    const Outcome o = launch({args});
+    std::string line;
+    for (const std::string& a : b.args) line += a + " ";
+    EXPECT_EQ(o.code, b.code) << line << "\n" << o.err;
+    if (b.code == 2) EXPECT_NE(o.err.find(b.fragment), std::string::npos) << o.err;
+  }
+
+  for (const int shapes : {0, 3}) {
+    std::vector<std::string> args{"fuzz", "--kernel", good, "--property", "decode", "--cases", "30", "--seed", "9",
+                                  "--quiet", "--json", "--save", ce};
+    if (shapes) args.insert(args.end(), {"--shapes", std::to_string(shapes)});
+    const Outcome f = launch({args});
+    ASSERT_EQ(f.code, 0) << f.err;
+    const json fj = parsed(f.out);
+    ASSERT_TRUE(fj.is_object()) << f.out.substr(0, 500);
+    EXPECT_EQ(fj["shapes"], shapes);
+    EXPECT_EQ(fj["shape_seed"], shapes ? json(9) : json(nullptr));
+    const int64_t seen = fj["runs"][0]["shapes"].get<int64_t>();
+    if (shapes) EXPECT_TRUE(seen >= 1 && seen <= shapes) << seen;
+    else EXPECT_GE(seen, 20) << "30 calls drawn freely, " << seen << " shapes";
+  }
+  const Outcome v = launch({{"verify", "--kernel", good, "--checks", "decode", "--decode-cases", "40", "--shapes", "2",
+                             "--quiet", "--json", "--save", ce}});
+  ASSERT_EQ(v.code, 0) << v.err;
+  const json vj = parsed(v.out);
+  ASSERT_TRUE(vj.is_object()) << v.out.substr(0, 500);
+  EXPECT_EQ(vj["shapes"], 2);
+  EXPECT_LE(vj["checks"][0]["detail"]["shapes"].get<int64_t>(), 2);
+  EXPECT_NE(v.err.find("decode draws its calls in 2 shape(s), drawn from seed 20261129 (--shapes 2)"),
+            std::string::npos)
+      << v.err;
+  // pav's own kernels do not compile per shape: the default draws each call's own.
+  const Outcome d = launch({{"verify", "--kernel", good, "--checks", "decode", "--decode-cases", "10", "--quiet",
+                             "--json", "--save", ce}});
+  ASSERT_EQ(d.code, 0) << d.err;
+  EXPECT_EQ(parsed(d.out)["shapes"], 0);
+
+  // A report resumes only a run drawn in the same shapes.
+  const std::string report = (dir_ / "shaped.json").string();
+  ASSERT_EQ(launch({{"fuzz", "--kernel", good, "--property", "decode", "--cases", "4", "--seed", "9", "--shapes", "3",
+                     "--quiet", "--report", report, "--save", ce}})
+                .code,
+            0);
+  for (const auto& [more, code] : std::vector<std::pair<std::vector<std::string>, int>>{
+           {{}, 2}, {{"--shapes", "4"}, 2}, {{"--shapes", "3", "--shape-seed", "10"}, 2}, {{"--shapes", "3"}, 0},
+           {{"--shapes", "3", "--shape-seed", "9"}, 0}}) {
+    std::vector<std::string> args{"fuzz", "--kernel", good, "--resume", report, "--cases", "4", "--quiet", "--save", ce};
+    args.insert(args.end(), more.begin(), more.end());
+    const Outcome r = launch({args});
+    EXPECT_EQ(r.code, code) << (more.empty() ? "no --shapes" : more[1]) << "\n" << r.err;
+    if (code == 2) EXPECT_NE(r.err.find("a run in 3 shapes from shape seed 9"), std::string::npos) << r.err;
+  }
+
+  const std::string bad = split_decode_with("merge-ignores-max");
+  const Outcome b = launch({{"fuzz", "--kernel", bad, "--property", "decode", "--cases", "300", "--seed", "3",
+                             "--shapes", "3", "--shape-seed", "77", "--regions", "--shrink-tries", "20", "--quiet",
+                             "--json", "--save", ce}});
+  ASSERT_EQ(b.code, 1) << b.err;
+  const json bj = parsed(b.out);
+  ASSERT_TRUE(bj.is_object()) << b.out.substr(0, 500);
+  const json& failure = bj["runs"][0]["failure"];
+  EXPECT_NE(failure["reproduce"].get<std::string>().find(" --regions --shapes 3 --shape-seed 77"), std::string::npos)
+      << failure.dump();
+  const std::string seed = std::to_string(failure["seed"].get<uint64_t>());
+  const Outcome again = launch({{"fuzz", "--kernel", bad, "--property", "decode", "--cases", "1", "--seed", seed,
+                                 "--regions", "--shapes", "3", "--shape-seed", "77", "--shrink-tries", "0", "--quiet",
+                                 "--json", "--save", ce}});
+  ASSERT_EQ(again.code, 1) << again.err;
+  const json aj = parsed(again.out);
+  ASSERT_TRUE(aj.is_object()) << again.out.substr(0, 500);
+  EXPECT_EQ(aj["runs"][0]["failure"]["first_message"], failure["first_message"]);
+}
+
 TEST_F(PavCli, VerifyStaleCheckIsAPlanKernelsOwn) {
   struct Case {
     std::vector<std::string> args;

@@ -105,6 +105,16 @@ int run(std::vector<std::string> args) {
   app.add_flag("--regions", regions,
                "with --kernel: decode draws half its calls from the regions where decode bugs sit (as pav verify "
                "does) and counts them");
+  int shapes = 0;
+  app.add_option("--shapes", shapes,
+                 "with --kernel: draw the decode calls in this many shapes (for a kernel that compiles per shape), "
+                 "varying lengths, tables, data and variant values within them; 0: each call its own shape")
+      ->check(cli::integer_in(0, session::kMaxShapes))
+      ->capture_default_str();
+  uint64_t shape_seed = 0;
+  auto* opt_shape_seed =
+      app.add_option("--shape-seed", shape_seed, "with --shapes: the seed the shapes are drawn from (default: --seed)")
+          ->check(cli::seed_value());
   output.add_options(app);
   if (int rc = cli::parse(app, args); rc >= 0) return rc;
   if (!replay.empty()) {
@@ -147,6 +157,8 @@ int run(std::vector<std::string> args) {
   if (opt_budget->count() > 0) o.shrink_seconds = std::min(o.shrink_seconds, minutes * 60);
   o.keep_going = keep_going;
   o.regions = regions;
+  o.shapes = shapes;
+  if (opt_shape_seed->count() > 0) o.shape_seed = shape_seed;
   o.verbose = verbose;
   o.list = list;
   o.report_path = report_path;

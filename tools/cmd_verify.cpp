@@ -52,6 +52,16 @@ int run(std::vector<std::string> args) {
   auto* opt_stale = app.add_option("--stale-cases", o.stale_cases,
                  "generated calls for the stale-plan check (a kernel that runs pav's plan)")
       ->check(cli::integer_in(1, session::kMaxStaleCases));
+  int shapes = 0;
+  auto* opt_shapes =
+      app.add_option("--shapes", shapes,
+                     fmt::format("with --kernel: draw the decode calls in this many shapes (dtypes, format, heads, "
+                                 "q_len, page size, which variants), varying lengths, tables, data and variant "
+                                 "values within them; 0: each call its own shape (default {} for a kernel that "
+                                 "declares compiles_per_shape, else 0)",
+                                 session::kJitShapes))
+          ->check(cli::integer_in(0, session::kMaxShapes))
+          ->default_str("auto");
   cli::add_kernel_options(app, o.kernel, /*many=*/true);
   app.add_option("--out-dir", o.out_dir, "two kernels: where compare-a.jsonl and compare-b.jsonl are written")
       ->check(cli::non_empty());
@@ -61,6 +71,7 @@ int run(std::vector<std::string> args) {
   if (int rc = cli::parse(app, args); rc >= 0) return rc;
   // An empty --checks (a variable that expanded to nothing) names no check:
   // the session refuses it rather than run the default ones.
+  if (opt_shapes->count() > 0) o.shapes = shapes;
   if (opt_checks->count() > 0) o.checks = checks.empty() ? std::vector<std::string>{} : split_list(checks);
   if (quick)
     session::apply_quick(o, opt_plan->count() > 0, opt_decode->count() > 0, opt_reject->count() > 0,

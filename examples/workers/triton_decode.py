@@ -82,6 +82,9 @@ DESCRIPTION = pav_worker.description(
     q_len=[1, 16],
     profile={"q_quant": "none", "p_round": "bf16", "partial": "f32"},
     variants=["window", "soft_cap", "sinks", "alibi"],
+    # Triton compiles each kernel once per set of constants (head dim, page size, tile sizes, which variants)
+    # and per class of integer arguments: pav draws the decode calls in a few shapes.
+    compiles_per_shape=True,
 )
 
 MAX_ROWS = 64      # query rows per program; more rows of one KV head take more row blocks

@@ -252,13 +252,19 @@ Verdict check_batch(const BatchCase& b, const CheckContext& ctx) {
 
 // ---- the properties, for one description ------------------------------------------
 
-PropertyParts<CaseSpec> decode_parts(const KernelDescription& d, bool regions) {
+rc::Gen<CaseSpec> decode_gen(const KernelDescription& d, const DecodeDraw& draw, const std::vector<CaseSpec>& shapes) {
+  if (!shapes.empty()) return gen_kernel_case_shaped(d, shapes, draw.regions, kernel_decode_limits());
+  return draw.regions ? gen_kernel_case_weighted(d, kernel_decode_limits()) : gen_kernel_case(d, kernel_decode_limits());
+}
+
+PropertyParts<CaseSpec> decode_parts(const KernelDescription& d, const DecodeDraw& draw,
+                                     const std::vector<CaseSpec>& shapes = {}) {
   return {
       "decode",
       "generated calls the kernel claims (uneven batches, boundary lengths, sentinels, NaN-poisoned cache past "
       "each context) against the reference under the kernel's numerics profile",
       false,
-      regions ? gen_kernel_case_weighted(d, kernel_decode_limits()) : gen_kernel_case(d, kernel_decode_limits()),
+      decode_gen(d, draw, shapes),
       check_decode_case,
       [](const CaseSpec& s, json&) { return s; },
       [](const CaseSpec& s, const json&) {
@@ -274,18 +280,19 @@ PropertyParts<CaseSpec> decode_parts(const KernelDescription& d, bool regions) {
       },
       nullptr,
       [](const CaseSpec& s) { return s.region; },  // "" from the general generator alone
+      [](const CaseSpec& s) { return shape_of(s); },
   };
 }
 
-PropertyParts<CaseSpec> decode_parts_general(const KernelDescription& d) { return decode_parts(d, false); }
+PropertyParts<CaseSpec> decode_parts_general(const KernelDescription& d) { return decode_parts(d, {}); }
 
-PropertyParts<RejectCase> reject_parts(const KernelDescription& d) {
+PropertyParts<RejectCase> reject_parts(const KernelDescription& d, const std::vector<CaseSpec>& shapes = {}) {
   return {
       "reject",
       "calls just past the kernel's description and the hard-reject classes are refused by its check and never "
       "reach decode; accepted calls are correct",
       false,
-      gen_reject_case(d),
+      gen_reject_case(d, shapes),
       check_reject_case,
       reject_to_case,
       reject_from_case,
@@ -442,17 +449,24 @@ Property on_pav_kernels(std::optional<bool> planned, PropertyParts<T> (*parts_fo
 
 }  // namespace
 
-std::vector<Property> kernel_properties(const KernelDescription& d, bool regions) {
+std::vector<CaseSpec> decode_shapes(const KernelDescription& d, const DecodeDraw& draw) {
+  if (draw.shapes <= 0) return {};
+  return draw_shapes(d, draw.shapes, draw.shape_seed, draw.regions, kernel_decode_limits());
+}
+
+std::vector<Property> kernel_properties(const KernelDescription& d, const DecodeDraw& draw) {
+  // One set of shapes for decode and for the calls reject hands the kernel to decode.
+  const std::vector<CaseSpec> shapes = decode_shapes(d, draw);
   std::vector<Property> v;
-  v.push_back(make_property(decode_parts(d, regions)));
-  if (d.has_check) v.push_back(make_property(reject_parts(d)));
+  v.push_back(make_property(decode_parts(d, draw, shapes)));
+  if (d.has_check) v.push_back(make_property(reject_parts(d, shapes)));
   if (d.split == adapters::Split::plan) v.push_back(make_property(stale_parts(d)));
   return v;
 }
 
-std::vector<Property> kernel_properties(const adapters::KernelUnderTest& k, bool regions) {
+std::vector<Property> kernel_properties(const adapters::KernelUnderTest& k, const DecodeDraw& draw) {
   const KernelDescription& d = k.description();
-  std::vector<Property> v = kernel_properties(d, regions);
+  std::vector<Property> v = kernel_properties(d, draw);
   // pav's kernels promise batch invariance for a fixed split ceiling; other
   // kernels may pick their splits from the batch.
   if (k.adapter() == "pav" && d.split == adapters::Split::self && d.split_ceiling)
@@ -464,7 +478,7 @@ std::vector<Property> pav_kernel_properties() {
   std::vector<Property> v;
   v.push_back(on_pav_kernels<CaseSpec>(std::nullopt, decode_parts_general));
   v.push_back(on_pav_kernels<BatchCase>(false, batch_parts));
-  v.push_back(on_pav_kernels<RejectCase>(std::nullopt, reject_parts));
+  v.push_back(on_pav_kernels<RejectCase>(std::nullopt, [](const KernelDescription& d) { return reject_parts(d); }));
   v.push_back(on_pav_kernels<StaleKernelCase>(true, stale_parts));
   return v;
 }

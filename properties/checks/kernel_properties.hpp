@@ -20,12 +20,24 @@
 
 namespace pav::props::fuzz {
 
-// decode, reject (has_check), stale (split = plan). With regions, decode
-// draws half its calls from the decode regions (gen_kernel_case_weighted) and
-// names each call's region.
-std::vector<Property> kernel_properties(const adapters::KernelDescription& d, bool regions = false);
+// How decode draws its calls. With regions, half from the decode regions
+// (gen_kernel_case_weighted), each call's region named. With shapes > 0, every
+// call in one of that many shapes drawn from shape_seed (draw_shapes), for
+// kernels that compile per shape; each call's shape is named either way.
+struct DecodeDraw {
+  bool regions = false;
+  int shapes = 0;  // 0: each call its own shape
+  uint64_t shape_seed = 0;
+};
+
+// The shapes decode draws its calls in (draw.shapes of them, or fewer where
+// the description has fewer); empty when draw.shapes is 0.
+std::vector<CaseSpec> decode_shapes(const adapters::KernelDescription& d, const DecodeDraw& draw);
+
+// decode, reject (has_check), stale (split = plan).
+std::vector<Property> kernel_properties(const adapters::KernelDescription& d, const DecodeDraw& draw = {});
 // The above, and batch-invariance for pav's self-splitting kernel.
-std::vector<Property> kernel_properties(const adapters::KernelUnderTest& k, bool regions = false);
+std::vector<Property> kernel_properties(const adapters::KernelUnderTest& k, const DecodeDraw& draw = {});
 
 // decode, batch-invariance, reject and stale on pav's own kernels, each case
 // drawing pav's kernel settings (path, partial dtype, arch, compute units;

@@ -13,6 +13,7 @@
 #include <filesystem>
 #include <mutex>
 #include <new>
+#include <set>
 #include <system_error>
 #include <thread>
 
@@ -98,6 +99,7 @@ std::string reproduce_command(const std::string& property, uint64_t seed, const 
   if (!opt.ctx.kernel) return s + (opt.ctx.backend == Backend::gpu ? " --backend gpu" : " --backend cpu");
   s += kernel_words(opt);
   if (opt.regions) s += " --regions";
+  if (opt.shapes > 0) s += fmt::format(" --shapes {} --shape-seed {}", opt.shapes, opt.shape_seed);
   // A worker's per-call timeout decides whether a slow call is a failure.
   const std::string adapter = opt.ctx.kernel->adapter();
   const bool worker = adapter == "exec" || adapter == "lib (isolated)";
@@ -381,6 +383,8 @@ FuzzReport run_fuzz(const FuzzOptions& opt, const std::vector<const Property*>& 
     std::mutex history_mu;
     // Each job's cases per region, summed into the run's after the jobs.
     std::vector<std::map<std::string, int64_t>> job_regions(size_t(opt.jobs));
+    // And the shapes each job's cases had, joined after the jobs.
+    std::vector<std::set<std::string>> job_shapes(size_t(opt.jobs));
     // The lowest failing case index so far: a job stops once its next case is
     // past it, so every lower case still runs and the failure reported is the
     // first in case order whatever the number of jobs.
@@ -431,6 +435,7 @@ FuzzReport run_fuzz(const FuzzOptions& opt, const std::vector<const Property*>& 
         }
         const Verdict v = prop->check_seed(seed, size, opt.ctx);
         if (!v.region.empty()) ++job_regions[size_t(job)][v.region];
+        if (!v.shape.empty()) job_shapes[size_t(job)].insert(v.shape);
         ++done;
         ++run.cases_per_job[size_t(job)];
         if (!v.passed) {
@@ -499,6 +504,9 @@ FuzzReport run_fuzz(const FuzzOptions& opt, const std::vector<const Property*>& 
     }
     for (const auto& counts : job_regions)
       for (const auto& [name, n] : counts) run.regions[name] += n;
+    std::set<std::string> shapes;
+    for (const auto& s : job_shapes) shapes.insert(s.begin(), s.end());
+    run.shapes = int64_t(shapes.size());
     run.cases = done.load();
     run.seconds = std::chrono::duration<double>(Clock::now() - t0).count();
     for (double c : cpu) run.cpu_seconds += c;
@@ -512,6 +520,9 @@ FuzzReport run_fuzz(const FuzzOptions& opt, const std::vector<const Property*>& 
       for (const auto& [name, n] : run.regions) counts += fmt::format("{}{} {}", counts.empty() ? "" : ", ", name, n);
       fmt::print(out, "  {} cases by region: {}\n", prop->name, counts);
     }
+    if (run.shapes > 0)
+      fmt::print(out, "  {} cases in {} distinct shape(s){}\n", prop->name, run.shapes,
+                 opt.shapes > 0 ? fmt::format(" (--shapes {}, shape seed {})", opt.shapes, opt.shape_seed) : "");
     std::fflush(out);
     if (run.interrupted) report.interrupted = true;
     if (!hit) {

@@ -68,8 +68,14 @@ struct Verdict {
   bool passed = true;
   std::string message;  // why it failed
   std::string region;   // where the value was drawn (PropertyParts::region), "" when not named
+  std::string shape;    // the call's shape (PropertyParts::shape), "" when not named
   static Verdict pass() { return {}; }
-  static Verdict fail(std::string why) { return {false, std::move(why)}; }
+  static Verdict fail(std::string why) {
+    Verdict v;
+    v.passed = false;
+    v.message = std::move(why);
+    return v;
+  }
 };
 
 struct CheckContext {
@@ -275,6 +281,9 @@ struct PropertyParts {
   // Optional: the region of the call space the value was drawn in (the
   // decode regions of kernel_gen.hpp), counted per run and saved in meta.region.
   std::function<std::string(const T&)> region = nullptr;
+  // Optional: the value's shape, what a kernel that compiles per shape
+  // compiles for (kernel_gen.hpp's shape_of); a run counts its distinct ones.
+  std::function<std::string(const T&)> shape = nullptr;
 };
 
 template <class T>
@@ -294,6 +303,7 @@ Property make_property(PropertyParts<T> parts) {
       }
       Verdict verdict = guarded(check, *v);
       if (p->region) verdict.region = p->region(*v);
+      if (p->shape) verdict.shape = p->shape(*v);
       return verdict;
     } catch (const pav::IoError&) {
       throw;
@@ -466,6 +476,10 @@ struct FuzzOptions {
   std::function<bool()> should_stop;    // polled between cases: true ends the run cleanly
   FreshKernel fresh;                    // with a kernel under test: where its shrunk failure is seen again
   bool regions = false;                 // the decode property draws by region (reproduce_command says --regions)
+  // The decode property draws its calls in this many shapes (0: each its own),
+  // drawn from shape_seed (reproduce_command says --shapes and --shape-seed).
+  int shapes = 0;
+  uint64_t shape_seed = 0;
 };
 
 struct PropertyRun {
@@ -478,6 +492,9 @@ struct PropertyRun {
   std::vector<int64_t> cases_per_job;
   // Cases per region they were drawn in (properties that name regions).
   std::map<std::string, int64_t> regions;
+  // Distinct shapes among the cases (properties that name shapes; 0 otherwise):
+  // what a kernel that compiles per shape compiled for.
+  int64_t shapes = 0;
   std::optional<Found> failure;  // the property's first failure (lowest case index), shrunk
   std::string saved_path;        // its case file; "" when none was saved
   std::string save_error;        // why it could not be saved ("" when saved or nothing to save)

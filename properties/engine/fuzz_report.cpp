@@ -74,6 +74,8 @@ struct ShardReport {
   std::string version, commit, backend, host, device;
   json kernel;
   bool regions = false;  // decode drawn by region (absent in reports before they existed: false)
+  int shapes = 0;        // decode's calls in that many shapes (absent before they existed: 0)
+  uint64_t shape_seed = 0;
   uint64_t base_seed = 0;
   int index = 0, count = 1;
   std::vector<std::string> properties;
@@ -189,6 +191,8 @@ ShardReport read_shard_fields(const json& j, const std::string& path) {
   s.host = r.string("host");
   s.device = r.string("device");
   s.regions = r.boolean("regions", false);
+  s.shapes = r.integer<int>("shapes", 0, 1 << 20, 0);
+  if (s.shapes > 0) s.shape_seed = r.integer<uint64_t>("shape_seed", 0, UINT64_MAX);
   s.kernel = r.at("kernel");
   if (!s.kernel.is_null() && !s.kernel.is_object())
     r.fail("kernel", "expected the kernel's identity (an object) or null, " + got(s.kernel));
@@ -318,6 +322,12 @@ void check_belongs(const ShardReport& s, const ShardReport& ref) {
   if (s.backend != ref.backend) refuse("backend", s.backend, ref.backend);
   if (s.regions != ref.regions)
     refuse("regions", s.regions ? "on" : "off", ref.regions ? "on (the cases of a seed differ)" : "off (the cases of a seed differ)");
+  if (s.shapes != ref.shapes || s.shape_seed != ref.shape_seed) {
+    auto text = [](const ShardReport& x) {
+      return x.shapes > 0 ? fmt::format("{} from shape seed {}", x.shapes, x.shape_seed) : std::string("none");
+    };
+    refuse("shapes", text(s), text(ref) + " (the cases of a seed differ)");
+  }
   if (s.base_seed != ref.base_seed)
     refuse("base seed", std::to_string(s.base_seed), std::to_string(ref.base_seed) + " (seeds would overlap or leave gaps)");
   if (s.properties != ref.properties) {
@@ -381,6 +391,8 @@ ResumeSource read_resume_source(const json& report, const std::string& path) {
   r.backend = s.backend;
   r.kernel = s.kernel;
   r.regions = s.regions;
+  r.shapes = s.shapes;
+  r.shape_seed = s.shape_seed;
   r.points = s.resume;
   return r;
 }

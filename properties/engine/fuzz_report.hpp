@@ -58,6 +58,8 @@ struct ResumeSource {
   std::string backend;
   nlohmann::json kernel;  // null without a kernel under test
   bool regions = false;   // the decode property drew by region (--regions)
+  int shapes = 0;         // in that many shapes (--shapes; 0: each call its own)
+  uint64_t shape_seed = 0;
   std::map<std::string, StreamPoint> points;
 };
 // Reads a fuzz report for resuming; ReportError names the file and field.

@@ -245,6 +245,10 @@ TEST(MergeReports, RefusesReportsOfAnotherCampaignNamingTheShard) {
       {"backend gpu", [](json& r) { r["backend"] = "gpu"; }},
       {"base seed 8", [](json& r) { r["base_seed"] = 8; }},
       {"regions on", [](json& r) { r["regions"] = true; }},
+      {"shapes 6 from shape seed 4", [](json& r) {
+         r["shapes"] = 6;
+         r["shape_seed"] = 4;
+       }},
       {"properties p,q", [](json& r) {
          r["properties"] = {"p", "q"};
          r["runs"].push_back(run_json("q", 0, 0));

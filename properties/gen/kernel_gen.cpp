@@ -8,6 +8,7 @@
 #include <stdexcept>
 
 #include "kernels/limits.hpp"
+#include "properties/case/counter_rng.hpp"
 #include "properties/gen/gate_gen.hpp"
 
 namespace pav::props {
@@ -306,10 +307,22 @@ void most_splits(CaseSpec& s, const KernelDescription& d) {
 
 int32_t unaligned(int32_t len, int block) { return block > 1 && len % block == 0 ? len + 1 : len; }
 
+void fit_lengths(CaseSpec& s, const KernelDescription& d, const DecodeGenLimits& lim);
+
 // A drawn region's spec made whole again: lengths within the description and
 // the generator's caps, the variant drawn for the new lengths and heads (each
 // region that sets one sets it after), sentinels at the new boundaries.
 void refit(CaseSpec& s, const KernelDescription& d, const DecodeGenLimits& lim) {
+  fit_lengths(s, d, lim);
+  s.window_left = -1;
+  s.soft_cap = 0.0f;
+  s.sinks.reset();
+  s.alibi_slopes.reset();
+  draw_variant(s, d);
+}
+
+// Lengths within the description, the generator's caps and its token total.
+void fit_lengths(CaseSpec& s, const KernelDescription& d, const DecodeGenLimits& lim) {
   if (d.max_num_seqs > 0 && int64_t(s.lens.size()) > d.max_num_seqs) s.lens.resize(size_t(d.max_num_seqs));
   for (int32_t& len : s.lens) {
     len = within_caps(std::max<int32_t>(len, 0), s, d);
@@ -322,11 +335,6 @@ void refit(CaseSpec& s, const KernelDescription& d, const DecodeGenLimits& lim) 
     *longest -= cut;
     total -= cut;
   }
-  s.window_left = -1;
-  s.soft_cap = 0.0f;
-  s.sinks.reset();
-  s.alibi_slopes.reset();
-  draw_variant(s, d);
 }
 
 void boundary_sentinels_again(CaseSpec& s) {
@@ -447,35 +455,271 @@ rc::Gen<CaseSpec> gen_kernel_case_weighted(const KernelDescription& d, DecodeGen
   });
 }
 
+namespace {
+
+bool sometimes() { return *rc::gen::weightedOneOf<bool>({{1, rc::gen::just(true)}, {1, rc::gen::just(false)}}); }
+
+// The values of each variant, drawn for the spec's lengths and heads.
+int32_t draw_window(const CaseSpec& s) {
+  // The edges: the row itself only, one more, the whole context and past it.
+  const int32_t L = std::max<int32_t>(*std::max_element(s.lens.begin(), s.lens.end()), 1);
+  return *rc::gen::element<int32_t>(0, 1, L - 1, L, L + 1, L + 100, std::max<int32_t>(L / 3, 1));
+}
+
+float draw_soft_cap() {
+  return *rc::gen::weightedOneOf<float>({{2, rc::gen::element(1.0f, 5.0f, 30.0f, 50.0f)},
+                                         {1, rc::gen::map(rc::gen::inRange(10, 501), [](int x) { return float(x) / 10.0f; })}});
+}
+
+std::vector<float> draw_sinks(int64_t hq) {
+  // A dominant sink, a negligible one, or per-head logits near the scores.
+  const int mode = *rc::gen::inRange(0, 3);
+  std::vector<float> v(static_cast<size_t>(hq), 0.0f);
+  for (int64_t h = 0; h < hq; ++h)
+    v[size_t(h)] = mode == 0 ? 50.0f : mode == 1 ? -50.0f : float(*rc::gen::inRange(-40, 41)) / 8.0f;
+  return v;
+}
+
+std::vector<float> draw_alibi(int64_t hq) {
+  // The usual geometric slopes 2^(-8(h+1)/Hq), or drawn ones in (0, 1].
+  const bool geometric = sometimes();
+  std::vector<float> v(static_cast<size_t>(hq), 0.0f);
+  for (int64_t h = 0; h < hq; ++h)
+    v[size_t(h)] = geometric ? std::exp2(-8.0f * float(h + 1) / float(hq)) : float(*rc::gen::inRange(1, 1001)) / 1000.0f;
+  return v;
+}
+
+}  // namespace
+
 void draw_variant(CaseSpec& s, const KernelDescription& d) {
   const int64_t hq = int64_t(s.hkv) * s.group;
-  const int32_t longest = *std::max_element(s.lens.begin(), s.lens.end());
-  auto sometimes = [] { return *rc::gen::weightedOneOf<bool>({{1, rc::gen::just(true)}, {1, rc::gen::just(false)}}); };
-  if (d.declares(Feature::window) && sometimes()) {
-    // The edges: the row itself only, one more, the whole context and past it.
-    const int32_t L = std::max<int32_t>(longest, 1);
-    s.window_left = *rc::gen::element<int32_t>(0, 1, L - 1, L, L + 1, L + 100, std::max<int32_t>(L / 3, 1));
+  if (d.declares(Feature::window) && sometimes()) s.window_left = draw_window(s);
+  if (d.declares(Feature::soft_cap) && sometimes()) s.soft_cap = draw_soft_cap();
+  if (d.declares(Feature::sinks) && sometimes()) s.sinks = draw_sinks(hq);
+  if (d.declares(Feature::alibi) && sometimes()) s.alibi_slopes = draw_alibi(hq);
+}
+
+// ---- shapes --------------------------------------------------------------------
+
+std::string shape_of(const CaseSpec& s) {
+  std::string format = s.layout == CacheLayout::packed
+                           ? fmt::format("packed {} V", s.v_layout == VLayout::trans ? "trans" : "plain")
+                           : std::string(kernels::to_string(s.layout));
+  if (s.kv_combined) format += " combined";
+  if (s.v_head_dim > 0) format += fmt::format(" MLA (D_v {})", s.v_head_dim);
+  if (s.page_pad != 0 || s.row_pad != 0) format += fmt::format(" strided {}/{}", s.page_pad, s.row_pad);
+  format += s.page_table == PageTable::csr ? " csr" : " table";
+  std::string scales(kernels::to_string(s.scales));
+  if (s.v_scales && *s.v_scales != s.scales) scales += fmt::format(" (V {})", kernels::to_string(*s.v_scales));
+  std::string variants;
+  if (s.window_left >= 0) variants += "+window";
+  if (s.soft_cap != 0.0f) variants += "+soft_cap";
+  if (s.sinks) variants += "+sinks";
+  if (s.alibi_slopes) variants += "+alibi";
+  return fmt::format("q_len {} hkv {} G {} D {} block {} {}, q {}{}, cache {}, scales {}{}", s.q_len, s.hkv, s.group,
+                     s.head_dim, s.block_size, format, kernels::to_string(s.q_dtype),
+                     s.q_row_pad ? fmt::format(" (row pad {})", s.q_row_pad) : std::string(),
+                     kernels::to_string(s.cache_dtype), scales, variants.empty() ? "" : ", " + variants);
+}
+
+namespace {
+
+// The regions that need a shape of their own: a call of the region is placed
+// only in a shape that has it.
+bool shape_fits_region(const CaseSpec& shape, const std::string& region, const KernelDescription& d) {
+  if (region == "q-len") return shape.q_len >= 2;
+  if (region == "gqa-rare") return has(rare_gqa_ratios(d), int64_t(shape.group));
+  if (region == "sinks") return shape.sinks.has_value();
+  if (region == "uneven-window") return shape.window_left >= 0;
+  if (region == "extreme-logits") return shape.soft_cap == 0.0f;  // a cap keeps every logit within it
+  return true;
+}
+
+// Moves a drawn call into a shape: the shape's fields, then what depends on
+// them (lengths within the caps, a variant's values for the shape's heads,
+// the softmax scale's multiple of 1/sqrt(D), low blocks, sentinels). A call
+// already of the shape is left as it is.
+void take_shape(CaseSpec& s, const CaseSpec& t, const KernelDescription& d, const DecodeGenLimits& lim) {
+  const bool special_scale = s.extreme_logits != 0 || (s.logit_ties == 2 && s.scales == ScaleKind::none);
+  const float unit_multiple = special_scale ? 0.0f : s.softmax_scale * std::sqrt(float(s.head_dim));
+  s.q_dtype = t.q_dtype;
+  s.cache_dtype = t.cache_dtype;
+  s.opt.arch = t.opt.arch;
+  s.opt.compute = t.opt.compute;
+  s.layout = t.layout;
+  s.v_layout = t.v_layout;
+  s.kv_combined = t.kv_combined;
+  s.head_dim = t.head_dim;
+  s.v_head_dim = t.v_head_dim;
+  s.hkv = t.hkv;
+  s.group = t.group;
+  s.q_len = t.q_len;
+  s.block_size = t.block_size;
+  s.page_table = t.page_table;
+  s.scales = t.scales;
+  s.v_scales = t.v_scales;
+  s.page_pad = t.page_pad;
+  s.row_pad = t.row_pad;
+  s.q_row_pad = t.q_row_pad;
+  fit_lengths(s, d, lim);
+  const int64_t hq = int64_t(s.hkv) * s.group;
+  if (t.window_left < 0) s.window_left = -1;
+  else if (s.window_left < 0) s.window_left = draw_window(s);
+  if (t.soft_cap == 0.0f) s.soft_cap = 0.0f;
+  else if (s.soft_cap == 0.0f) s.soft_cap = draw_soft_cap();
+  if (!t.sinks) s.sinks.reset();
+  else if (!s.sinks || int64_t(s.sinks->size()) != hq) s.sinks = draw_sinks(hq);
+  if (!t.alibi_slopes) s.alibi_slopes.reset();
+  else if (!s.alibi_slopes || int64_t(s.alibi_slopes->size()) != hq) s.alibi_slopes = draw_alibi(hq);
+  if (s.extreme_logits != 0) s.softmax_scale = extreme_logit_scale(s.head_dim, s.scales);
+  else if (s.logit_ties == 2 && s.scales == ScaleKind::none) s.softmax_scale = near_tie_scale(s.head_dim, s.scales);
+  else s.softmax_scale = unit_multiple == 0.0f ? 0.0f : unit_multiple / std::sqrt(float(s.head_dim));
+  if (s.low_spare_blocks != 0) {
+    if (s.layout == CacheLayout::packed) s.low_spare_blocks = 0;
+    else s.low_spare_blocks = large_cache_low_blocks(s);
   }
-  if (d.declares(Feature::soft_cap) && sometimes())
-    s.soft_cap = *rc::gen::weightedOneOf<float>(
-        {{2, rc::gen::element(1.0f, 5.0f, 30.0f, 50.0f)},
-         {1, rc::gen::map(rc::gen::inRange(10, 501), [](int x) { return float(x) / 10.0f; })}});
-  if (d.declares(Feature::sinks) && sometimes()) {
-    // A dominant sink, a negligible one, or per-head logits near the scores.
-    const int mode = *rc::gen::inRange(0, 3);
-    std::vector<float> v(static_cast<size_t>(hq), 0.0f);
-    for (int64_t h = 0; h < hq; ++h)
-      v[size_t(h)] = mode == 0 ? 50.0f : mode == 1 ? -50.0f : float(*rc::gen::inRange(-40, 41)) / 8.0f;
-    s.sinks = std::move(v);
+  if (!s.sentinels.empty()) s.sentinels = boundary_sentinels(s.lens);
+}
+
+}  // namespace
+
+namespace {
+
+// What a shape brings to a run's set of shapes: the features decode bugs
+// hang on, each with its weight. A kernel has a code path for each cache
+// layout (hnd only with two KV heads or more: with one, its pages hold nhd's
+// bytes), K/V storage, page table, cache dtype and K scale kind; a soft cap
+// keeps every logit within it (extreme logits need a shape without one):
+// each of these counts three. Then several KV heads (in each layout), grouped
+// queries (and both: head h's KV head is h / G, not h % Hkv), a rare ratio,
+// q_len > 1, the V layout, q's dtype, mixed scale kinds, strides, padded q
+// rows, page sizes of 1, small and large, narrow and wide heads, each variant,
+// and a shape without any.
+struct ShapeFeature {
+  std::string name;
+  int weight;
+};
+std::vector<ShapeFeature> shape_features(const CaseSpec& s, const KernelDescription& d) {
+  constexpr int kPath = 3;
+  // With one KV head an hnd page holds nhd's bytes at nhd's strides: its own path needs two.
+  const CacheLayout layout = s.layout == CacheLayout::hnd && s.hkv == 1 ? CacheLayout::nhd : s.layout;
+  std::vector<ShapeFeature> f = {
+      {fmt::format("layout {}", kernels::to_string(layout)), kPath},
+      {fmt::format("storage {}", adapters::to_string(storage_of(s))), kPath},
+      {fmt::format("pages {}", kernels::to_string(s.page_table)), kPath},
+      {fmt::format("cache {}", kernels::to_string(s.cache_dtype)), kPath},
+      {fmt::format("scales {}", kernels::to_string(s.scales)), kPath},
+      {fmt::format("q {}", kernels::to_string(s.q_dtype)), 1},
+      {s.block_size == 1 ? "page 1" : s.block_size < 16 ? "page <16" : s.block_size <= 64 ? "page 16-64" : "page >64", 1},
+      {s.head_dim < 128 ? "D <128" : s.head_dim == 128 ? "D 128" : "D >128", 1},
+  };
+  if (s.hkv >= 2) f.push_back({fmt::format("hkv>1 {}", kernels::to_string(s.layout)), 1});
+  if (s.soft_cap == 0.0f) f.push_back({"no soft cap", kPath});
+  if (s.hkv >= 2) f.push_back({"hkv>1", 1});
+  if (s.group >= 2) f.push_back({"G>1", 1});
+  if (s.hkv >= 2 && s.group >= 2) f.push_back({"hkv>1 and G>1", 1});
+  if (has(rare_gqa_ratios(d), int64_t(s.group))) f.push_back({"G rare", 1});
+  if (s.q_len >= 2) f.push_back({"q_len>1", 1});
+  if (s.layout == CacheLayout::packed) f.push_back({s.v_layout == VLayout::trans ? "V trans" : "V plain", 1});
+  if (s.v_scales && *s.v_scales != s.scales) f.push_back({"scales mixed", 1});
+  if (s.page_pad != 0 || s.row_pad != 0) f.push_back({"strided", 1});
+  if (s.q_row_pad != 0) f.push_back({"q rows padded", 1});
+  if (s.window_left >= 0) f.push_back({"window", 1});
+  if (s.soft_cap != 0.0f) f.push_back({"soft cap", 1});
+  if (s.sinks) f.push_back({"sinks", 1});
+  if (s.alibi_slopes) f.push_back({"alibi", 1});
+  if (s.window_left < 0 && s.soft_cap == 0.0f && !s.sinks && !s.alibi_slopes) f.push_back({"no variant", 1});
+  return f;
+}
+
+}  // namespace
+
+std::vector<CaseSpec> draw_shapes(const KernelDescription& d, int n, uint64_t seed, bool regions, DecodeGenLimits lim) {
+  if (n < 1) throw std::invalid_argument("draw_shapes: n must be at least 1, got " + std::to_string(n));
+  // Candidates: general draws, and with regions two draws in each region
+  // that needs a shape of its own, so that every region has one to fit.
+  std::vector<std::string> from;
+  if (regions)
+    for (const std::string& r : decode_regions(d))
+      if (r == "q-len" || r == "gqa-rare" || r == "sinks" || r == "uneven-window") from.insert(from.end(), 2, r);
+  const size_t kCandidates = std::max<size_t>(32, size_t(8 * n));
+  while (from.size() < kCandidates) from.push_back(kRegionGeneral);
+  std::vector<CaseSpec> candidates;
+  std::vector<std::vector<ShapeFeature>> features;
+  std::vector<std::string> keys;
+  for (size_t i = 0; i < from.size(); ++i) {
+    const uint64_t at = rng::mix64(rng::mix64(seed ^ 0x5368617065ull) ^ uint64_t(i));
+    CaseSpec s = gen_kernel_case_in(d, from[i], lim)(rc::Random(at), 100).value();
+    s.region.clear();
+    // Every third general draw of one KV head gets two (the draw gives
+    // several to about one in six): KV heads apart in each layout.
+    if (from[i] == kRegionGeneral && i % 3 == 0 && s.hkv == 1 && s.v_head_dim == 0 &&
+        (d.max_kv_heads == 0 || d.max_kv_heads >= 2)) {
+      CaseSpec two = s;
+      two.hkv = 2;
+      fit_derived_fields(two);
+      if (spec_within(two, d)) s = std::move(two);
+    }
+    const std::string key = shape_of(s);
+    if (std::find(keys.begin(), keys.end(), key) != keys.end()) continue;  // one candidate per shape
+    keys.push_back(key);
+    features.push_back(shape_features(s, d));
+    candidates.push_back(std::move(s));
   }
-  if (d.declares(Feature::alibi) && sometimes()) {
-    // The usual geometric slopes 2^(-8(h+1)/Hq), or drawn ones in (0, 1].
-    const bool geometric = sometimes();
-    std::vector<float> v(static_cast<size_t>(hq), 0.0f);
-    for (int64_t h = 0; h < hq; ++h)
-      v[size_t(h)] = geometric ? std::exp2(-8.0f * float(h + 1) / float(hq)) : float(*rc::gen::inRange(1, 1001)) / 1000.0f;
-    s.alibi_slopes = std::move(v);
+  // Greedily the candidate that brings the most features not yet in the set
+  // (weighted; the first drawn on a tie), until n shapes or none is left: a few shapes
+  // that together have what each bug needs, where n draws alone would often
+  // leave out whole classes (every shape one KV head, no q_len > 1).
+  std::vector<CaseSpec> shapes;
+  std::vector<std::string> covered;
+  std::vector<bool> taken(candidates.size(), false);
+  while (int(shapes.size()) < n) {
+    size_t best = candidates.size();
+    int best_new = -1;
+    for (size_t i = 0; i < candidates.size(); ++i) {
+      if (taken[i]) continue;
+      int fresh = 0;
+      for (const ShapeFeature& f : features[i])
+        if (std::find(covered.begin(), covered.end(), f.name) == covered.end()) fresh += f.weight;
+      if (fresh > best_new) best_new = fresh, best = i;
+    }
+    if (best == candidates.size()) break;
+    taken[best] = true;
+    for (const ShapeFeature& f : features[best])
+      if (std::find(covered.begin(), covered.end(), f.name) == covered.end()) covered.push_back(f.name);
+    shapes.push_back(candidates[best]);
   }
+  return shapes;
+}
+
+rc::Gen<CaseSpec> gen_kernel_case_shaped(const KernelDescription& d, std::vector<CaseSpec> shapes, bool regions,
+                                         DecodeGenLimits lim) {
+  if (shapes.empty()) throw std::invalid_argument("gen_kernel_case_shaped: no shapes");
+  const std::vector<std::string> all = regions ? decode_regions(d) : std::vector<std::string>{};
+  return rc::gen::exec([d, shapes, all, lim]() {
+    // The region as gen_kernel_case_weighted picks it: half the calls general.
+    const size_t r = all.size();
+    const size_t pick = r == 0 ? 0 : size_t(*rc::gen::resize(100, rc::gen::inRange<int>(0, int(2 * r))));
+    std::string region = r == 0 || pick < r ? std::string(kRegionGeneral) : all[pick - r];
+    std::vector<size_t> fits;
+    for (size_t i = 0; i < shapes.size(); ++i)
+      if (shape_fits_region(shapes[i], region, d)) fits.push_back(i);
+    if (fits.empty()) {  // no shape of the run has what the region needs
+      region = kRegionGeneral;
+      for (size_t i = 0; i < shapes.size(); ++i) fits.push_back(i);
+    }
+    const CaseSpec& shape = shapes[*rc::gen::elementOf(fits)];
+    CaseSpec base = *gen_kernel_case(d, lim);
+    take_shape(base, shape, d, lim);
+    base.region = kRegionGeneral;
+    if (region == kRegionGeneral || base.low_spare_blocks != 0) return base;
+    CaseSpec s = base;
+    if (!apply_region(s, d, lim, region)) return base;
+    take_shape(s, shape, d, lim);
+    if (!spec_within(s, d)) return base;
+    s.region = region;
+    return s;
+  });
 }
 
 bool spec_within(const CaseSpec& s, const KernelDescription& d) {
@@ -797,14 +1041,14 @@ bool move_outside(CaseSpec& s, const std::string& f, const KernelDescription& d)
   return false;
 }
 
-rc::Gen<RejectCase> gen_reject_case(const KernelDescription& d) {
-  return rc::gen::exec([d]() {
+rc::Gen<RejectCase> gen_reject_case(const KernelDescription& d, std::vector<CaseSpec> shapes) {
+  return rc::gen::exec([d, shapes]() {
     DecodeGenLimits tiny;
     tiny.max_batch = 3;
     tiny.max_total_tokens = 1500;
     tiny.allow_long = false;
     RejectCase r;
-    r.spec = *gen_kernel_case(d, tiny);
+    r.spec = shapes.empty() ? *gen_kernel_case(d, tiny) : *gen_kernel_case_shaped(d, shapes, false, tiny);
     for (int32_t& len : r.spec.lens) len = std::min(len, 600);  // one call stays around a millisecond
     if (!r.spec.sentinels.empty()) r.spec.sentinels = boundary_sentinels(r.spec.lens);
     const std::vector<std::string> moves = outside_moves(d);

@@ -56,6 +56,33 @@ rc::Gen<CaseSpec> gen_kernel_case_in(const adapters::KernelDescription& d, const
 // regions that apply (pav verify's decode search, pav fuzz --regions).
 rc::Gen<CaseSpec> gen_kernel_case_weighted(const adapters::KernelDescription& d, DecodeGenLimits limits = {});
 
+// Shapes, for kernels that compile per shape (a Triton or torch.compile
+// kernel specialises on its shape constants and compiles once per shape). A
+// call's shape is what such a kernel compiles for: dtypes, cache format
+// (layout, V layout, K/V storage, strides, page table, scale kinds), head
+// dims, KV heads, GQA ratio, q_len, page size, q's row padding, and which
+// attention variants are on. Lengths, the batch, the tables' pages, the split
+// ceiling, the data and each variant's values vary within a shape.
+std::string shape_of(const CaseSpec& s);
+// A run's shapes, drawn from `seed` alone: n calls, each of a shape of its own
+// where the description has that many (fewer where it has not), chosen
+// greedily among 8n (at least 32) drawn ones for the features decode bugs
+// need between them (several KV heads, grouped queries, q_len > 1, each
+// format, dtype, scale kind and variant, a shape without a soft cap and one
+// without any variant, page and head sizes); with regions
+// the draws include two in each region that needs a shape of its own (q-len,
+// gqa-rare, sinks, uneven-window). Each call's fields other than its shape do
+// not matter.
+std::vector<CaseSpec> draw_shapes(const adapters::KernelDescription& d, int n, uint64_t seed, bool regions,
+                                  DecodeGenLimits limits = {});
+// Calls in the given shapes only: drawn as gen_kernel_case (regions false)
+// or gen_kernel_case_weighted (true) draws them, then moved into one of the
+// shapes (for a region's call, one that has what the region needs: q_len > 1,
+// a rare ratio, sinks, a window, no soft cap for extreme logits; a region no
+// shape fits draws general). Shrinking stays within the shapes.
+rc::Gen<CaseSpec> gen_kernel_case_shaped(const adapters::KernelDescription& d, std::vector<CaseSpec> shapes,
+                                         bool regions, DecodeGenLimits limits = {});
+
 // Draws the attention variant of a spec from what the description declares:
 // windows at their edges (0, 1, L-1, L, L+1, past L), soft caps from 1 to 50,
 // dominant, negligible and moderate sinks, geometric or drawn ALiBi slopes.
@@ -115,6 +142,8 @@ std::vector<std::string> outside_moves(const adapters::KernelDescription& d);
 // not apply to this spec (e.g. no neighbour value to step to).
 bool move_outside(CaseSpec& s, const std::string& field, const adapters::KernelDescription& d);
 
-rc::Gen<RejectCase> gen_reject_case(const adapters::KernelDescription& d);
+// With shapes, the calls inside the description (the ones a kernel decodes)
+// are in those shapes; the moves and broken clauses start from them.
+rc::Gen<RejectCase> gen_reject_case(const adapters::KernelDescription& d, std::vector<CaseSpec> shapes = {});
 
 }  // namespace pav::props

@@ -108,7 +108,16 @@ Report fuzz(const FuzzOptions& o, const Io& io) {
   if (o.regions && !kernel)
     throw BadInput("--regions: the decode regions draw calls for a kernel under test (--kernel); pav's own kernels "
                    "draw their settings per case");
-  const std::vector<fz::Property> available = kernel ? fz::kernel_properties(*kernel, o.regions) : fz::properties();
+  if (o.shapes < 0 || o.shapes > kMaxShapes)
+    throw BadInput(fmt::format("--shapes: expected 0..{} (0: each call its own shape), got {}", kMaxShapes, o.shapes));
+  if (o.shapes > 0 && !kernel)
+    throw BadInput("--shapes: shapes draw the calls of a kernel under test (--kernel); pav's own kernels draw their "
+                   "settings per case");
+  if (o.shape_seed && o.shapes == 0) throw BadInput("--shape-seed: only with --shapes N (N > 0)");
+  // The shapes' seed is the base seed's unless given: known once the seed is (below).
+  fz::DecodeDraw draw{o.regions, o.shapes, 0};
+  auto kernel_props = [&] { return kernel ? fz::kernel_properties(*kernel, draw) : fz::properties(); };
+  std::vector<fz::Property> available = kernel_props();
   if (o.list) return list_properties(io, available);
   const kernels::Backend backend = pick_backend(o.backend);
 
@@ -138,13 +147,18 @@ Report fuzz(const FuzzOptions& o, const Io& io) {
     if (resume->regions != o.regions)
       throw BadInput(what + "a run with the decode regions " + (resume->regions ? "on" : "off") +
                      ": give --regions the same way (the cases of a seed differ)");
+    if (resume->shapes != o.shapes || (o.shape_seed && resume->shapes > 0 && *o.shape_seed != resume->shape_seed))
+      throw BadInput(what + (resume->shapes > 0 ? fmt::format("a run in {} shapes from shape seed {}", resume->shapes,
+                                                              resume->shape_seed)
+                                                : std::string("a run with each call its own shape")) +
+                     ": give --shapes (and --shape-seed) the same way (the cases of a seed differ)");
     if (names.empty()) names = resume->properties;
     seed = resume->base_seed;
     e.shard_index = resume->shard_index;
     e.shard_count = resume->shard_count;
     e.resume = resume->points;
   }
-  const std::vector<const fz::Property*> selected = select_properties(names, available);
+  std::vector<const fz::Property*> selected = select_properties(names, available);
   if (resume) {
     std::vector<std::string> chosen;
     for (const auto* p : selected) chosen.push_back(p->name);
@@ -154,6 +168,13 @@ Report fuzz(const FuzzOptions& o, const Io& io) {
   check_save_dir(o.save_dir);
   if (!o.seed && !resume) seed = (uint64_t(std::random_device{}()) << 32) | std::random_device{}();
   e.seed = seed;
+  if (o.shapes > 0) {
+    draw.shape_seed = resume ? resume->shape_seed : o.shape_seed.value_or(seed);
+    available = kernel_props();
+    selected = select_properties(names, available);
+  }
+  e.shapes = draw.shapes;
+  e.shape_seed = draw.shape_seed;
   e.cases = o.cases;
   e.minutes = o.minutes;
   e.jobs = o.jobs;
@@ -173,6 +194,7 @@ Report fuzz(const FuzzOptions& o, const Io& io) {
   e.should_stop = stop_test(io);
 
   std::FILE* log = io.log;
+  if (kernel) print_shapes(log, fz::decode_shapes(kernel->description(), draw), draw, true);
   fz::FuzzReport r;
   try {
     r = fz::run_fuzz(e, selected, log, io.progress);
@@ -216,6 +238,8 @@ Report fuzz(const FuzzOptions& o, const Io& io) {
   j["host"] = host_name();
   j["kernel"] = kernel ? ojson(adapters::identity_json(*kernel)) : ojson(nullptr);
   j["regions"] = o.regions;
+  j["shapes"] = e.shapes;
+  j["shape_seed"] = e.shapes > 0 ? ojson(e.shape_seed) : ojson(nullptr);
   j["properties"] = ojson::array();
   for (const auto* p : selected) j["properties"].push_back(p->name);
   j["budget"] = {{"cases_per_property", e.cases > 0 ? ojson(e.cases) : ojson(nullptr)},

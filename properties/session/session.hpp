@@ -144,6 +144,10 @@ inline constexpr int64_t kMaxRejectCases = 1000000;
 inline constexpr int64_t kMaxStaleCases = 1000000;
 inline constexpr int64_t kMaxCompareCases = 10000000;
 inline constexpr int kMaxJobs = 1024;
+// A kernel's decode calls drawn in at most this many shapes (--shapes); one
+// whose description says compiles_per_shape gets kJitShapes unless told.
+inline constexpr int kMaxShapes = 64;
+inline constexpr int kJitShapes = 8;
 
 struct VerifyOptions {
   std::string backend = "auto";
@@ -163,6 +167,9 @@ struct VerifyOptions {
   // test, and stale before drift for one that runs pav's plan). An empty list
   // names no check and is refused.
   std::optional<std::vector<std::string>> checks;
+  // A kernel's decode calls in this many shapes (0: each call its own); none:
+  // kJitShapes for a kernel that compiles per shape, else 0.
+  std::optional<int> shapes;
   KernelOptions kernel;            // none: pav's own kernels; two: their paired comparison
   std::string save_dir = default_save_dir();
   std::string out_dir = ".";       // two kernels: compare-a.jsonl and compare-b.jsonl
@@ -191,6 +198,8 @@ struct FuzzOptions {
   double shrink_seconds = -1;      // -1: the engine's default
   bool keep_going = false;         // after a failure, go on with the next property
   bool regions = false;            // a kernel's decode draws half its calls from the decode regions
+  int shapes = 0;                  // a kernel's decode calls in this many shapes (0: each its own)
+  std::optional<uint64_t> shape_seed;  // the shapes' seed; none: the base seed
   bool verbose = false;            // every case's seed as it runs
   bool list = false;               // name the properties and run nothing
   std::string report_path;         // also write the report here, durably, after a stop too

@@ -19,6 +19,7 @@
 #include "properties/checks/kernel_properties.hpp"
 #include "properties/checks/replay.hpp"
 #include "properties/checks/runner_kernel.hpp"
+#include "properties/gen/kernel_gen.hpp"
 #include "properties/session/stop.hpp"
 
 namespace pav::session {
@@ -62,6 +63,16 @@ void print_kernel(std::FILE* f, const adapters::KernelUnderTest& k, const char* 
   fmt::print(f, "{:<9} {}\n{:<9} {}\n", label, adapters::identity(k), "", adapters::summary(k.description()));
 }
 
+void print_shapes(std::FILE* f, const std::vector<props::CaseSpec>& shapes, const fz::DecodeDraw& draw, bool asked) {
+  if (!f || draw.shapes <= 0) return;
+  fmt::print(f, "{:<9} decode draws its calls in {} shape(s), drawn from seed {} ({}){}\n", "shapes", shapes.size(),
+             draw.shape_seed,
+             asked ? fmt::format("--shapes {}", draw.shapes)
+                   : "the kernel compiles per shape; --shapes 0 gives each call its own",
+             int(shapes.size()) < draw.shapes ? "; the description has no more" : "");
+  for (size_t i = 0; i < shapes.size(); ++i) fmt::print(f, "{:<9} {}. {}\n", "", i + 1, props::shape_of(shapes[i]));
+}
+
 std::vector<const fz::Property*> select_properties(const std::vector<std::string>& names,
                                                    const std::vector<fz::Property>& available) {
   std::vector<const fz::Property*> out;
@@ -92,6 +103,8 @@ nlohmann::ordered_json property_run_json(const fz::PropertyRun& run) {
   // Cases per decode region they were drawn in (empty unless the run drew by region).
   j["regions"] = nlohmann::ordered_json::object();
   for (const auto& [name, n] : run.regions) j["regions"][name] = n;
+  // Distinct shapes among the cases (0 for a property that names none).
+  j["shapes"] = run.shapes;
   j["interrupted"] = run.interrupted;
   j["passed"] = !run.failure.has_value();
   j["seeds"] = {{"from", props::fuzz::stream_point_json(run.from)}, {"to", props::fuzz::stream_point_json(run.to)}};

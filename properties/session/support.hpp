@@ -52,6 +52,11 @@ props::fuzz::FreshKernel fresh_kernel(const adapters::KernelUnderTest& k, const 
 
 // "kernel    NAME VERSION via ADAPTER (SPEC)" and what it supports.
 void print_kernel(std::FILE* f, const adapters::KernelUnderTest& k, const char* label = "kernel");
+// The shapes a kernel's decode calls are drawn in, one per line, and where
+// their count came from (`asked`: --shapes; else the kernel's description);
+// nothing when each call draws its own.
+void print_shapes(std::FILE* f, const std::vector<props::CaseSpec>& shapes, const props::fuzz::DecodeDraw& draw,
+                  bool asked);
 
 // How one case file's kernel is opened for a replay.
 struct ReplayKernel {

@@ -51,7 +51,7 @@ struct VerifyContext {
   const std::vector<fz::Property>* kernel_props = nullptr;
   nlohmann::json kernel_run = nlohmann::json::object();  // how it was opened, for saved cases
   fz::FreshKernel fresh;                                 // where a shrunk failure is seen again
-  bool regions = false;  // kernel_props' decode draws by region (a saved case's reproduce command says so)
+  fz::DecodeDraw draw;  // how kernel_props' decode draws (a saved case's reproduce command says so)
 };
 
 const fz::Property* property_named(const VerifyContext& v, const std::string& name) {
@@ -82,7 +82,9 @@ CheckResult property_check(const VerifyContext& v, const char* property, const c
   o.ctx.kernel = v.kernel;
   o.kernel_run = v.kernel_run;
   o.fresh = v.fresh;
-  o.regions = v.regions;
+  o.regions = v.draw.regions;
+  o.shapes = v.draw.shapes;
+  o.shape_seed = v.draw.shape_seed;
   o.save_dir = v.save_dir;
   o.progress = v.io.show_progress;
   o.label = "pav verify";
@@ -208,6 +210,8 @@ void check_counts(const VerifyOptions& o) {
   if (o.decode_cases < 0 || o.decode_cases > kMaxDecodeCases)
     throw BadInput(fmt::format("--decode-cases: expected 1..{} (or 0: a search), got {}", kMaxDecodeCases,
                                o.decode_cases));
+  if (o.shapes && (*o.shapes < 0 || *o.shapes > kMaxShapes))
+    throw BadInput(fmt::format("--shapes: expected 0..{} (0: each call its own shape), got {}", kMaxShapes, *o.shapes));
   if (!(o.decode_seconds >= 1 && o.decode_seconds <= kMaxDecodeSeconds))
     throw BadInput(fmt::format("--decode-seconds: expected 1..{:g}, got {}", kMaxDecodeSeconds, o.decode_seconds));
 }
@@ -249,9 +253,16 @@ Report verify(const VerifyOptions& o, const Io& io) {
   check_save_dir(o.save_dir);
   std::unique_ptr<adapters::KernelUnderTest> kernel;
   std::vector<fz::Property> kernel_props;
+  fz::DecodeDraw draw;
   if (!o.kernel.specs.empty()) {
     kernel = open_kernel(o.kernel.specs.front(), o.kernel);
-    kernel_props = fz::kernel_properties(*kernel, kVerifyRegions);
+    draw.regions = kVerifyRegions;
+    draw.shapes = o.shapes.value_or(kernel->description().compiles_per_shape ? kJitShapes : 0);
+    draw.shape_seed = o.seed;
+    kernel_props = fz::kernel_properties(*kernel, draw);
+  } else if (o.shapes.value_or(0) > 0) {
+    throw BadInput("--shapes: shapes draw the calls of a kernel under test (--kernel); pav's own kernels draw their "
+                   "settings per case");
   }
   if (chosen.empty()) {  // the default checks (a kernel's stale check only where it runs pav's plan)
     const bool plan = kernel && kernel->description().split == adapters::Split::plan;
@@ -268,12 +279,13 @@ Report verify(const VerifyOptions& o, const Io& io) {
                           &kernel_props,
                           kernel_run_record(o.kernel),
                           kernel ? fresh_kernel(*kernel, o.kernel) : fz::FreshKernel{},
-                          kernel && kVerifyRegions};
+                          draw};
 
   if (io.log) {
     if (kernel) {
       fmt::print(io.log, "pav verify: seed {}, counterexamples to {}\n", o.seed, o.save_dir);
       print_kernel(io.log, *kernel);
+      print_shapes(io.log, fz::decode_shapes(kernel->description(), draw), draw, o.shapes.has_value());
     } else {
       fmt::print(io.log, "pav verify: backend {}, seed {}, counterexamples to {}\n", backend_name(backend), o.seed,
                  o.save_dir);
@@ -332,6 +344,8 @@ Report verify(const VerifyOptions& o, const Io& io) {
   j["backend"] = backend_name(backend);
   if (kernel) j["kernel"] = adapters::identity_json(*kernel);
   j["seed"] = o.seed;
+  // The shapes the kernel's decode calls were drawn in (0: each call its own).
+  j["shapes"] = draw.shapes;
   j["quick"] = o.quick;
   j["save_dir"] = o.save_dir;
   j["passed"] = rep.passed();

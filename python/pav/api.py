@@ -274,28 +274,34 @@ def _run(run, options, quiet=True):
 
 
 def verify(kernel, description=None, checks=None, cases=None, seed=None, save_dir=None, reject_cases=None,
-           stale_cases=None, seconds=None, quick=False, quiet=True):
+           stale_cases=None, seconds=None, quick=False, shapes=None, quiet=True):
     """`pav verify --kernel`: the decode check on generated calls the kernel
     claims, the reject check (with a check entry), the stale-plan check (for a
     kernel that runs pav's plan) and the quick drift sweep. checks: a list of
     those names; cases: a fixed number of decode calls (default: a search of
     `seconds`, 40 unless given); quick: the pre-commit run (64 decode calls,
-    fewer reject and stale ones; a count also given keeps its own). The first
-    failure is shrunk and saved under save_dir (default ./counterexamples)."""
+    fewer reject and stale ones; a count also given keeps its own); shapes:
+    the decode calls in that many shapes (`--shapes`; default 8 for a kernel
+    whose description says compiles_per_shape, else 0: each call its own).
+    The first failure is shrunk and saved under save_dir (default
+    ./counterexamples)."""
     with _Registered() as reg:
         return _run("verify", {"kernel": [reg.spec(kernel, description)], "checks": _names(checks),
                                "decode_cases": cases, "reject_cases": reject_cases, "stale_cases": stale_cases,
-                               "decode_seconds": seconds, "quick": quick, "seed": seed, "save_dir": _path(save_dir)},
+                               "decode_seconds": seconds, "quick": quick, "shapes": shapes, "seed": seed,
+                               "save_dir": _path(save_dir)},
                     quiet)
 
 
 def fuzz(kernel, description=None, cases=None, seconds=None, seed=None, properties=None, jobs=1, save_dir=None,
-         keep_going=False, regions=False, quiet=True):
+         keep_going=False, regions=False, shapes=0, shape_seed=None, quiet=True):
     """`pav fuzz --kernel`: the kernel's properties under a case budget
     (cases per property) or a time budget (seconds, all properties together);
     the first failure is shrunk and saved under save_dir. regions=True draws
     half the decode calls from the regions where decode bugs sit, as
-    pav.verify does (`--regions`)."""
+    pav.verify does (`--regions`); shapes=N draws every decode call in one of
+    N shapes drawn from shape_seed (default: seed), for a kernel that compiles
+    per shape (`--shapes`, `--shape-seed`)."""
     if (cases is None) == (seconds is None):
         raise UsageError("fuzz: give cases or seconds (one of them)")
     with _Registered() as reg:
@@ -303,7 +309,7 @@ def fuzz(kernel, description=None, cases=None, seconds=None, seed=None, properti
                              "cases": cases if cases is not None else 0,
                              "minutes": seconds / 60.0 if seconds is not None else 0,
                              "properties": _names(properties), "keep_going": keep_going, "regions": regions,
-                             "seed": seed, "save_dir": _path(save_dir)}, quiet)
+                             "shapes": shapes, "shape_seed": shape_seed, "seed": seed, "save_dir": _path(save_dir)}, quiet)
 
 
 def replay(case, kernel, description=None):

@@ -388,6 +388,22 @@ def test_scratch_a_kernel_declares_is_poisoned_before_each_call(tmp_path):
     assert not report.passed and "has no poison_scratch()" in report.failure_text(), report.failure_text()
 
 
+def test_a_kernel_that_compiles_per_shape_gets_its_calls_in_a_few_shapes(tmp_path):
+    """A description that says compiles_per_shape (a Triton or torch.compile kernel) gets its
+    decode calls in 8 shapes unless shapes= says otherwise; the report counts the shapes used."""
+    jit = pav.Description(numpy_decode.DESCRIPTION, compiles_per_shape=True)
+    report = pav.verify(decode_ok, jit, checks=["decode"], cases=40, seed=3, save_dir=str(tmp_path))
+    [check] = report["checks"]
+    assert report.passed and report["shapes"] == 8, report["shapes"]
+    assert 1 <= check["detail"]["shapes"] <= 8, check["detail"]["shapes"]
+    free = pav.verify(decode_ok, jit, checks=["decode"], cases=40, seed=3, shapes=0, save_dir=str(tmp_path))
+    assert free["shapes"] == 0 and free["checks"][0]["detail"]["shapes"] > 8, free["checks"][0]["detail"]["shapes"]
+    plain = pav.verify(decode_ok, DESCRIPTION, checks=["decode"], cases=10, seed=3, save_dir=str(tmp_path))
+    assert plain["shapes"] == 0
+    two = pav.fuzz(decode_ok, DESCRIPTION, cases=20, seed=3, shapes=2, shape_seed=8, save_dir=str(tmp_path))
+    assert two["shapes"] == 2 and two["shape_seed"] == 8 and two["runs"][0]["shapes"] <= 2
+
+
 def test_verify_searches_for_its_seconds_unless_quick_or_a_count_is_given(tmp_path):
     searched = pav.verify(decode_ok, DESCRIPTION, checks=["decode"], seconds=1, save_dir=str(tmp_path))
     [check] = searched["checks"]
