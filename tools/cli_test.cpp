@@ -1668,6 +1668,57 @@ std::vector<std::string> replay_args(const ReplayCommand& c, const fs::path& fil
 
 }  // namespace
 
+// A failing gate-mirror case replays to exit 1 on both replay commands, and
+// the same case with the claim true to exit 0: a case that says a call of
+// head dim 80 (a dim pav's kernels refuse) breaks no clause fails, since the
+// gate rejects it (head_dim); at head dim 128 the gate accepts and the kernel
+// runs it right.
+TEST_F(PavCli, AFailingGateMirrorCaseReplaysToExitOne) {
+  json c = json::parse(slurp(fs::path(PAV_SOURCE_DIR) / "fixtures/counterexamples/gate-mirror-scratch-single-row-padding.json"));
+  c["meta"]["violate"] = "none";
+  c["meta"]["variant"] = 0;
+  for (const auto& [head_dim, code] : std::vector<std::pair<int, int>>{{80, 1}, {128, 0}}) {
+    c["head_dim"] = head_dim;
+    const std::string file = "gate-" + std::to_string(head_dim) + ".json";
+    write(file, c.dump());
+    for (const ReplayCommand& r : kReplayCommands) {
+      const Outcome o = launch({replay_args(r, dir_ / file, {"--backend", "cpu", "--json"})});
+      EXPECT_EQ(o.code, code) << r.words.front() << " head_dim " << head_dim << "\n" << o.out << o.err;
+      const json j = parsed(o.out);
+      ASSERT_TRUE(j.is_object()) << o.out.substr(0, 500) << o.err;
+      EXPECT_EQ(j[r.key][0]["property"], "gate-mirror");
+      EXPECT_EQ(j[r.key][0]["passed"], code == 0) << j.dump();
+      if (code == 1)
+        EXPECT_NE(j[r.key][0]["verdict"].get<std::string>().find("the gate rejects a valid call (head_dim)"),
+                  std::string::npos)
+            << j.dump();
+    }
+  }
+}
+
+// NaN that does not come from masked slots is not named as if it did: the C
+// example's empty-row-nan divides 0 by 0 in a row that sees no token, NaN
+// with the slots past every context zero too (the NumPy worker's
+// masked-lanes-read-block-0 is named: ExampleNumpy.NamesNaNFromMaskedSlots).
+TEST_F(PavCli, ANaNOfAnotherOriginIsNotNamed) {
+  const std::string bad = split_decode_with("empty-row-nan");
+  const Outcome f = launch({{"fuzz", "--kernel", bad, "--property", "decode", "--cases", "300", "--seed", "1",
+                             "--shrink-tries", "50", "--quiet", "--json", "--save", (dir_ / "ce").string()}});
+  ASSERT_EQ(f.code, 1) << f.err;
+  const json j = parsed(f.out);
+  ASSERT_TRUE(j.is_object()) << f.out.substr(0, 500);
+  const json& failure = j["runs"][0]["failure"];
+  const std::string first = failure["first_message"].get<std::string>();
+  EXPECT_EQ(first.find("masked slots"), std::string::npos) << first;
+  EXPECT_EQ(failure["message"].get<std::string>().find("masked slots"), std::string::npos) << failure.dump();
+  const Outcome r = launch({{"replay", failure["saved"].get<std::string>(), "--kernel", bad, "--json"}});
+  ASSERT_EQ(r.code, 1) << r.err;
+  const json rj = parsed(r.out);
+  ASSERT_TRUE(rj.is_object()) << r.out.substr(0, 500);
+  EXPECT_GT(rj["cases"][0]["nonfinite"].get<int64_t>(), 0) << rj.dump();
+  EXPECT_FALSE(rj["cases"][0].contains("known_shape")) << rj.dump();
+}
+
 // A case found through a foreign kernel (lib:, in process and under --isolate)
 // records it, how it was opened and where from; replayed, it runs through that
 // kernel with that isolation on both replay commands (exit 1, the defect), or

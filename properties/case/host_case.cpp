@@ -47,7 +47,11 @@ Storage storage_of(const CaseSpec& s) {
   return st;
 }
 
-void poison(std::vector<uint8_t>& buf, DType t) {
+void poison(std::vector<uint8_t>& buf, DType t, Poison with) {
+  if (with == Poison::zero) {
+    std::fill(buf.begin(), buf.end(), uint8_t(0));  // 0.0 in every cache dtype
+    return;
+  }
   // One element's NaN bytes, repeated (a cache of 2^31 elements is poisoned in
   // one pass of stores).
   const int es = dtype_size(t);
@@ -338,7 +342,7 @@ CaseBlocks check_case_spec(const CaseSpec& spec, bool check_memory) {
   return c;
 }
 
-HostCase build_case(const CaseSpec& spec, bool fill_values) {
+HostCase build_case(const CaseSpec& spec, bool fill_values, Poison with) {
   const CaseBlocks blocks = check_case_spec(spec, true);
   HostCase c;
   c.spec = spec;
@@ -415,8 +419,8 @@ HostCase build_case(const CaseSpec& spec, bool fill_values) {
   const int es = dtype_size(fl);
   c.k.resize(size_t(c.num_blocks * store.k_page * es));
   c.v.resize(size_t(c.num_blocks * store.v_page * es));
-  poison(c.k, fl);
-  poison(c.v, fl);
+  poison(c.k, fl, with);
+  poison(c.v, fl, with);
   const ScaleKind v_kind = c.v_scale_kind();
   // Scales: per tensor a value near 1/32, per head and per token 1/32 times a
   // factor t in [0.5, 1.5) that the stored values are divided by.
@@ -428,7 +432,7 @@ HostCase build_case(const CaseSpec& spec, bool fill_values) {
       dst.resize(size_t(H));
       for (int64_t h = 0; h < H; ++h) dst[size_t(h)] = 0.03125f * (0.5f + draw.uniform(draw.row(Draws::head_scales, h), which));
     } else if (kind == ScaleKind::per_token) {
-      dst.assign(c.num_blocks * H * bs, nanf_());
+      dst.assign(c.num_blocks * H * bs, with == Poison::zero ? 0.0f : nanf_());
     }
   };
   const bool latent = spec.v_head_dim > 0;  // MLA: V is K's prefix, under K's scale

@@ -217,7 +217,12 @@ CaseBlocks check_case_spec(const CaseSpec& spec, bool check_memory = true);
 // leaves Q and the caches NaN-poisoned:
 // for calls that must be refused before any kernel reads them (gate-mirror
 // violations), where drawing values is most of the cost.
-HostCase build_case(const CaseSpec& spec, bool fill_values = true);
+// poison: what fills every cache byte no context reads (the tails of last
+// pages, spare, low and null blocks, padding) and each per-token scale there:
+// NaN, or zero (the same call with finite memory where NaN was, to tell a
+// kernel that multiplies those slots by zero from one that gives them weight).
+enum class Poison : uint8_t { nan, zero };
+HostCase build_case(const CaseSpec& spec, bool fill_values = true, Poison poison = Poison::nan);
 
 // Sets the key codes of token `token` of sequence `seq`, for every KV head, to
 // +-magnitude following the sign of the group's summed queries at each head-dim

@@ -64,7 +64,13 @@ struct KernelJudgement {
   bool passed = false;
   std::string verdict;  // one line
   reference::CompareReport compare;
+  // A failure of a known shape, named ("" when none is recognised; the verdict
+  // then starts with its explanation):
+  //   nan-from-masked-slots  non-finite output that goes away when every cache
+  //                          slot no context reads holds zero instead of NaN
+  std::string known;
 };
+inline constexpr const char* kNanFromMaskedSlots = "nan-from-masked-slots";
 // out (and lse when present) against the reference of the request's call.
 // ref: the reference of this call under the kernel's profile when the caller
 // has it already (nullptr: computed here).
@@ -73,7 +79,9 @@ KernelJudgement judge_kernel_output(const adapters::DecodeRequest& r, const adap
 
 // The decode property's check: builds the case, refuses to hand the kernel a
 // call outside its description (a generator bug), asks its check entry, runs
-// decode and judges the output.
+// decode and judges the output. A failure with non-finite output is run once
+// more with the cache past every context zero instead of NaN: right then, it
+// is named nan-from-masked-slots.
 // ref_cache: when given, the reference is taken from it or stored into it (two
 // kernels of one profile judged on the same case share it).
 KernelJudgement check_kernel_case(const CaseSpec& spec, adapters::KernelUnderTest& k,

@@ -176,6 +176,7 @@ Report replay(const ReplayOptions& o, const Io& io) {
                                {"kind", r.first.kind}};
     }
     j["verdict"] = jd.verdict;
+    if (!jd.known.empty()) j["known_shape"] = jd.known;  // a failure of a known shape (runner_kernel.hpp)
     if (out) {
       if (!spec.prelude.empty())
         fmt::print(out, "prelude   {} earlier call(s) through the same kernel first{}\n", spec.prelude.size(),
