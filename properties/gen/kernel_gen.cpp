@@ -594,7 +594,8 @@ namespace {
 // queries (and both: head h's KV head is h / G, not h % Hkv), a rare ratio,
 // q_len > 1, the V layout, q's dtype, mixed scale kinds, strides, padded q
 // rows, page sizes of 1, small and large, narrow and wide heads, each variant,
-// and a shape without any.
+// a shape without any, and each pair of what interacts (several KV heads,
+// grouped queries, q_len > 1, each variant, scales per head, per token).
 struct ShapeFeature {
   std::string name;
   int weight;
@@ -629,6 +630,22 @@ std::vector<ShapeFeature> shape_features(const CaseSpec& s, const KernelDescript
   if (s.sinks) f.push_back({"sinks", 1});
   if (s.alibi_slopes) f.push_back({"alibi", 1});
   if (s.window_left < 0 && s.soft_cap == 0.0f && !s.sinks && !s.alibi_slopes) f.push_back({"no variant", 1});
+  // Pairs of what interacts: a bug of one often shows only with another (a
+  // scale read for the wrong head needs several KV heads and scales per head,
+  // or per token; a soft cap applied after the mask needs masked keys,
+  // from a window or q_len > 1).
+  const auto scales_are = [&](ScaleKind k) { return s.scales == k || s.v_scales.value_or(s.scales) == k; };
+  const std::pair<const char*, bool> axes[] = {
+      {"hkv>1", s.hkv >= 2},           {"G>1", s.group >= 2},
+      {"q_len>1", s.q_len >= 2},       {"window", s.window_left >= 0},
+      {"soft cap", s.soft_cap != 0.0f}, {"sinks", s.sinks.has_value()},
+      {"alibi", s.alibi_slopes.has_value()},
+      {"scales per head", scales_are(ScaleKind::per_head)},
+      {"scales per token", scales_are(ScaleKind::per_token)},
+  };
+  for (size_t a = 0; a < std::size(axes); ++a)
+    for (size_t b = a + 1; b < std::size(axes); ++b)
+      if (axes[a].second && axes[b].second) f.push_back({fmt::format("{} with {}", axes[a].first, axes[b].first), 1});
   return f;
 }
 

@@ -181,6 +181,9 @@ TEST(Shapes, SixShapesHaveBetweenThemWhatDecodeBugsNeed) {
     EXPECT_TRUE(any([](const CaseSpec& s) { return s.block_size > 1 && s.block_size < 256; })) << "no page of 2..128";
     // And the variants off: a soft cap keeps every logit within it.
     EXPECT_TRUE(any([](const CaseSpec& s) { return s.soft_cap == 0.0f; })) << "every shape soft-capped";
+    // What interacts, together: a soft cap with masked keys (a window, or q_len > 1).
+    EXPECT_TRUE(any([](const CaseSpec& s) { return s.soft_cap != 0.0f && (s.window_left >= 0 || s.q_len >= 2); }))
+        << "no soft cap beside masked keys";
     EXPECT_TRUE(any([](const CaseSpec& s) {
       return s.soft_cap == 0.0f && s.window_left < 0 && !s.sinks && !s.alibi_slopes;
     })) << "no shape without a variant";
@@ -206,6 +209,11 @@ TEST(Shapes, EightShapesTakeEveryFormatPathADescriptionLists) {
       scales.insert(s.scales);
     }
     EXPECT_EQ(layouts.size(), 3u);
+    // Scales by head and by token, each with several KV heads (a scale read for the wrong head).
+    for (const ScaleKind k : {ScaleKind::per_head, ScaleKind::per_token})
+      EXPECT_TRUE(std::any_of(shapes.begin(), shapes.end(), [k](const CaseSpec& s) {
+        return s.hkv >= 2 && (s.scales == k || s.v_scales.value_or(s.scales) == k);
+      })) << "no shape of 2+ KV heads with scales " << kernels::to_string(k);
     // hnd with several KV heads: with one, its pages hold nhd's bytes.
     EXPECT_TRUE(std::any_of(shapes.begin(), shapes.end(),
                             [](const CaseSpec& s) { return s.layout == CacheLayout::hnd && s.hkv >= 2; }))
