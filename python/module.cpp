@@ -16,11 +16,15 @@
 #include <functional>
 #include <optional>
 #include <type_traits>
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <memory>
 #include <mutex>
 #include <string>
 #include <vector>
+
+#include <unistd.h>
 
 #include <nlohmann/json.hpp>
 
@@ -389,6 +393,49 @@ void read_kernel(Fields& f, pav::session::KernelOptions& k) {
   f.read("exchange_dir", k.exchange_dir);
 }
 
+// pav's output in this process goes through streams whose writes never fail:
+// fmt, a shared library with the system's C++ runtime, throws when a write to
+// a FILE fails (a full disk, a closed pipe), and that exception cannot unwind
+// through this module's own runtime (libstdc++ inside): the interpreter
+// aborted. A write the system refuses is recorded and the rest of the
+// stream's output dropped; the run then raises CannotRun naming it.
+class Sink {
+ public:
+  Sink(int fd, const char* name) : fd_(fd), name_(name) {
+    cookie_io_functions_t io{};
+    io.write = &Sink::write;
+    file_ = fopencookie(this, "w", io);
+    if (file_) setvbuf(file_, nullptr, _IOLBF, 0);
+  }
+  ~Sink() {
+    if (file_) std::fclose(file_);
+  }
+  Sink(const Sink&) = delete;
+  Sink& operator=(const Sink&) = delete;
+  std::FILE* file() const { return file_; }
+  // "" or why the stream's output was cut: "stdout: No space left on device".
+  std::string failure() {
+    if (file_) std::fflush(file_);
+    return error_ ? name_ + std::string(": ") + std::strerror(error_) : std::string();
+  }
+
+ private:
+  static ssize_t write(void* cookie, const char* buf, size_t n) {
+    Sink& s = *static_cast<Sink*>(cookie);
+    for (size_t done = 0; done < n && !s.error_;) {
+      const ssize_t w = ::write(s.fd_, buf + done, n - done);
+      if (w < 0 && errno == EINTR) continue;
+      if (w <= 0) s.error_ = w < 0 ? errno : EIO;
+      else done += size_t(w);
+    }
+    return ssize_t(n);  // all taken: a failed write is recorded, never thrown
+  }
+  int fd_;
+  const char* name_;
+  int error_ = 0;
+  std::FILE* file_ = nullptr;
+};
+
 // Runs one of the session's runs in this process with the GIL released (the
 // kernel's calls take it back). SIGINT and SIGTERM stop the run cleanly, as
 // on the command line; Python's handlers are back in place when it returns.
@@ -469,13 +516,22 @@ py::tuple run_session(const std::string& run, const py::dict& options, bool quie
   }
   f.finish();
   s::Report report;
-  std::string stopped;
+  std::string stopped, cut;
   std::optional<s::ErrorText> error;
   {
     py::gil_scoped_release release;
     s::StopScope scope;
     s::install_stop_handlers();
+    std::fflush(stdout);  // what was printed before, ahead of the run's output
+    std::fflush(stderr);
+    Sink out(STDOUT_FILENO, "stdout"), err(STDERR_FILENO, "stderr");
+    if (!out.file() || !err.file()) throw s::CannotRun("could not open pav's output streams in this process");
     s::Io io;
+    io.out = io.log = out.file();
+    io.err = err.file();
+    // The progress line redraws in place on a terminal (found by the stream's
+    // descriptor): on one, stderr itself, whose writes do not fail.
+    io.progress = isatty(STDERR_FILENO) ? stderr : err.file();
     io.show_progress = !quiet;
     try {
       report = call(io);
@@ -483,11 +539,15 @@ py::tuple run_session(const std::string& run, const py::dict& options, bool quie
       error = s::error_text(std::current_exception());
     }
     stopped = s::stop_signal_name();
-    std::fflush(stdout);
     std::fflush(stderr);
+    for (Sink* s : {&out, &err})
+      if (const std::string why = s->failure(); !why.empty() && cut.empty()) cut = why;
   }
   if (error && error->exit_code == s::kExitBadInput) throw s::BadInput(error->message);
   if (error) throw s::CannotRun(error->message);
+  if (!cut.empty())
+    throw s::CannotRun("could not write pav's output (" + cut + "); the run's verdict: " +
+                       (report.verdict.empty() ? std::string(report.passed() ? "PASS" : "FAIL") : report.verdict));
   return py::make_tuple(report.exit_code, report.json.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace),
                         stopped);
 }

@@ -388,6 +388,40 @@ def test_scratch_a_kernel_declares_is_poisoned_before_each_call(tmp_path):
     assert not report.passed and "has no poison_scratch()" in report.failure_text(), report.failure_text()
 
 
+@pytest.mark.parametrize("where", ["full", "closed-pipe"])
+def test_output_that_cannot_be_written_is_an_exception_not_an_abort(tmp_path, where):
+    """pav's output to a full disk (/dev/full) or a pipe whose reader has gone: the run ends with
+    CannotRun naming the stream and the reason, and the run's verdict; the interpreter goes on
+    (it aborted, SIGABRT, when the write's exception met this module's own C++ runtime)."""
+    script = textwrap.dedent("""
+        import sys
+        import pav
+        try:
+            pav.verify("pav:cpu", checks=["decode"], cases=2, seed=3, quiet=False, save_dir={save!r})
+        except pav.CannotRun as e:
+            sys.stderr.write("raised: %s\\n" % e)
+            sys.exit(7)
+        sys.exit(0)
+    """).format(save=str(tmp_path))
+    if where == "full":
+        with open("/dev/full", "w") as full:
+            r = subprocess.run([sys.executable, "-c", script], stdout=full, stderr=subprocess.PIPE, text=True,
+                               timeout=CHILD_TIMEOUT_S)
+        reason = "stdout: No space left on device"
+    else:
+        read_end, write_end = os.pipe()
+        os.close(read_end)  # nobody reads: a write fails with EPIPE (Python ignores SIGPIPE)
+        try:
+            r = subprocess.run([sys.executable, "-c", script], stdout=write_end, stderr=subprocess.PIPE, text=True,
+                               timeout=CHILD_TIMEOUT_S)
+        finally:
+            os.close(write_end)
+        reason = "stdout: Broken pipe"
+    assert r.returncode == 7, (r.returncode, r.stderr[-2000:])
+    assert "raised: pav verify: could not write pav's output (%s); the run's verdict: PASS" % reason in r.stderr, \
+        r.stderr[-2000:]
+
+
 def test_a_kernel_that_compiles_per_shape_gets_its_calls_in_a_few_shapes(tmp_path):
     """A description that says compiles_per_shape (a Triton or torch.compile kernel) gets its
     decode calls in 8 shapes unless shapes= says otherwise; the report counts the shapes used."""
