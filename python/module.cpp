@@ -93,16 +93,48 @@ py::dtype numpy_dtype(DType t) {
   throw std::invalid_argument("a tensor of unknown dtype");
 }
 
-// A NumPy array over a view's own memory, at its strides. Inputs are read-only.
-py::array array_of(const TensorView& v, bool writable) {
+// A NumPy array over a view's own memory, at its strides, valid during the
+// call only: the inputs, read-only (outputs are OwnedOutput's).
+py::array array_of(const TensorView& v) {
   const int64_t esize = pav::kernels::dtype_size(v.dtype);
   std::vector<py::ssize_t> shape(v.shape.begin(), v.shape.begin() + v.rank), strides;
   for (int i = 0; i < v.rank; ++i) strides.push_back(py::ssize_t(v.stride[i] * esize));
   // The capsule owns nothing: the array is valid during the call only.
   py::array a(numpy_dtype(v.dtype), shape, strides, v.data, py::capsule(v.data, [](void*) {}));
-  if (!writable) py::detail::array_proxy(a.ptr())->flags &= ~py::detail::npy_api::NPY_ARRAY_WRITEABLE_;
+  py::detail::array_proxy(a.ptr())->flags &= ~py::detail::npy_api::NPY_ARRAY_WRITEABLE_;
   return a;
 }
+
+// An output handed to a Python kernel: a NumPy array over memory of its own
+// (the view's span, copied from pav's buffer, NaN poison and padding included),
+// copied back into pav's buffer when the call returns. The array keeps that
+// memory alive: a kernel that keeps the call, or a thread that writes after
+// the call returned, writes into memory pav no longer reads, never pav's heap.
+struct OwnedOutput {
+  py::array view;
+  py::array_t<uint8_t> span;
+  const TensorView* into = nullptr;
+
+  explicit OwnedOutput(const TensorView& v) : into(&v) {
+    const int64_t esize = pav::kernels::dtype_size(v.dtype);
+    // The span: from the first element to the last, padding between included.
+    int64_t elems = 1;
+    for (int i = 0; i < v.rank; ++i) elems += (v.shape[i] - 1) * v.stride[i];
+    for (int i = 0; i < v.rank; ++i)
+      if (v.shape[i] == 0) elems = 0;
+    span = py::array_t<uint8_t>(py::ssize_t(std::max<int64_t>(elems, 1) * esize));
+    if (elems > 0) std::memcpy(span.mutable_data(), v.data, size_t(elems * esize));
+    bytes = elems * esize;
+    std::vector<py::ssize_t> shape(v.shape.begin(), v.shape.begin() + v.rank), strides;
+    for (int i = 0; i < v.rank; ++i) strides.push_back(py::ssize_t(v.stride[i] * esize));
+    view = py::array(numpy_dtype(v.dtype), shape, strides, span.mutable_data(), span);
+  }
+  // What the kernel wrote, into pav's buffer (the GIL is held).
+  void copy_back() const {
+    if (bytes > 0) std::memcpy(into->data, span.data(), size_t(bytes));
+  }
+  int64_t bytes = 0;
+};
 
 #ifdef PAV_HAVE_GPU
 // A DLPack tensor over device memory pav owns for the call ("dltensor"
@@ -222,10 +254,15 @@ class PythonKernel final : public pav::adapters::KernelUnderTest {
     py::gil_scoped_acquire gil;
     try {
       py::dict arrays;
-      for (const auto& t : pav::adapters::protocol::inputs_of(r)) arrays[t.name] = array_of(t.view, false);
-      arrays["out"] = array_of(r.call.out, true);
-      if (r.lse.present()) arrays["lse"] = array_of(r.lse, true);
-      return call_runner(request, arrays);
+      for (const auto& t : pav::adapters::protocol::inputs_of(r)) arrays[t.name] = array_of(t.view);
+      const OwnedOutput out(r.call.out);
+      std::optional<OwnedOutput> lse;
+      arrays["out"] = out.view;
+      if (r.lse.present()) arrays["lse"] = lse.emplace(r.lse).view;
+      const CallResult result = call_runner(request, arrays);
+      out.copy_back();
+      if (lse) lse->copy_back();
+      return result;
     } catch (const std::exception& e) {
       return {Outcome::fault, std::string("the call could not be handed to Python: ") + e.what()};
     }

@@ -388,6 +388,38 @@ def test_scratch_a_kernel_declares_is_poisoned_before_each_call(tmp_path):
     assert not report.passed and "has no poison_scratch()" in report.failure_text(), report.failure_text()
 
 
+def test_a_kept_call_or_a_late_thread_writes_where_pav_no_longer_reads():
+    """A kernel that keeps the call and writes its out during the next call, and a thread that
+    writes out after its call returned: the writes land in memory the kept arrays own, never
+    pav's heap (it was corrupted: malloc aborted), and the verdicts are of what each call returned."""
+    r = run_script(textwrap.dedent("""
+        import sys, tempfile, threading, time
+        sys.path.insert(0, {tests!r})
+        import numpy as np
+        import pav
+        from test_inprocess import GOOD, DESCRIPTION
+        kept, late = [], []
+        def decode(call):
+            for old in kept:
+                old.out[...] = 7.0  # a call that returned long ago
+            kept[:] = [call]
+            out = call.out
+            def write_later():
+                time.sleep(0.002)
+                out[...] = 3.0
+            t = threading.Thread(target=write_later)
+            t.start()
+            late.append(t)
+            return GOOD.decode(call)
+        report = pav.verify(decode, DESCRIPTION, checks=["decode"], cases=40, seed=2, save_dir=tempfile.mkdtemp())
+        for t in late:
+            t.join()
+        print("passed", report.passed, report.failure_text()[:300])
+    """))
+    assert r.returncode == 0, (r.returncode, r.stderr[-2000:])
+    assert "passed True" in r.stdout, r.stdout[-2000:] + r.stderr[-2000:]
+
+
 @pytest.mark.parametrize("where", ["full", "closed-pipe"])
 def test_output_that_cannot_be_written_is_an_exception_not_an_abort(tmp_path, where):
     """pav's output to a full disk (/dev/full) or a pipe whose reader has gone: the run ends with
