@@ -587,8 +587,8 @@ namespace {
 
 // What a shape brings to a run's set of shapes: the features decode bugs
 // hang on, each with its weight. A kernel has a code path for each cache
-// layout (hnd only with two KV heads or more: with one, its pages hold nhd's
-// bytes), K/V storage, page table, cache dtype and K scale kind; a soft cap
+// layout (hnd only with two KV heads or more and pages of two tokens or more:
+// otherwise its pages hold nhd's bytes), K/V storage, page table, cache dtype and K scale kind; a soft cap
 // keeps every logit within it (extreme logits need a shape without one):
 // each of these counts three. Then several KV heads (in each layout), grouped
 // queries (and both: head h's KV head is h / G, not h % Hkv), a rare ratio,
@@ -602,8 +602,10 @@ struct ShapeFeature {
 };
 std::vector<ShapeFeature> shape_features(const CaseSpec& s, const KernelDescription& d) {
   constexpr int kPath = 3;
-  // With one KV head an hnd page holds nhd's bytes at nhd's strides: its own path needs two.
-  const CacheLayout layout = s.layout == CacheLayout::hnd && s.hkv == 1 ? CacheLayout::nhd : s.layout;
+  // With one KV head, or one token a page, an hnd page holds nhd's bytes at
+  // nhd's strides: its own path needs two of each.
+  const CacheLayout layout =
+      s.layout == CacheLayout::hnd && (s.hkv == 1 || s.block_size == 1) ? CacheLayout::nhd : s.layout;
   std::vector<ShapeFeature> f = {
       {fmt::format("layout {}", kernels::to_string(layout)), kPath},
       {fmt::format("storage {}", adapters::to_string(storage_of(s))), kPath},

@@ -214,10 +214,12 @@ TEST(Shapes, EightShapesTakeEveryFormatPathADescriptionLists) {
       EXPECT_TRUE(std::any_of(shapes.begin(), shapes.end(), [k](const CaseSpec& s) {
         return s.hkv >= 2 && (s.scales == k || s.v_scales.value_or(s.scales) == k);
       })) << "no shape of 2+ KV heads with scales " << kernels::to_string(k);
-    // hnd with several KV heads: with one, its pages hold nhd's bytes.
+    // hnd with several KV heads and pages of several tokens: otherwise its pages hold nhd's bytes.
     EXPECT_TRUE(std::any_of(shapes.begin(), shapes.end(),
-                            [](const CaseSpec& s) { return s.layout == CacheLayout::hnd && s.hkv >= 2; }))
-        << "no hnd shape of 2+ KV heads";
+                            [](const CaseSpec& s) {
+                              return s.layout == CacheLayout::hnd && s.hkv >= 2 && s.block_size >= 2;
+                            }))
+        << "no hnd shape of 2+ KV heads and pages of 2+ tokens";
     EXPECT_EQ(combined.size(), 2u) << "combined K/V";
     EXPECT_EQ(latent.size(), 2u) << "MLA";
     EXPECT_EQ(pages.size(), 2u);
