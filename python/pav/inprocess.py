@@ -18,7 +18,9 @@ device's work after the call before it reads the outputs.
 The same rules hold when the callable runs as a worker (pav.serve), so a case
 found in process replays from the command line with the same verdict.
 """
+import os
 import sys
+import threading
 import traceback
 
 import numpy as np
@@ -149,6 +151,31 @@ def device_call(call, device):
     return worker.Call(call.request, arrays)
 
 
+class KernelExit(Exception):
+    """os._exit called by a kernel during its call (see _guarded_exit)."""
+
+    def __init__(self, code):
+        super().__init__(code)
+        self.code = code
+
+
+# os._exit ends the process at once: no exception, no atexit, no verdict. During a
+# kernel's call, on the thread and in the process that called it, it raises
+# KernelExit instead, and the call is a verdict; anywhere else (another thread, a
+# child the kernel forked, pav's own code) it exits as it always does.
+_calling = threading.local()
+_real_exit = os._exit
+
+
+def _guarded_exit(code):
+    if getattr(_calling, "pid", None) == os.getpid():
+        raise KernelExit(code)
+    _real_exit(code)
+
+
+os._exit = _guarded_exit
+
+
 class Runner:
     """What pav's extension calls: check(request) -> None or a reason;
     decode(request, arrays) -> None, or (status, message) for a verdict."""
@@ -167,13 +194,20 @@ class Runner:
         if self.description.get("memory") == "device":
             arrays = device_tensors(request, arrays)
         call = worker.Call(request, arrays)
+        outer = getattr(_calling, "pid", None)
+        _calling.pid = os.getpid()
         try:
             worker.poison_scratch(self.fn, request)
             result = self.fn(call)
             take_outputs(call, result)
         except OutputError as e:
             return ("error", str(e))
+        except KernelExit as e:
+            return ("error", "the kernel called os._exit(%s): it would have ended pav's process, and the run "
+                             "with it, without a verdict" % bounded(repr(e.code), 100))
         except Exception as e:  # the kernel's own failure: a verdict, with its traceback for people
             sys.stderr.write(bounded(traceback.format_exc()))
             return ("error", "%s: %s" % (type(e).__name__, e))  # pav bounds it where it enters (kernel_text)
+        finally:
+            _calling.pid = outer
         return None

@@ -420,6 +420,29 @@ def test_a_kept_call_or_a_late_thread_writes_where_pav_no_longer_reads():
     assert "passed True" in r.stdout, r.stdout[-2000:] + r.stderr[-2000:]
 
 
+def test_a_kernel_that_calls_os_exit_is_a_verdict_not_the_end_of_the_process():
+    """os._exit in a kernel ended the process with its code and no verdict. During the call it
+    is the kernel's defect, named, and the process goes on; elsewhere os._exit exits as always."""
+    r = run_script(textwrap.dedent("""
+        import os, sys, tempfile
+        sys.path.insert(0, {tests!r})
+        import pav
+        from test_inprocess import GOOD, DESCRIPTION
+        calls = []
+        def decode(call):
+            calls.append(1)
+            if len(calls) == 3:
+                os._exit(0)
+            return GOOD.decode(call)
+        report = pav.verify(decode, DESCRIPTION, checks=["decode"], cases=20, seed=2, save_dir=tempfile.mkdtemp())
+        print("passed", report.passed, report.failure_text()[:400])
+        sys.stdout.flush()
+        os._exit(5)  # outside a kernel's call: the process ends with this code
+    """))
+    assert r.returncode == 5, (r.returncode, r.stdout[-2000:], r.stderr[-2000:])
+    assert "passed False" in r.stdout and "the kernel called os._exit(0)" in r.stdout, r.stdout[-2000:]
+
+
 @pytest.mark.parametrize("where", ["full", "closed-pipe"])
 def test_output_that_cannot_be_written_is_an_exception_not_an_abort(tmp_path, where):
     """pav's output to a full disk (/dev/full) or a pipe whose reader has gone: the run ends with
