@@ -8,8 +8,8 @@
 #
 # STEPS (default rvd): letters of the runs, each a JSON report OUT/NAME.json and its log
 # OUT/NAME.log, and one line "NAME rc=N S s" here:
-#   r  throughput: 300 calls in 8 shapes from an empty Triton cache (shapes8-cold), the same
-#      300 again on the warm cache (shapes8-warm), and 60 s of calls drawn freely (free-60s);
+#   r  throughput: 100 calls in 8 shapes from an empty Triton cache (shapes8-cold), the same
+#      100 again on the warm cache (shapes8-warm), and 60 s of calls drawn freely (free-60s);
 #      every run draws as pav verify does (--regions) from seed 1
 #   v  pav verify with its defaults (the worker declares compiles_per_shape: 8 shapes)
 #   d  each defect of the worker: pav fuzz drawing as pav verify does from seed 1 (--regions
@@ -38,8 +38,8 @@ run() {  # run NAME ARGS...: pav ARGS > OUT/NAME.json 2> OUT/NAME.log, timed
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
 "$py" -c 'import torch, triton; print("torch", torch.__version__, "triton", triton.__version__)'
 if has r; then
-  run shapes8-cold fuzz --kernel "$worker" --property decode --cases 300 --seed 1 --regions --shapes 8 --quiet --json
-  run shapes8-warm fuzz --kernel "$worker" --property decode --cases 300 --seed 1 --regions --shapes 8 --quiet --json
+  run shapes8-cold fuzz --kernel "$worker" --property decode --cases 100 --seed 1 --regions --shapes 8 --quiet --json
+  run shapes8-warm fuzz --kernel "$worker" --property decode --cases 100 --seed 1 --regions --shapes 8 --quiet --json
   run free-60s fuzz --kernel "$worker" --property decode --minutes 1 --seed 1 --regions --quiet --json
 fi
 if has v; then
