@@ -1668,6 +1668,24 @@ std::vector<std::string> replay_args(const ReplayCommand& c, const fs::path& fil
 
 }  // namespace
 
+// A decode case for pav's own kernels that names a compute type they do not
+// have (i64) is refused by both replay commands, naming options.compute: the
+// adapter computes in the arch's type, so a PASS would say nothing about it.
+// The same case in bf16 replays and passes.
+TEST_F(PavCli, AReplayRefusesAComputeTypePavsKernelsDoNotHave) {
+  json c = json::parse(slurp(fs::path(PAV_SOURCE_DIR) / "fixtures/counterexamples/decode-causality-row-sees-next-token.json"));
+  for (const auto& [compute, code] : std::vector<std::pair<std::string, int>>{{"i64", 2}, {"f32", 2}, {"bf16", 0}}) {
+    c["options"]["compute"] = compute;
+    const std::string file = "compute-" + compute + ".json";
+    write(file, c.dump());
+    for (const ReplayCommand& r : kReplayCommands) {
+      const Outcome o = launch({replay_args(r, dir_ / file, {"--backend", "cpu"})});
+      EXPECT_EQ(o.code, code) << r.words.front() << " compute " << compute << "\n" << o.out << o.err;
+      if (code == 2) EXPECT_NE(o.err.find("options.compute: " + compute + " is no compute type"), std::string::npos) << o.err;
+    }
+  }
+}
+
 // A failing gate-mirror case replays to exit 1 on both replay commands, and
 // the same case with the claim true to exit 0: a case that says a call of
 // head dim 80 (a dim pav's kernels refuse) breaks no clause fails, since the

@@ -11,6 +11,12 @@ namespace pav::props::fuzz {
 using nlohmann::json;
 
 std::unique_ptr<adapters::KernelUnderTest> case_kernel(CaseSpec& spec, const json& meta, kernels::Backend backend) {
+  // pav's kernels compute in bf16 or an fp8 flavour (their adapter takes the
+  // arch's); a case naming another type (i64) was not drawn by pav, and a PASS
+  // through them would say nothing about it.
+  if (spec.opt.compute != kernels::DType::bf16 && !kernels::is_fp8(spec.opt.compute))
+    throw CaseError("options.compute: " + std::string(kernels::to_string(spec.opt.compute)) +
+                    " is no compute type of pav's kernels (bf16 or an fp8 flavour)");
   const std::string recorded = case_kernel_spec(meta);
   if (recorded.empty()) return pav_kernel_for_case(spec, backend);
   // A case found on another kernel is evidence about that kernel: run on
