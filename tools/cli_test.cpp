@@ -1686,6 +1686,29 @@ TEST_F(PavCli, AReplayRefusesAComputeTypePavsKernelsDoNotHave) {
   }
 }
 
+// A case replays through the property it names or not at all: a stale case
+// on pav's uniform kernel (which splits by itself and is handed no plan), or a
+// property no kernel has, is refused naming meta.property, on both replay
+// commands; it replayed as decode and passed. Named decode, it replays.
+TEST_F(PavCli, AReplayRunsThePropertyTheCaseNamesOrRefusesIt) {
+  json c = json::parse(slurp(fs::path(PAV_SOURCE_DIR) / "fixtures/counterexamples/decode-causality-row-sees-next-token.json"));
+  c["path"] = "uniform";
+  for (const auto& [property, code] :
+       std::vector<std::pair<std::string, int>>{{"stale", 2}, {"no-such-property", 2}, {"decode", 0}}) {
+    c["meta"] = {{"property", property}, {"stale", {{"plan_lens", {1}}, {"torn_row", -1}}}};
+    const std::string file = "named-" + property + ".json";
+    write(file, c.dump());
+    for (const ReplayCommand& r : kReplayCommands) {
+      const Outcome o = launch({replay_args(r, dir_ / file, {"--backend", "cpu"})});
+      EXPECT_EQ(o.code, code) << r.words.front() << " " << property << "\n" << o.out << o.err;
+      if (code == 2) {
+        EXPECT_NE(o.err.find("meta.property: the case is of property '" + property + "'"), std::string::npos) << o.err;
+        EXPECT_EQ(o.out.find("PASS"), std::string::npos) << o.out;
+      }
+    }
+  }
+}
+
 // A failing gate-mirror case replays to exit 1 on both replay commands, and
 // the same case with the claim true to exit 0: a case that says a call of
 // head dim 80 (a dim pav's kernels refuse) breaks no clause fails, since the

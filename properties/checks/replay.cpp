@@ -47,11 +47,22 @@ Verdict replay_case(const CaseSpec& spec, const json& meta, const CheckContext& 
   }
   // The case replays through the kernel's property of the same name.
   const std::vector<Property> props = kernel_properties(*on.kernel);
-  const Property* p = &props.front();
-  for (const Property& q : props)
-    if (q.name == named) p = &q;
-  if (property_out) *property_out = p->name;
-  return p->replay(s, meta, on);
+  const Property& p = kernel_property_named(props, named, *on.kernel);
+  if (property_out) *property_out = p.name;
+  return p.replay(s, meta, on);
+}
+
+const Property& kernel_property_named(const std::vector<Property>& props, const std::string& named,
+                                      const adapters::KernelUnderTest& k) {
+  const std::string want = named.empty() ? std::string("decode") : named;
+  std::string have;
+  for (const Property& p : props) {
+    if (p.name == want) return p;
+    have += (have.empty() ? "" : ", ") + p.name;
+  }
+  throw CaseError("meta.property: the case is of property '" + input::excerpt(want, 60) + "', which " +
+                  adapters::identity(k) + " does not have (it has " + have +
+                  "); replay it on a kernel that has it (--kernel SPEC)");
 }
 
 Verdict replay_case_file(const std::string& path, const CheckContext& ctx, std::string* property_out) {

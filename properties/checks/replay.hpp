@@ -25,6 +25,15 @@ namespace pav::props::fuzz {
 std::unique_ptr<adapters::KernelUnderTest> case_kernel(CaseSpec& spec, const nlohmann::json& meta,
                                                        kernels::Backend backend);
 
+// The kernel property a case replays through: the one its meta names (decode
+// for a file without a property). A property the kernel does not have (stale
+// on a kernel that splits by itself, reject without a check entry,
+// batch-invariance on any kernel but pav's self-splitting one) or no property
+// of that name is CaseError naming meta.property: replayed through another,
+// the case would pass or fail for a reason it was not saved for.
+const Property& kernel_property_named(const std::vector<Property>& props, const std::string& named,
+                                      const adapters::KernelUnderTest& k);
+
 // Re-runs a saved case through the property its meta names (decode for a file
 // without a property: pav replay's decode files, other suites' saved decode
 // cases), on ctx.kernel or, without one, on case_kernel(). *property_out gets

@@ -93,10 +93,11 @@ Report replay(const ReplayOptions& o, const Io& io) {
     }
     std::string ran = named;
     if (k) {
-      const std::vector<fz::Property> props = fz::kernel_properties(*k);
-      ran = props.front().name;
-      for (const fz::Property& p : props)
-        if (p.name == named) ran = p.name;
+      try {
+        ran = fz::kernel_property_named(fz::kernel_properties(*k), named, *k).name;
+      } catch (const props::CaseError& e) {
+        throw BadInput(file + ": " + e.what());
+      }
     }
     ojson j;
     j["case"] = file;
