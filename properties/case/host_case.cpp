@@ -52,16 +52,24 @@ void poison(std::vector<uint8_t>& buf, DType t, Poison with) {
     std::fill(buf.begin(), buf.end(), uint8_t(0));  // 0.0 in every cache dtype
     return;
   }
-  // One element's NaN bytes, repeated (a cache of 2^31 elements is poisoned in
-  // one pass of stores).
-  const int es = dtype_size(t);
+  // One element's NaN bytes, then the filled prefix copied onto the rest,
+  // doubling: a cache of 2^31 elements is poisoned at memcpy's speed, not one
+  // element's store at a time.
+  const size_t es = size_t(dtype_size(t));
   uint8_t nan[2] = {0, 0};
   put_cache_nan(t, nan);
   if (es == 1) {
     std::fill(buf.begin(), buf.end(), nan[0]);
     return;
   }
-  for (size_t i = 0; i + size_t(es) <= buf.size(); i += size_t(es)) std::memcpy(&buf[i], nan, size_t(es));
+  const size_t n = buf.size() - buf.size() % es;
+  if (n == 0) return;
+  std::memcpy(buf.data(), nan, es);
+  for (size_t done = es; done < n;) {
+    const size_t k = std::min(done, n - done);
+    std::memcpy(buf.data() + done, buf.data(), k);
+    done += k;
+  }
 }
 
 // Writes one cache element: value x at (page, h, slot, d) of K or V.
