@@ -114,8 +114,10 @@ Report fuzz(const FuzzOptions& o, const Io& io) {
     throw BadInput("--shapes: shapes draw the calls of a kernel under test (--kernel); pav's own kernels draw their "
                    "settings per case");
   if (o.shape_seed && o.shapes == 0) throw BadInput("--shape-seed: only with --shapes N (N > 0)");
-  // The shapes' seed is the base seed's unless given: known once the seed is (below).
-  fz::DecodeDraw draw{o.regions, o.shapes, 0};
+  // The shapes' seed is the base seed's unless given, known once the seed is
+  // (below): until then the properties are drawn without shapes (their names
+  // are the same), and they are built again in the shapes once it is.
+  fz::DecodeDraw draw{o.regions, 0, 0};
   auto kernel_props = [&] { return kernel ? fz::kernel_properties(*kernel, draw) : fz::properties(); };
   std::vector<fz::Property> available = kernel_props();
   if (o.list) return list_properties(io, available);
@@ -169,6 +171,7 @@ Report fuzz(const FuzzOptions& o, const Io& io) {
   if (!o.seed && !resume) seed = (uint64_t(std::random_device{}()) << 32) | std::random_device{}();
   e.seed = seed;
   if (o.shapes > 0) {
+    draw.shapes = o.shapes;
     draw.shape_seed = resume ? resume->shape_seed : o.shape_seed.value_or(seed);
     available = kernel_props();
     selected = select_properties(names, available);
