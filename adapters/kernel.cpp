@@ -748,6 +748,13 @@ std::string shell_quote(const std::string& word) {
   return out + "'";
 }
 
+namespace {
+thread_local int64_t t_cut_short = 0;
+}  // namespace
+
+int64_t calls_cut_short_on_this_thread() { return t_cut_short; }
+void note_call_cut_short() { ++t_cut_short; }
+
 std::string kernel_option_text(const KernelUnderTest& k) {
   return "--kernel " + shell_quote(k.spec()) + (k.adapter() == "lib (isolated)" ? " --isolate" : "");
 }

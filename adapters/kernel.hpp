@@ -8,6 +8,7 @@
 // the same library in a child process (--isolate) or a process worker speaking
 // the JSON/.npy protocol (exec:CMD). docs/verify-your-kernel.md is the spec.
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <stdexcept>
 #include <string>
@@ -212,6 +213,13 @@ class KernelUnderTest {
   virtual int64_t decode_calls() const = 0;
 };
 
+// Calls this thread cut short because the run's stop was asked (a worker
+// killed before it answered, an in-process call interrupted): such a call's
+// verdict is no finding. A caller compares the count before and after its
+// calls (CutShort in properties/engine).
+int64_t calls_cut_short_on_this_thread();
+void note_call_cut_short();
+
 // "name version via adapter (spec)".
 std::string identity(const KernelUnderTest& k);
 // {"name", "version", "adapter", "spec", "profile": {...}} for case files and JSON output.
@@ -219,9 +227,13 @@ nlohmann::json identity_json(const KernelUnderTest& k);
 
 struct OpenOptions {
   bool isolate = false;          // lib: run the library in a child process
-  double timeout_seconds = 60;   // exec / isolate: per-call reply limit
+  double timeout_seconds = 60;   // exec / isolate / in process: per-call limit
   std::string exchange_dir;      // exec / isolate: where per-call folders go ("" = /dev/shm or $TMPDIR)
   std::string self_exe;          // the pav binary (for --isolate); "" = /proc/self/exe
+  // The run's stop (a signal): a call in progress is abandoned when it
+  // returns true (exec / isolate: the worker is killed; in process: the call is
+  // interrupted), and the run's engine drops that call's verdict. Empty: never.
+  std::function<bool()> should_stop;
 };
 
 // Opens `--kernel` text: "pav:cpu [WORDS]", "pav:gpu [WORDS]",

@@ -22,7 +22,7 @@ std::unique_ptr<KernelUnderTest> open_kernel(const std::string& spec, const Open
   }
   if (scheme == "inproc") {
     if (options.isolate) throw KernelSpecError("--isolate applies to lib: kernels, not to in-process ones");
-    return open_in_process_kernel(rest);
+    return open_in_process_kernel(rest, {options.timeout_seconds, options.should_stop});
   }
   std::vector<std::string> words = split_words(rest);
   if (scheme == "lib") {

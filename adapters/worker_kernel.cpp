@@ -74,7 +74,7 @@ class WorkerKernel final : public KernelUnderTest {
  public:
   WorkerKernel(std::string command, std::string spec, std::string adapter, const OpenOptions& o)
       : command_(std::move(command)), spec_(std::move(spec)), adapter_(std::move(adapter)),
-        timeout_(std::max(o.timeout_seconds, 0.001)) {
+        timeout_(std::max(o.timeout_seconds, 0.001)), should_stop_(o.should_stop) {
     ignore_sigpipe();
     std::string base = exchange_base(o.exchange_dir);
     std::string templ = base + "/pav-XXXXXX";
@@ -426,8 +426,15 @@ class WorkerKernel final : public KernelUnderTest {
   void wait_fd(int fd, short events, Clock::time_point deadline, int64_t id) {
     const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
     if (left <= 0) throw WorkerFault{timeout_text(id)};
+    // A stop asked during the call (a signal) ends the wait: the worker is
+    // killed, and the run's engine drops the call's verdict.
+    if (should_stop_ && should_stop_()) {
+      note_call_cut_short();
+      throw WorkerFault{fmt::format("pav was asked to stop while waiting for the reply to {}; the worker was killed",
+                                    id ? fmt::format("request {}", id) : std::string("describe"))};
+    }
     pollfd p{fd, events, 0};
-    const int rc = ::poll(&p, 1, int(std::min<int64_t>(left, 1000)));
+    const int rc = ::poll(&p, 1, int(std::min<int64_t>(left, 100)));
     if (rc < 0 && errno != EINTR) throw WorkerFault{std::string("poll: ") + std::strerror(errno)};
   }
 
@@ -525,6 +532,7 @@ class WorkerKernel final : public KernelUnderTest {
 
   std::string command_, spec_, adapter_;
   double timeout_;
+  std::function<bool()> should_stop_;
   std::string root_, log_path_;
   KernelDescription description_;
   pid_t pid_ = -1;

@@ -36,6 +36,7 @@
 #include "adapters/in_process.hpp"
 #include "adapters/kernel.hpp"
 #include "adapters/worker_protocol.hpp"
+#include "python/call_threads.hpp"
 #include "common/utf8_text.hpp"
 #include "kernels/limits.hpp"
 #include "input/json_input.hpp"
@@ -209,11 +210,14 @@ bool interpreter_finalizing() {
 
 // A Python callable as a kernel under test. `runner` is a
 // pav._inprocess.Runner: check(request) -> None or a reason, decode(request,
-// arrays) -> None or (status, message).
-class PythonKernel final : public pav::adapters::KernelUnderTest {
+// arrays) -> None or (status, message). Its calls run on threads of its own
+// (python/call_threads.hpp), each within the timeout of the run that opened it.
+class PythonKernel final : public pav::adapters::InProcessKernel {
  public:
   PythonKernel(py::object runner, KernelDescription d, std::string spec)
-      : runner_(std::move(runner)), description_(std::move(d)), spec_(std::move(spec)) {}
+      : runner_(std::move(runner)), description_(std::move(d)), spec_(std::move(spec)),
+        threads_(std::make_unique<CallThreads>(
+            py::object(py::module_::import("pav.inprocess").attr("KernelInterrupted")).release().ptr())) {}
   ~PythonKernel() override {
     // A kernel still registered when the process exits is destroyed with the
     // registry, after the interpreter has finalized: the GIL can no longer be
@@ -225,58 +229,94 @@ class PythonKernel final : public pav::adapters::KernelUnderTest {
     }
     py::gil_scoped_acquire gil;
     runner_ = py::object();
+    threads_.reset();
   }
 
   const KernelDescription& description() const override { return description_; }
   std::string adapter() const override { return "python"; }
   std::string spec() const override { return spec_; }
 
-  CallResult check(const DecodeRequest& r) override {
+  CallResult check_within(const DecodeRequest& r, const pav::adapters::InProcessCallLimits& limits) override {
     const json request = pav::adapters::protocol::check_request(0, r);
-    py::gil_scoped_acquire gil;
-    try {
-      const py::object reason = runner_.attr("check")(to_py(request));
-      if (reason.is_none()) return CallResult::success();
-      return {Outcome::rejected, kernel_text(py::str(reason))};
-    } catch (const py::error_already_set& e) {
-      return {Outcome::fault, "the check raised: " + python_error_text(e)};
-    }
+    std::unique_lock<std::mutex> lock = one_at_a_time();
+    return threads_->run(
+        [&, runner = runner_ptr()](const auto&) -> CallResult {
+          try {
+            const py::object reason = py::reinterpret_borrow<py::object>(runner).attr("check")(to_py(request));
+            if (reason.is_none()) return CallResult::success();
+            return {Outcome::rejected, kernel_text(py::str(reason))};
+          } catch (const py::error_already_set& e) {
+            return {Outcome::fault, "the check raised: " + python_error_text(e)};
+          }
+        },
+        limits, "the check");
   }
 
-  CallResult decode(const DecodeRequest& r) override {
+  CallResult decode_within(const DecodeRequest& r, const pav::adapters::InProcessCallLimits& limits) override {
     calls_.fetch_add(1);
-    // A kernel not declared thread-safe gets one call at a time, even where it
-    // lets the GIL go mid-call (the lock is taken before the GIL, never after).
-    std::unique_lock<std::mutex> lock(mu_, std::defer_lock);
-    if (!description_.thread_safe) lock.lock();
-    if (description_.memory == pav::adapters::Memory::device) return decode_on_device(r);
+    std::unique_lock<std::mutex> lock = one_at_a_time();
+    if (description_.memory == pav::adapters::Memory::device) return decode_on_device(r, limits);
     const json request = pav::adapters::protocol::decode_request(0, "", r, description_.scratch);
-    py::gil_scoped_acquire gil;
-    try {
-      py::dict arrays;
-      for (const auto& t : pav::adapters::protocol::inputs_of(r)) arrays[t.name] = array_of(t.view);
-      const OwnedOutput out(r.call.out);
-      std::optional<OwnedOutput> lse;
-      arrays["out"] = out.view;
-      if (r.lse.present()) arrays["lse"] = lse.emplace(r.lse).view;
-      const CallResult result = call_runner(request, arrays);
-      out.copy_back();
-      if (lse) lse->copy_back();
-      return result;
-    } catch (const std::exception& e) {
-      return {Outcome::fault, std::string("the call could not be handed to Python: ") + e.what()};
-    }
+    // On the kernel's thread, with the GIL. The inputs are read-only arrays
+    // over pav's memory; the outputs are memory of their own, copied into
+    // pav's only while pav still waits for the call.
+    return threads_->run(
+        [&, runner = runner_ptr()](const CallThreads::Commit& commit) -> CallResult {
+          py::dict arrays;
+          for (const auto& t : pav::adapters::protocol::inputs_of(r)) arrays[t.name] = array_of(t.view);
+          const OwnedOutput out(r.call.out);
+          std::optional<OwnedOutput> lse;
+          arrays["out"] = out.view;
+          if (r.lse.present()) arrays["lse"] = lse.emplace(r.lse).view;
+          // Where outputs the kernel returns are stored: copies it never sees,
+          // so a thread of its that writes call.out after the call returned
+          // cannot reach pav's output between the return and the copy back.
+          const OwnedOutput returned_out(r.call.out);
+          std::optional<OwnedOutput> returned_lse;
+          py::dict returned;
+          returned["out"] = returned_out.view;
+          if (r.lse.present()) returned["lse"] = returned_lse.emplace(r.lse).view;
+          std::string stored;
+          const CallResult result = call_runner(runner, request, arrays, returned, &stored);
+          commit([&] {
+            (stored.empty() ? out : returned_out).copy_back();
+            if (lse) (stored.find("lse") != std::string::npos ? *returned_lse : *lse).copy_back();
+          });
+          return result;
+        },
+        limits, "the call");
   }
 
   int64_t decode_calls() const override { return calls_.load(); }
 
  private:
-  // runner.decode(request, arrays): None, or (status, message). The GIL is held.
-  CallResult call_runner(const json& request, const py::dict& arrays) {
+  using CallThreads = pav::python::CallThreads;
+
+  // A kernel not declared thread-safe gets one call (decode or check) at a
+  // time, even where it lets the GIL go mid-call, and so always the same thread.
+  std::unique_lock<std::mutex> one_at_a_time() {
+    std::unique_lock<std::mutex> lock(mu_, std::defer_lock);
+    if (!description_.thread_safe) lock.lock();
+    return lock;
+  }
+
+  // The runner for a call's closure (borrowed: the kernel holds it while any
+  // call runs, and one left running holds its own reference through the call).
+  PyObject* runner_ptr() const { return runner_.ptr(); }
+
+  // runner.decode(request, arrays, returned): None, ("returned", the names
+  // stored into `returned`), or (status, message). The GIL is held.
+  static CallResult call_runner(PyObject* runner, const json& request, const py::dict& arrays,
+                                const py::object& returned = py::none(), std::string* stored = nullptr) {
     try {
-      const py::object result = runner_.attr("decode")(to_py(request), arrays);
+      const py::object result =
+          py::reinterpret_borrow<py::object>(runner).attr("decode")(to_py(request), arrays, returned);
       if (result.is_none()) return CallResult::success();
       const auto pair = result.cast<std::pair<std::string, std::string>>();
+      if (pair.first == "returned" && stored) {
+        *stored = pair.second;
+        return CallResult::success();
+      }
       Outcome o = Outcome::fault;
       if (pair.first != "fault" && !pav::adapters::protocol::outcome_of_status(pair.first, o)) o = Outcome::fault;
       return {o, kernel_text(pair.second)};
@@ -289,7 +329,7 @@ class PythonKernel final : public pav::adapters::KernelUnderTest {
   // kernel of device memory (the NaN poison in out travels too), handed over
   // as DLPack tensors, and out and lse copied back once every stream of the
   // device is done.
-  CallResult decode_on_device(const DecodeRequest& r) {
+  CallResult decode_on_device(const DecodeRequest& r, const pav::adapters::InProcessCallLimits& limits) {
 #ifdef PAV_HAVE_GPU
     const json request = pav::adapters::protocol::decode_request(0, "", r, description_.scratch);
     try {
@@ -300,19 +340,16 @@ class PythonKernel final : public pav::adapters::KernelUnderTest {
       void* out = copies.stage(r.call.out);
       void* lse = r.lse.present() ? copies.stage(r.lse) : nullptr;
       copies.synchronize();
-      CallResult result;
-      {
-        py::gil_scoped_acquire gil;
-        try {
-          py::dict arrays;
-          for (size_t i = 0; i < inputs.size(); ++i) arrays[py::str(inputs[i].name)] = dlpack_of(inputs[i].view, staged[i]);
-          arrays["out"] = dlpack_of(r.call.out, out);
-          if (lse) arrays["lse"] = dlpack_of(r.lse, lse);
-          result = call_runner(request, arrays);
-        } catch (const std::exception& e) {
-          return {Outcome::fault, std::string("the call could not be handed to Python: ") + e.what()};
-        }
-      }
+      const CallResult result = threads_->run(
+          [&, runner = runner_ptr()](const auto&) -> CallResult {
+            py::dict arrays;
+            for (size_t i = 0; i < inputs.size(); ++i)
+              arrays[py::str(inputs[i].name)] = dlpack_of(inputs[i].view, staged[i]);
+            arrays["out"] = dlpack_of(r.call.out, out);
+            if (lse) arrays["lse"] = dlpack_of(r.lse, lse);
+            return call_runner(runner, request, arrays);
+          },
+          limits, "the call");
       pav::adapters::DeviceCopies::wait_for_device();
       copies.fetch(r.call.out, out);
       if (lse) copies.fetch(r.lse, lse);
@@ -322,6 +359,7 @@ class PythonKernel final : public pav::adapters::KernelUnderTest {
     }
 #else
     (void)r;
+    (void)limits;
     return {Outcome::kernel_error, "device memory kernels need a GPU build of pav's Python module"};
 #endif
   }
@@ -330,6 +368,7 @@ class PythonKernel final : public pav::adapters::KernelUnderTest {
   std::mutex mu_;
   KernelDescription description_;
   std::string spec_;
+  std::unique_ptr<CallThreads> threads_;
   std::atomic<int64_t> calls_{0};
 };
 
@@ -363,6 +402,7 @@ class Fields {
  public:
   Fields(const std::string& run, const py::dict& d) : run_(run), d_(d) {}
 
+  const std::string& run() const { return run_; }
   // The dict holds `name` with a value (None is "not given").
   bool given(const char* name) const { return d_.contains(name) && !d_[name].is_none(); }
 
@@ -427,6 +467,11 @@ void read_kernel(Fields& f, pav::session::KernelOptions& k) {
   f.read("kernel", k.specs);
   f.read("isolate", k.isolate);
   f.read("timeout", k.timeout);
+  if (!(k.timeout >= 0.01 && k.timeout <= 86400)) {  // the command line's bound on --timeout
+    char got[32];
+    std::snprintf(got, sizeof got, "%g", k.timeout);
+    throw pav::session::BadInput(f.run() + ": timeout: expected seconds in [0.01, 86400], got " + got);
+  }
   f.read("exchange_dir", k.exchange_dir);
 }
 

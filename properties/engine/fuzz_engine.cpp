@@ -100,9 +100,10 @@ std::string reproduce_command(const std::string& property, uint64_t seed, const 
   s += kernel_words(opt);
   if (opt.regions) s += " --regions";
   if (opt.shapes > 0) s += fmt::format(" --shapes {} --shape-seed {}", opt.shapes, opt.shape_seed);
-  // A worker's per-call timeout decides whether a slow call is a failure.
+  // A worker's or a Python kernel's per-call timeout decides whether a slow
+  // call is a failure.
   const std::string adapter = opt.ctx.kernel->adapter();
-  const bool worker = adapter == "exec" || adapter == "lib (isolated)";
+  const bool worker = adapter == "exec" || adapter == "lib (isolated)" || adapter == "python";
   if (worker && opt.kernel_run.is_object() && opt.kernel_run.contains("timeout_seconds") &&
       opt.kernel_run.at("timeout_seconds").is_number())
     s += fmt::format(" --timeout {:g}", opt.kernel_run.at("timeout_seconds").get<double>());
@@ -145,12 +146,17 @@ void see_again(const Property& prop, Found& f, const FuzzOptions& opt) {
     return;
   }
   Verdict v;
+  const CutShort cut;
   try {
     v = from_fresh(prop, f.spec, f.meta, opt);
   } catch (const pav::IoError&) {
     throw;
   } catch (const std::exception& e) {
     f.reproduction_note = std::string("a fresh instance could not be opened: ") + e.what();
+    return;
+  }
+  if (cut.since()) {  // a stop cut the fresh instance's call short: it says nothing
+    f.reproduction_note = "a stop (a signal) cut the fresh instance's run of the case short";
     return;
   }
   if (v.passed) {
@@ -211,12 +217,17 @@ void find_sequence(const Property& prop, Found& f, const std::vector<Step>& befo
     CaseSpec s = last.spec;
     s.prelude = prelude;
     Verdict v;
+    const CutShort cut;
     try {
       v = from_fresh(prop, s, last.meta, opt);
     } catch (const pav::IoError&) {
       throw;
     } catch (const std::exception& e) {
       open_error = e.what();
+      return false;
+    }
+    if (!v.passed && cut.since()) {  // a call the stop cut short: no verdict
+      budget_spent = true;
       return false;
     }
     const bool failed = !v.passed;
@@ -433,7 +444,12 @@ FuzzReport run_fuzz(const FuzzOptions& opt, const std::vector<const Property*>& 
           calls_before = history.size();
           history.push_back({seed, size});
         }
+        const CutShort cut;
         const Verdict v = prop->check_seed(seed, size, opt.ctx);
+        if (!v.passed && cut.since()) {  // a call the stop cut short is no verdict: the case is abandoned
+          stopped_early = true;
+          break;
+        }
         if (!v.region.empty()) ++job_regions[size_t(job)][v.region];
         if (!v.shape.empty()) job_shapes[size_t(job)].insert(v.shape);
         ++done;
@@ -553,6 +569,7 @@ FuzzReport run_fuzz(const FuzzOptions& opt, const std::vector<const Property*>& 
       fmt::print(out, "  the failure did not recur when the case was regenerated from its seed (flaky)\n");
       run.failure = std::move(f);
     } else {
+      if (found->message.empty()) found->first_message = found->message = hit->message;  // the re-check was cut short
       found->shrink_stopped = found->shrink_hit_limit && stop_asked();
       fmt::print(out,
                  "  shrunk in {} steps of the shrink tree + {} simplifications ({} candidates, {:.1f} s){}\n"

@@ -93,6 +93,17 @@ struct ShrinkLimits {
 
 // True when shrinking must stop before the next candidate.
 bool shrink_limit_reached(const ShrinkLimits& limits, int64_t tries, std::chrono::steady_clock::time_point t0);
+// Whether this thread cut a call short for a stop (a worker killed, an
+// in-process call interrupted) since it was made: a verdict over such a call
+// is never taken as the kernel's. A failure seen when a stop arrives, of a
+// call that ran to its end, still counts.
+class CutShort {
+ public:
+  bool since() const { return adapters::calls_cut_short_on_this_thread() != at_; }
+
+ private:
+  int64_t at_ = adapters::calls_cut_short_on_this_thread();
+};
 
 template <class T>
 struct Shrunk {
@@ -146,7 +157,12 @@ Shrunk<T> shrink_failing(const rc::Shrinkable<T>& root, const Verdict& root_verd
         continue;
       }
       ++out.tries;
+      const CutShort cut;
       Verdict verdict = guarded(check, *v);
+      if (!verdict.passed && cut.since()) {  // a call the stop cut short: no verdict
+        out.hit_limit = true;
+        return out;
+      }
       if (!verdict.passed) {
         current = *child;
         out.value = std::move(*v);
@@ -182,7 +198,12 @@ void simplify_failing(Shrunk<T>& s, const std::function<Verdict(const T&)>& chec
         return;
       }
       ++s.tries;
+      const CutShort cut;
       Verdict verdict = guarded(check, candidate);
+      if (!verdict.passed && cut.since()) {  // a call the stop cut short: no verdict
+        s.hit_limit = true;
+        return;
+      }
       if (!verdict.passed) {
         s.value = std::move(candidate);
         s.verdict = std::move(verdict);
@@ -332,17 +353,24 @@ Property make_property(PropertyParts<T> parts) {
     std::lock_guard<std::mutex> lock(generation_mutex());
     const rc::Shrinkable<T> root = p->gen(rc::Random(seed), size);
     const T v = root.value();
+    const CutShort recheck;
     const Verdict first = guarded(check, v);
     if (first.passed) return std::nullopt;
+    // A stop that cut the re-check's call short leaves no verdict of it: the
+    // case is kept as found, its messages left empty for the caller's (the
+    // search's) failure.
+    const bool cut = recheck.since();
     const auto t0 = std::chrono::steady_clock::now();
-    Shrunk<T> s = shrink_failing<T>(root, first, check, limits);
+    Shrunk<T> s{v, first};
+    s.hit_limit = cut;
+    if (!cut) s = shrink_failing<T>(root, first, check, limits);
     if (p->simplify && !s.hit_limit) simplify_failing<T>(s, check, p->simplify, limits, t0);
     Found f;
     f.property = p->name;
     f.seed = seed;
     f.size = size;
-    f.first_message = first.message;
-    f.message = s.verdict.message;
+    f.first_message = cut ? std::string() : first.message;
+    f.message = cut ? std::string() : s.verdict.message;
     f.shrink_steps = s.steps;
     f.simplify_steps = s.simplify_steps;
     f.shrink_tries = s.tries;

@@ -7,6 +7,7 @@
 #include "properties/engine/counterexample.hpp"
 #include "properties/gen/kernel_gen.hpp"
 #include "properties/session/session.hpp"
+#include "properties/session/stop.hpp"
 
 namespace pav::session {
 
@@ -16,6 +17,7 @@ std::unique_ptr<adapters::KernelUnderTest> open_kernel(const std::string& spec, 
   opt.isolate = o.isolate;
   opt.timeout_seconds = o.timeout;
   opt.exchange_dir = o.exchange_dir;
+  opt.should_stop = stop_requested;
   try {
     std::unique_ptr<adapters::KernelUnderTest> k = adapters::open_kernel(spec, opt);
     if (for_cases)

@@ -98,7 +98,7 @@ std::string bounded_message(std::string_view what);
 struct KernelOptions {
   std::vector<std::string> specs;  // pav:cpu, pav:gpu, lib:PATH.so [WORDS], exec:'CMD', inproc:KEY
   bool isolate = false;
-  double timeout = 60;             // seconds per call (exec:, --isolate)
+  double timeout = 60;             // seconds per call (exec:, --isolate, in process): [0.01, 86400]
   std::string exchange_dir;        // per-call .npy files ("" = /dev/shm, else $TMPDIR)
 };
 

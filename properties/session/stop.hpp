@@ -1,9 +1,11 @@
 // SPDX-License-Identifier: Apache-2.0
 #pragma once
 // Clean stops of long runs: the first SIGINT or SIGTERM asks the run to stop
-// (it finishes or abandons the case at hand, saves what it found, prints the
-// summary of what ran and exits 3, or 1 if it found a defect); a second one
-// ends the process at once, as the signal normally would.
+// (it abandons the case at hand: a call in progress is cut short, a worker
+// killed or a Python kernel interrupted, and the verdict over it dropped; it
+// saves what it found, prints the summary of what ran and exits 3,
+// or 1 if it found a defect); a second one ends the process at once, as the
+// signal normally would.
 #include <signal.h>
 
 namespace pav::session {

@@ -274,7 +274,7 @@ def _run(run, options, quiet=True):
 
 
 def verify(kernel, description=None, checks=None, cases=None, seed=None, save_dir=None, reject_cases=None,
-           stale_cases=None, seconds=None, quick=False, shapes=None, quiet=True):
+           stale_cases=None, seconds=None, quick=False, shapes=None, timeout=None, quiet=True):
     """`pav verify --kernel`: the decode check on generated calls the kernel
     claims, the reject check (with a check entry), the stale-plan check (for a
     kernel that runs pav's plan) and the quick drift sweep. checks: a list of
@@ -282,26 +282,28 @@ def verify(kernel, description=None, checks=None, cases=None, seed=None, save_di
     `seconds`, 40 unless given); quick: the pre-commit run (64 decode calls,
     fewer reject and stale ones; a count also given keeps its own); shapes:
     the decode calls in that many shapes (`--shapes`; default 8 for a kernel
-    whose description says compiles_per_shape, else 0: each call its own).
-    The first failure is shrunk and saved under save_dir (default
-    ./counterexamples)."""
+    whose description says compiles_per_shape, else 0: each call its own);
+    timeout: seconds a call of the kernel may take (`--timeout`, default 60)
+    before pav interrupts it and the call is a verdict. The first failure is
+    shrunk and saved under save_dir (default ./counterexamples)."""
     with _Registered() as reg:
         return _run("verify", {"kernel": [reg.spec(kernel, description)], "checks": _names(checks),
                                "decode_cases": cases, "reject_cases": reject_cases, "stale_cases": stale_cases,
                                "decode_seconds": seconds, "quick": quick, "shapes": shapes, "seed": seed,
-                               "save_dir": _path(save_dir)},
+                               "save_dir": _path(save_dir), "timeout": timeout},
                     quiet)
 
 
 def fuzz(kernel, description=None, cases=None, seconds=None, seed=None, properties=None, jobs=1, save_dir=None,
-         keep_going=False, regions=False, shapes=0, shape_seed=None, quiet=True):
+         keep_going=False, regions=False, shapes=0, shape_seed=None, timeout=None, quiet=True):
     """`pav fuzz --kernel`: the kernel's properties under a case budget
     (cases per property) or a time budget (seconds, all properties together);
     the first failure is shrunk and saved under save_dir. regions=True draws
     half the decode calls from the regions where decode bugs sit, as
     pav.verify does (`--regions`); shapes=N draws every decode call in one of
     N shapes drawn from shape_seed (default: seed), for a kernel that compiles
-    per shape (`--shapes`, `--shape-seed`)."""
+    per shape (`--shapes`, `--shape-seed`); timeout: seconds per call, as
+    for pav.verify."""
     if (cases is None) == (seconds is None):
         raise UsageError("fuzz: give cases or seconds (one of them)")
     with _Registered() as reg:
@@ -309,38 +311,42 @@ def fuzz(kernel, description=None, cases=None, seconds=None, seed=None, properti
                              "cases": cases if cases is not None else 0,
                              "minutes": seconds / 60.0 if seconds is not None else 0,
                              "properties": _names(properties), "keep_going": keep_going, "regions": regions,
-                             "shapes": shapes, "shape_seed": shape_seed, "seed": seed, "save_dir": _path(save_dir)}, quiet)
+                             "shapes": shapes, "shape_seed": shape_seed, "seed": seed, "save_dir": _path(save_dir),
+                             "timeout": timeout}, quiet)
 
 
-def replay(case, kernel, description=None):
+def replay(case, kernel, description=None, timeout=None):
     """`pav replay --kernel`: saved case files (a path or a list of paths)
-    through the kernel and the reference, each with its verdict."""
+    through the kernel and the reference, each with its verdict; timeout:
+    seconds per call, as for pav.verify."""
     cases = [case] if isinstance(case, (str, os.PathLike)) else list(case)
     if not cases:
         raise UsageError("replay: no case file")
     with _Registered() as reg:
-        return _run("replay", {"kernel": [reg.spec(kernel, description)], "files": [os.fspath(c) for c in cases]})
+        return _run("replay", {"kernel": [reg.spec(kernel, description)], "files": [os.fspath(c) for c in cases],
+                                "timeout": timeout})
 
 
 def compare(kernel_a, kernel_b, description_a=None, description_b=None, cases=None, seed=None, out_dir=None,
-            alpha=None, gate=False, quiet=True):
+            alpha=None, gate=False, timeout=None, quiet=True):
     """`pav compare`: two kernels on identical generated cases, per-case
     verdicts (compare-a.jsonl, compare-b.jsonl under out_dir) and McNemar's
-    paired test."""
+    paired test; timeout: seconds per call, as for pav.verify."""
     with _Registered() as reg:
         return _run("compare", {"kernel": [reg.spec(kernel_a, description_a), reg.spec(kernel_b, description_b)],
                                 "cases": cases, "seed": seed, "out_dir": _path(out_dir), "alpha": alpha,
-                                "gate": gate}, quiet)
+                                "gate": gate, "timeout": timeout}, quiet)
 
 
 def drift(kernel=None, description=None, sweep=None, cells=None, max_context=None, seeds=None, backend=None,
-          quiet=True):
+          timeout=None, quiet=True):
     """`pav drift`: does the decode error grow with the split ceiling? The
     sweep file (default: the built-in quick sweep) through the kernel, or
-    through pav's own kernels when none is given; cells: names or indices."""
+    through pav's own kernels when none is given; cells: names or indices;
+    timeout: seconds per call, as for pav.verify."""
     with _Registered() as reg:
         options = {"sweep": _path(sweep), "max_context": max_context, "seeds": seeds, "backend": backend,
-                   "cells": ",".join(_names(cells)) if cells is not None else None}
+                   "cells": ",".join(_names(cells)) if cells is not None else None, "timeout": timeout}
         if kernel is not None:
             options["kernel"] = [reg.spec(kernel, description)]
         return _run("drift", options, quiet)

@@ -96,20 +96,25 @@ def _store(dest, value, name, dtype):
         dest[...] = worker.narrow(np.asarray(value, dtype=np.float32), dtype)
 
 
-def take_outputs(call, result):
-    """Puts what the kernel returned into call.out and call.lse (nothing when it
-    returned None: it wrote them in place). Raises OutputError."""
+def take_outputs(call, result, into=None):
+    """Puts what the kernel returned into call.out and call.lse, or into the
+    arrays of `into` ({"out": ..., "lse": ...}, pav's copies the kernel never
+    saw) where given (nothing when it returned None: it wrote them in place).
+    Returns the names stored. Raises OutputError."""
     if result is None:
-        return
+        return ()
     if isinstance(result, tuple):
         if len(result) != 2:
             raise OutputError("the kernel returned a tuple of %d; expected out or (out, lse)" % len(result))
         out, lse = result
     else:
         out, lse = result, None
-    _store(call.out, out, "out", call.out_dtype)
+    into = into if into is not None else {"out": call.out, "lse": call.lse}
+    _store(into["out"], out, "out", call.out_dtype)
     if call.want_lse and lse is not None:
-        _store(call.lse, lse, "lse", "f32")
+        _store(into["lse"], lse, "lse", "f32")
+        return ("out", "lse")
+    return ("out",)
 
 
 def device_tensors(request, capsules):
@@ -151,6 +156,14 @@ def device_call(call, device):
     return worker.Call(call.request, arrays)
 
 
+class KernelInterrupted(BaseException):
+    """Raised by pav inside a kernel's call that has not returned within the
+    run's timeout, or during which the run was asked to stop. A BaseException,
+    as KeyboardInterrupt is, so that a kernel's `except Exception` lets it through;
+    pav raises it again every 0.2 s for a few seconds in case the kernel catches
+    it all the same."""
+
+
 class KernelExit(Exception):
     """os._exit called by a kernel during its call (see _guarded_exit)."""
 
@@ -190,7 +203,12 @@ class Runner:
             return self.check_fn(request)
         return worker.check_call(self.description, request)
 
-    def decode(self, request, arrays):
+    def decode(self, request, arrays, returned=None):
+        """returned: where outputs the kernel returns go ({"out", "lse"} arrays
+        the kernel never sees, so a thread of its that writes call.out after
+        the call cannot reach them); None: into call.out and call.lse. Returns
+        None, ("returned", "out" or "out lse") when it stored into `returned`,
+        or (status, message) for a verdict."""
         if self.description.get("memory") == "device":
             arrays = device_tensors(request, arrays)
         call = worker.Call(request, arrays)
@@ -199,7 +217,9 @@ class Runner:
         try:
             worker.poison_scratch(self.fn, request)
             result = self.fn(call)
-            take_outputs(call, result)
+            stored = take_outputs(call, result, returned)
+            if returned is not None and stored:
+                return ("returned", " ".join(stored))
         except OutputError as e:
             return ("error", str(e))
         except KernelExit as e:

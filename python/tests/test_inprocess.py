@@ -420,6 +420,36 @@ def test_a_kept_call_or_a_late_thread_writes_where_pav_no_longer_reads():
     assert "passed True" in r.stdout, r.stdout[-2000:] + r.stderr[-2000:]
 
 
+def test_a_thread_that_keeps_writing_call_out_never_reaches_what_the_kernel_returned(tmp_path):
+    """A kernel that returns its output while a thread of its keeps writing call.out: what pav
+    takes is what the kernel returned, stored where the thread cannot write (it was stored into
+    call.out and copied back from there, so the thread's writes between the two were taken)."""
+    import threading
+    import time
+    writers = []
+
+    def decode(call):
+        out = call.out
+        end = time.monotonic() + 0.02
+
+        def keep_writing():
+            while time.monotonic() < end:
+                out[...] = 3
+                time.sleep(0)
+
+        t = threading.Thread(target=keep_writing)
+        t.start()
+        writers.append(t)
+        result = GOOD.decode(call)
+        time.sleep(0.001)  # the writer has the GIL now and then, before and after the return
+        return result
+
+    report = pav.verify(decode, DESCRIPTION, checks=["decode"], cases=20, seed=5, save_dir=str(tmp_path))
+    for t in writers:
+        t.join()
+    assert report.passed, report.failure_text()
+
+
 def test_a_kernel_that_calls_os_exit_is_a_verdict_not_the_end_of_the_process():
     """os._exit in a kernel ended the process with its code and no verdict. During the call it
     is the kernel's defect, named, and the process goes on; elsewhere os._exit exits as always."""
@@ -529,3 +559,165 @@ def test_a_kernels_long_text_is_bounded_in_what_pav_prints_reports_and_saves(tmp
     assert "xxx" in json.dumps(report["checks"]) and len(json.dumps(report["checks"])) < 100_000
     for case in report.saved_cases():
         assert os.path.getsize(case) < 100_000, os.path.getsize(case)
+
+
+# ---- a call that does not return: the timeout, its own thread, a stop
+
+def spins(call):
+    while True:
+        pass
+
+
+def sleeps(call):
+    import time
+    time.sleep(3600)
+
+
+def fails_off_the_main_thread(call):
+    """Wrong (NaN) unless called on the interpreter's main thread: a failure
+    that depends on the thread a kernel runs on."""
+    import threading
+    out, lse = GOOD.decode(call)
+    if threading.current_thread() is not threading.main_thread():
+        out = np.full(out.shape, np.nan, dtype=np.float32)
+    return out, lse
+
+
+def test_a_call_that_does_not_return_is_interrupted_at_the_timeout_and_is_a_verdict(tmp_path):
+    """A kernel that spins past the timeout is interrupted (KernelInterrupted raised in it): the
+    call is a verdict naming the timeout, the case is shrunk and saved, and it replays to the same
+    verdict. One that sleeps, where Python cannot raise in it, is left running on its thread and
+    is a verdict too; the kernel's next call runs on another thread."""
+    report = pav.verify(spins, DESCRIPTION, checks=["decode"], cases=1, seed=2, timeout=0.3,
+                        save_dir=str(tmp_path))
+    text = report.failure_text()
+    assert not report.passed and "did not return within 0.3 s (the timeout); pav interrupted it" in text, text
+    failure = report.checks[0]["detail"]["failure"]
+    saved = failure["saved"]
+    assert "--timeout 0.3" in failure["reproduce"]
+    again = pav.replay(saved, spins, DESCRIPTION, timeout=0.3)
+    assert not again.passed and "pav interrupted it" in again.failure_text(), again.failure_text()
+    import time
+    t0 = time.monotonic()
+    asleep = pav.replay(saved, sleeps, DESCRIPTION, timeout=0.3)
+    took = time.monotonic() - t0
+    assert not asleep.passed and "left it running on a thread of its own" in asleep.failure_text()
+    assert took < 10, took  # the timeout and the grace period, not the hour it sleeps
+    assert pav.replay(saved, decode_ok, DESCRIPTION, timeout=0.3).passed
+
+
+def test_the_timeout_is_bounded_as_on_the_command_line(tmp_path):
+    for bad in (0, -1, 0.001, 86401):
+        with pytest.raises(pav.UsageError, match=r"timeout: expected seconds in \[0.01, 86400\]"):
+            pav.verify(decode_ok, DESCRIPTION, checks=["decode"], cases=1, timeout=bad, save_dir=str(tmp_path))
+    assert pav.verify(decode_ok, DESCRIPTION, checks=["decode"], cases=1, timeout=0.01 * 100,
+                      save_dir=str(tmp_path)).passed
+
+
+def test_every_call_of_a_kernel_not_declared_thread_safe_runs_on_one_thread(tmp_path):
+    """The search's jobs, the shrink and the saving call the kernel on one thread of its own, so
+    a failure that depends on the thread is found, shrunk, saved and replayed as one; before, the
+    jobs' threads failed and the caller's thread, where pav shrinks, passed: reported, never saved."""
+    import threading
+    seen = set()
+
+    def records(call):
+        seen.add(threading.get_ident())
+        return GOOD.decode(call)
+
+    assert pav.fuzz(records, DESCRIPTION, cases=8, jobs=3, seed=4, properties=["decode"],
+                    save_dir=str(tmp_path)).passed
+    assert len(seen) == 1 and threading.get_ident() not in seen, seen
+    report = pav.fuzz(fails_off_the_main_thread, DESCRIPTION, cases=20, jobs=2, seed=4, properties=["decode"],
+                      save_dir=str(tmp_path / "found"))
+    failure = report["runs"][0]["failure"]
+    assert not report.passed and failure.get("saved"), report.failure_text()
+    assert not pav.replay(failure["saved"], fails_off_the_main_thread, DESCRIPTION).passed
+
+
+SLOW_STOP_SCRIPT = textwrap.dedent("""
+    import os, signal, sys, threading, time
+    sys.path.insert(0, {tests!r})
+    import pav, test_inprocess as t
+    threading.Timer(1.0, os.kill, (os.getpid(), signal.SIGINT)).start()
+    t0 = time.monotonic()
+    try:
+        pav.verify(t.{kernel}, t.DESCRIPTION, checks=["decode"], cases=5, save_dir={save!r})
+        print("NOT STOPPED")
+    except pav.Interrupted as e:
+        print("STOPPED", e.report["verdict"], round(time.monotonic() - t0) < 10)
+    print("SAVED", sorted(os.listdir({save!r})) if os.path.isdir({save!r}) else [])
+""")
+
+
+@pytest.mark.parametrize("kernel", ["spins", "sleeps"])
+def test_a_stop_during_a_call_that_does_not_return_ends_the_run_without_a_verdict_on_that_call(tmp_path, kernel):
+    """SIGINT during a call that would take an hour: the call is interrupted (or left running
+    after the grace period), the run stops within seconds, and the cut-short call is no FAIL and
+    saves no case (it used to wait for the call: 37-77 s for a slow worker)."""
+    r = run_script(SLOW_STOP_SCRIPT, kernel=kernel, save=str(tmp_path / "saved"))
+    assert "STOPPED STOPPED (not a pass) True" in r.stdout, r.stdout + r.stderr
+    assert "SAVED []" in r.stdout, r.stdout
+
+
+class _FailsThenSpins:
+    """Wrong on its first `wrong` calls, then spins: a stop asked while pav shrinks that
+    failure lands in the shrink's re-check of the case (wrong=1) or in a candidate's call (2)."""
+
+    def __init__(self, wrong):
+        self.calls, self.wrong = 0, wrong
+
+    def __call__(self, call):
+        self.calls += 1
+        if self.calls <= self.wrong:  # a finite wrong value: no second look at the call (NaN gets one)
+            out, lse = GOOD.decode(call)
+            out = np.array(out, dtype=np.float32)
+            out.flat[0] += 1000.0
+            return out, lse
+        spins(call)
+
+
+FAILS_ONCE_THEN_SPINS = _FailsThenSpins(1)
+FAILS_TWICE_THEN_SPINS = _FailsThenSpins(2)
+
+SHRINK_STOP_SCRIPT = textwrap.dedent("""
+    import os, signal, sys, threading
+    sys.path.insert(0, {tests!r})
+    import pav, test_inprocess as t
+    threading.Timer(1.5, os.kill, (os.getpid(), signal.SIGINT)).start()
+    try:
+        pav.verify(t.{kernel}, t.DESCRIPTION, checks=["decode"], cases=5, seed=3, save_dir={save!r})
+        print("NOT STOPPED")
+    except pav.Interrupted as e:
+        failure = e.report["checks"][0]["detail"]["failure"]
+        print("STOPPED", e.report["verdict"], failure["message"] == failure["first_message"])
+        print("MESSAGE", failure["message"])
+""")
+
+
+@pytest.mark.parametrize("kernel", ["FAILS_ONCE_THEN_SPINS", "FAILS_TWICE_THEN_SPINS"])
+def test_a_stop_during_the_shrink_keeps_the_failure_as_found_not_the_cut_short_call(tmp_path, kernel):
+    """The failure is found, SIGINT arrives while the shrink's re-check of the case or a
+    candidate's call is running: that call is interrupted and taken for nothing, and the case is
+    saved as found with its own failure (cut short by the stop, the re-check's or the candidate's
+    verdict became the saved failure, with the stop's message)."""
+    r = run_script(SHRINK_STOP_SCRIPT, kernel=kernel, save=str(tmp_path))
+    assert "STOPPED FAIL True" in r.stdout, r.stdout + r.stderr
+    assert "asked to stop" not in r.stdout.split("MESSAGE", 1)[1], r.stdout
+
+
+def test_a_stop_during_a_workers_call_kills_the_worker_and_ends_the_run(tmp_path):
+    """The same from the command line through a worker (exec:): the worker is killed at the stop,
+    not waited for to its timeout."""
+    import time
+    spec = pav.Kernel(sleeps, DESCRIPTION).replay_spec  # exec: pav.serve on this file's sleeps
+    p = subprocess.Popen([PAV, "verify", "--kernel", spec, "--checks", "decode", "--decode-cases", "3",
+                          "--timeout", "600", "--save", str(tmp_path / "saved")],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    time.sleep(3.0)  # the worker started and is in its first call
+    t0 = time.monotonic()
+    p.send_signal(signal.SIGINT)
+    out, err = p.communicate(timeout=CHILD_TIMEOUT_S)
+    assert time.monotonic() - t0 < 10
+    assert p.returncode == 3 and "STOPPED (not a pass)" in out, out + err
+    assert not os.path.isdir(tmp_path / "saved") or not os.listdir(tmp_path / "saved")
