@@ -135,6 +135,31 @@ TEST(HostileFindings, HostMemoryLimitAcceptsExactlyTheLimitAndRefusesOneBlockMor
   EXPECT_EQ(error_of([&] { props::check_case_spec(s, /*check_memory=*/false); }), "(no error)");
 }
 
+// A 300-byte case file with low_spare_blocks made pav replay and pav gate
+// allocate and poison 4-5 GB (12 s on the 2-core machine, 28-64 s in the
+// corpus): the low blocks had their own 16 GiB limit whatever the kernel, and
+// any count up to 2^31 was read. Now a count other than the one that puts the
+// used pages at element 2^31 is refused by the reader, and the case is held
+// to the 1 GiB of every case unless the kernel declares large_cache.
+TEST(HostileFindings, LowSpareBlocksAreHeldToOneGibUnlessTheKernelDeclaresLargeCache) {
+  json c = json::parse(R"({"format": "pav-case/1", "lens": [16], "head_dim": 16, "block_size": 16,
+    "scales": "per_token", "path": "uniform", "options": {"partial": "f32", "cu": 8}, "seed": 1})");
+  c["low_spare_blocks"] = (int64_t(1) << 31) / 256;  // 16 x 16 elements a page
+  const props::CaseSpec s = props::case_from_json(c, "c.json");
+  const std::string refused = error_of([&] { props::check_case_spec(s); });
+  EXPECT_EQ(refused.rfind("low_spare_blocks: the case needs ", 0), 0u) << refused;
+  EXPECT_NE(refused.find("more than the limit of 1073741824 (a cache past element 2^31 may take up to 17179869184 "
+                         "only on a kernel that declares large_cache)"), std::string::npos) << refused;
+  EXPECT_EQ(error_of([&] { props::build_case(s); }), refused);  // before any buffer is sized
+  EXPECT_EQ(error_of([&] { props::check_case_spec(s, true, /*large_cache=*/true); }), "(no error)");
+  for (int64_t n : {int64_t(1), (int64_t(1) << 31) / 256 + 1, int64_t(1) << 31}) {
+    c["low_spare_blocks"] = n;
+    EXPECT_EQ(error_of([&] { props::case_from_json(c, "c.json"); }),
+              "c.json: low_spare_blocks: must be 0 or 8388608 (the blocks of 256 elements that put the used pages "
+              "at element 2^31), got " + std::to_string(n));
+  }
+}
+
 // Per-token scales of 1..3 values ran on leftover generated scales and passed.
 TEST(HostileFindings, ScaleTensorsOfTheWrongSizeAreRefused) {
   for (int n : {1, 2, 3}) {

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "stats/bench.hpp"
 
+#include "stats/input_error.hpp"
 #include "stats/percentile.hpp"
 
 #include <fmt/core.h>
@@ -62,6 +63,17 @@ double count_difference(std::int64_t a, std::int64_t b) {
 
 BenchComparison compare_bench(const BenchRun& a, const BenchRun& b, const BootstrapOptions& options,
                               double max_count_diff) {
+  // The bootstrap's work grows with resamples x samples: refuse a comparison
+  // past the limit before any of it, naming both files and what would fit.
+  const std::size_t na = a.latency_ms.size(), nb = b.latency_ms.size();
+  if (const std::int64_t draws = bootstrap_draws(na, nb, options.resamples); draws > kMaxBootstrapDraws) {
+    const std::int64_t fits = kMaxBootstrapDraws / static_cast<std::int64_t>(na + nb);
+    throw InputError(fmt::format(
+        "{}, {}: latency_ms: {} + {} samples x {} resamples is {} bootstrap draws, more than the limit of {}: {}",
+        a.source, b.source, na, nb, options.resamples, draws, kMaxBootstrapDraws,
+        fits >= 1 ? fmt::format("pass --resamples {} or fewer, or compare fewer samples", fits)
+                  : std::string("compare fewer samples")));
+  }
   BenchComparison r;
   r.a = summarize_bench(a);
   r.b = summarize_bench(b);

@@ -178,5 +178,29 @@ TEST(StatsInputs, BenchFileErrorsNameTheField) {
   EXPECT_EQ(error_of("").rfind("b.json: malformed JSON", 0), 0u);
 }
 
+// Resamples x samples is the bootstrap's work: two runs of 2,000,000 samples
+// at the default 2000 resamples took 6 minutes. Past kMaxBootstrapDraws the
+// comparison is refused before the first draw, naming both files and the
+// resamples that would fit.
+TEST(StatsBench, BootstrapPastTheDrawLimitIsRefusedBeforeAnyDraw) {
+  BenchRun a = make(std::vector<double>(600, 10.0)), b = make(std::vector<double>(600, 12.0));
+  a.source = "a.json";
+  b.source = "b.json";
+  const BootstrapOptions opt{.seed = 1, .resamples = 1000000, .confidence = 0.95};
+  EXPECT_EQ(bootstrap_draws(600, 600, 1000000), 1200000000);
+  std::string what = "(no error)";
+  try {
+    (void)compare_bench(a, b, opt);
+  } catch (const InputError& e) {
+    what = e.what();
+  }
+  EXPECT_EQ(what, "a.json, b.json: latency_ms: 600 + 600 samples x 1000000 resamples is 1200000000 bootstrap draws, "
+                  "more than the limit of 1073741824: pass --resamples 894784 or fewer, or compare fewer samples");
+  EXPECT_THROW(bootstrap_relative_delta(a.latency_ms, b.latency_ms,
+                                        [](std::vector<double>& s) { return std::vector<double>{s[0]}; }, opt),
+               std::invalid_argument);
+  EXPECT_NO_THROW((void)compare_bench(a, b, {.seed = 1, .resamples = 20, .confidence = 0.95}));
+}
+
 }  // namespace
 }  // namespace pav::stats

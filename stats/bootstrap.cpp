@@ -3,7 +3,9 @@
 
 #include "stats/percentile.hpp"
 
+#include <climits>
 #include <stdexcept>
+#include <string>
 
 namespace pav::stats {
 
@@ -21,6 +23,13 @@ std::uint64_t draw_index(std::mt19937_64& rng, std::uint64_t n) {
   return static_cast<std::uint64_t>(m >> 64);
 }
 
+std::int64_t bootstrap_draws(std::size_t na, std::size_t nb, int resamples) {
+  // Both sizes are bounded by the memory that holds them, resamples by int:
+  // the product of at most 2^31 and 2^61 is computed in 128 bits.
+  const __int128 draws = static_cast<__int128>(resamples) * (static_cast<__int128>(na) + static_cast<__int128>(nb));
+  return draws > INT64_MAX ? INT64_MAX : static_cast<std::int64_t>(draws);
+}
+
 namespace {
 
 void resample(std::span<const double> from, std::vector<double>& into, std::mt19937_64& rng) {
@@ -34,6 +43,9 @@ std::vector<Interval> bootstrap_relative_delta(std::span<const double> a, std::s
                                                const SampleStats& stats, const BootstrapOptions& options) {
   if (a.empty() || b.empty()) throw std::invalid_argument("bootstrap: empty sample");
   if (options.resamples < 1) throw std::invalid_argument("bootstrap: resamples must be >= 1");
+  if (const std::int64_t draws = bootstrap_draws(a.size(), b.size(), options.resamples); draws > kMaxBootstrapDraws)
+    throw std::invalid_argument("bootstrap: " + std::to_string(draws) + " draws, more than the limit of " +
+                                std::to_string(kMaxBootstrapDraws));
   if (!(options.confidence > 0.0 && options.confidence < 1.0))
     throw std::invalid_argument("bootstrap: confidence must lie strictly between 0 and 1");
   std::mt19937_64 rng(options.seed);

@@ -1165,7 +1165,7 @@ TEST(LargeCache, UsedPagesSitPastTwoToTheThirtyOneAndTheReferenceIsUnmoved) {
   s.lens = {40, 0, 17};
   const props::HostCase small = props::build_case(s);
   s.low_spare_blocks = props::large_cache_low_blocks(s);
-  props::HostCase big = props::build_case(s);
+  props::HostCase big = props::build_case(s, true, props::Poison::nan, /*large_cache=*/true);
   const kernels::DecodeCall call = big.call();
   ASSERT_GE(kernels::cache_span(call), kernels::kLargeCacheElements);
   const int64_t page_elems = 2 * 16 * 32;  // K and V halves of one page
@@ -1319,13 +1319,13 @@ TEST(LargeCache, LowBlocksFollowThePageThroughMovesAndShrinks) {
   s.cache_dtype = DType::fp8_e4m3fn;
   s.lens = {1};
   s.low_spare_blocks = props::large_cache_low_blocks(s);
-  EXPECT_NO_THROW(props::check_case_spec(s));
+  EXPECT_NO_THROW(props::check_case_spec(s, true, /*large_cache=*/true));
   for (int block : {18, 1, 256}) {
     CaseSpec m = s;
     m.block_size = block;
     props::fit_derived_fields(m);
     EXPECT_EQ(m.low_spare_blocks, props::large_cache_low_blocks(m)) << block;
-    EXPECT_NO_THROW(props::check_case_spec(m)) << block;
+    EXPECT_NO_THROW(props::check_case_spec(m, true, /*large_cache=*/true)) << block;
   }
   adapters::KernelDescription d = every_format();
   d.large_cache = true;
@@ -1335,7 +1335,7 @@ TEST(LargeCache, LowBlocksFollowThePageThroughMovesAndShrinks) {
     if (r.spec.low_spare_blocks == 0) continue;
     ++large;
     EXPECT_EQ(r.spec.low_spare_blocks, props::large_cache_low_blocks(r.spec)) << "seed " << seed << " moved " << r.moved;
-    EXPECT_NO_THROW(props::check_case_spec(r.spec)) << "seed " << seed << " moved " << r.moved;
+    EXPECT_NO_THROW(props::check_case_spec(r.spec, true, /*large_cache=*/true)) << "seed " << seed << " moved " << r.moved;
   }
   EXPECT_GT(large, 0);
 }

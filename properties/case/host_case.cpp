@@ -209,7 +209,7 @@ __int128 scratch_bytes(const CaseSpec& s, int64_t rows) {
 
 }  // namespace
 
-CaseBlocks check_case_spec(const CaseSpec& spec, bool check_memory) {
+CaseBlocks check_case_spec(const CaseSpec& spec, bool check_memory, bool large_cache) {
   CaseBlocks c;
   const int64_t B = int64_t(spec.lens.size());
   if (B < 1 || B > kMaxPlanBatch) bad("lens", "needs 1.." + std::to_string(kMaxPlanBatch) + " sequences, got " + std::to_string(B));
@@ -261,6 +261,15 @@ CaseBlocks check_case_spec(const CaseSpec& spec, bool check_memory) {
   // buffer is sized.
   const Storage store = storage_of(spec);
   const int64_t per_block = store.k_page * dtype_size(spec.cache_dtype);  // K buffer bytes per block
+  // Low blocks only move the used pages past element 2^31: pav writes exactly
+  // the count that does (large_cache_low_blocks, refitted by every edit); any
+  // other count is no case pav saved, and a larger one only asks for memory
+  // (2^31 of them at any page size would be terabytes).
+  if (spec.low_spare_blocks != 0 && spec.low_spare_blocks != large_cache_low_blocks(spec))
+    bad("low_spare_blocks", "must be 0 or " + std::to_string(large_cache_low_blocks(spec)) +
+                                " (the blocks of " + std::to_string(store.k_page) +
+                                " elements that put the used pages at element 2^31), got " +
+                                std::to_string(spec.low_spare_blocks));
   if (spec.block_tables) {
     const int64_t n = int64_t(spec.block_tables->size());
     if (n == 0 || n % B != 0) bad("tensors.block_tables", std::to_string(n) + " entries is not a whole number of rows for " + std::to_string(B) + " sequences");
@@ -292,11 +301,20 @@ CaseBlocks check_case_spec(const CaseSpec& spec, bool check_memory) {
     if (kind == ScaleKind::per_token) bytes.add(__int128(c.num_blocks) * H * bs * int64_t(sizeof(float)), blocks_field);
   bytes.add(__int128(B) * c.max_blocks * int64_t(sizeof(int32_t)), blocks_field);
   bytes.add(scratch_bytes(spec, int64_t(spec.q_len) * G), spec.path == Path::planned ? "workgroup_budget" : "options.uniform_partitions");
-  const int64_t limit = spec.low_spare_blocks > 0 ? kMaxLargeCaseHostBytes : kMaxCaseHostBytes;
+  // A cache past element 2^31 takes gigabytes by design; it may only where the
+  // caller runs a kernel that declares large_cache. Everywhere else (pav gate,
+  // a kernel without it) the case is held to the 1 GiB of every case, so a
+  // small case file never makes pav allocate more.
+  const bool large = spec.low_spare_blocks > 0 && large_cache;
+  const int64_t limit = large ? kMaxLargeCaseHostBytes : kMaxCaseHostBytes;
   if (check_memory && bytes.total > limit)
     bad(spec.low_spare_blocks > 0 ? "low_spare_blocks" : bytes.field,
         "the case needs " + std::to_string(int64_t(std::min<__int128>(bytes.total, INT64_MAX))) +
-            " bytes of host memory (q, caches, tables, scratch), more than the limit of " + std::to_string(limit));
+            " bytes of host memory (q, caches, tables, scratch), more than the limit of " + std::to_string(limit) +
+            (spec.low_spare_blocks > 0 && !large
+                 ? " (a cache past element 2^31 may take up to " + std::to_string(kMaxLargeCaseHostBytes) +
+                       " only on a kernel that declares large_cache)"
+                 : std::string()));
   const int64_t k_bytes = c.num_blocks * per_block, v_bytes = c.num_blocks * store.v_page * dtype_size(spec.cache_dtype);
   if (spec.q_bits && int64_t(spec.q_bits->size()) != qrows * Hq * D)
     bad("tensors.q_bits", "needs " + std::to_string(qrows * Hq * D) + " values, got " + std::to_string(spec.q_bits->size()));
@@ -350,8 +368,8 @@ CaseBlocks check_case_spec(const CaseSpec& spec, bool check_memory) {
   return c;
 }
 
-HostCase build_case(const CaseSpec& spec, bool fill_values, Poison with) {
-  const CaseBlocks blocks = check_case_spec(spec, true);
+HostCase build_case(const CaseSpec& spec, bool fill_values, Poison with, bool large_cache) {
+  const CaseBlocks blocks = check_case_spec(spec, true, large_cache);
   HostCase c;
   c.spec = spec;
   c.num_blocks = blocks.num_blocks;

@@ -200,19 +200,26 @@ int64_t large_cache_low_blocks(const CaseSpec& s);
 
 // Checks a spec without allocating anything: shapes in range, every inline
 // tensor's length against the shapes, scales matching their kind (both or
-// neither), and (check_memory) that its buffers and the scratch of its path fit
+// neither), low_spare_blocks 0 or large_cache_low_blocks (the one count pav
+// writes), and (check_memory) that its buffers and the scratch of its path fit
 // in kMaxCaseHostBytes. Throws std::invalid_argument "FIELD: why". Returns the
 // block counts the buffers will have.
+// large_cache: the case is for a kernel that declares large_cache, so a case
+// with low blocks may take kMaxLargeCaseHostBytes instead. Only a caller that
+// holds such a kernel's description passes true; a case file alone never
+// earns the larger limit (pav gate, a kernel without large_cache).
 struct CaseBlocks {
   int64_t num_blocks = 0, max_blocks = 0;
   int64_t used = 0;  // blocks the lengths need (generated tables)
 };
-CaseBlocks check_case_spec(const CaseSpec& spec, bool check_memory = true);
+CaseBlocks check_case_spec(const CaseSpec& spec, bool check_memory = true, bool large_cache = false);
 
 // Builds the buffers a spec describes (after check_case_spec); throws std::invalid_argument naming the
 // field when the spec is inconsistent (an inline tensor whose length does not
 // match the shapes, scales that do not match their kind) or when its buffers
-// and scratch would need more than kMaxCaseHostBytes; all before allocating.
+// and scratch would need more than kMaxCaseHostBytes (kMaxLargeCaseHostBytes
+// for a case with low blocks when large_cache, as check_case_spec); all before
+// allocating.
 // fill_values = false builds the shapes, tables, lengths and scales only and
 // leaves Q and the caches NaN-poisoned:
 // for calls that must be refused before any kernel reads them (gate-mirror
@@ -222,7 +229,8 @@ CaseBlocks check_case_spec(const CaseSpec& spec, bool check_memory = true);
 // NaN, or zero (the same call with finite memory where NaN was, to tell a
 // kernel that multiplies those slots by zero from one that gives them weight).
 enum class Poison : uint8_t { nan, zero };
-HostCase build_case(const CaseSpec& spec, bool fill_values = true, Poison poison = Poison::nan);
+HostCase build_case(const CaseSpec& spec, bool fill_values = true, Poison poison = Poison::nan,
+                    bool large_cache = false);
 
 // Sets the key codes of token `token` of sequence `seq`, for every KV head, to
 // +-magnitude following the sign of the group's summed queries at each head-dim

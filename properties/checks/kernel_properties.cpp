@@ -85,10 +85,10 @@ Verdict check_reject_case(const RejectCase& rc, const CheckContext& ctx) {
   KernelCall kc;
   if (rc.clause != kernels::Clause::none) {
     gate.emplace(materialize(GateSpec{rc.spec, d.split == adapters::Split::plan, rc.clause, rc.variant},
-                             /*fill_values=*/true));
+                             /*fill_values=*/true, d.large_cache));
     prepare_kernel_call(kc, gate->call, gate->plan(), d);
   } else {
-    host.emplace(build_case(rc.spec));
+    host.emplace(build_case(rc.spec, true, Poison::nan, d.large_cache));
     prepare_kernel_call(kc, *host, d);
   }
   const std::string outside = adapters::contract_violation(kc.request, d);
@@ -136,7 +136,7 @@ Verdict check_stale_case(const StaleKernelCase& v, const CheckContext& ctx) {
   adapters::KernelUnderTest& k = kernel_of(ctx);
   const KernelDescription& d = k.description();
   if (d.split != adapters::Split::plan) return Verdict::fail("the stale property is for kernels that run pav's plan");
-  HostCase c = build_case(v.spec);
+  HostCase c = build_case(v.spec, true, Poison::nan, d.large_cache);
   KernelCall kc;
   prepare_kernel_call(kc, c, d);
   make_stale_plan(v, *kc.plan);
@@ -224,7 +224,7 @@ Verdict check_batch(const BatchCase& b, const CheckContext& ctx) {
   adapters::KernelUnderTest& k = kernel_of(ctx);
   if (b.seq < 0 || b.seq >= int64_t(b.spec.lens.size())) return Verdict::fail("seq outside the batch");
   if (b.spec.max_partitions < 1) return Verdict::fail("batch invariance needs a fixed split ceiling");
-  HostCase batch = build_case(b.spec);
+  HostCase batch = build_case(b.spec, true, Poison::nan, k.description().large_cache);
   KernelCall in_batch;
   if (std::string why = run_built(k, batch, in_batch); !why.empty()) return Verdict::fail("the batch: " + why);
   HostCase alone_case = build_case(single_sequence_spec(batch, b.seq));
@@ -267,8 +267,9 @@ PropertyParts<CaseSpec> decode_parts(const KernelDescription& d, const DecodeDra
       decode_gen(d, draw, shapes),
       check_decode_case,
       [](const CaseSpec& s, json&) { return s; },
-      [](const CaseSpec& s, const json&) {
-        check_case_spec(s);  // a saved recipe past the memory limit is bad input, not a verdict
+      [d](const CaseSpec& s, const json&) {
+        // A saved recipe past the memory limit is bad input, not a verdict.
+        check_case_spec(s, true, d.large_cache);
         return s;
       },
       describe_kernel_spec,
@@ -336,8 +337,8 @@ PropertyParts<BatchCase> batch_parts(const KernelDescription& d) {
         meta["seq"] = b.seq;
         return b.spec;
       },
-      [](const CaseSpec& s, const json& meta) {
-        check_case_spec(s);
+      [d](const CaseSpec& s, const json& meta) {
+        check_case_spec(s, true, d.large_cache);
         BatchCase b;
         b.spec = s;
         b.seq = meta.value("seq", int64_t(0));

@@ -153,7 +153,7 @@ KernelJudgement judge_kernel_output(const adapters::DecodeRequest& r, const Kern
 KernelJudgement check_kernel_case(const CaseSpec& spec, adapters::KernelUnderTest& k,
                                   std::optional<reference::ReferenceResult>* ref_cache) {
   const KernelDescription& d = k.description();
-  HostCase c = build_case(spec);
+  HostCase c = build_case(spec, true, Poison::nan, d.large_cache);
   KernelCall kc;
   prepare_kernel_call(kc, c, d);
   KernelJudgement j;
@@ -186,7 +186,7 @@ KernelJudgement check_kernel_case(const CaseSpec& spec, adapters::KernelUnderTes
   // and reference) with every slot no context reads zero instead of NaN. Right
   // then, the kernel reads slots it must not see and multiplies them by zero:
   // harmless over zeroed memory, NaN over an engine's reused pages.
-  HostCase z = build_case(spec, true, Poison::zero);
+  HostCase z = build_case(spec, true, Poison::zero, d.large_cache);
   KernelCall zc;
   prepare_kernel_call(zc, z, d);
   const CheckedRun again = run_checked(k, zc.request);

@@ -416,13 +416,13 @@ std::ostream& operator<<(std::ostream& os, const GateSpec& s) { return os << to_
 
 void adjust_for_violation(GateSpec& spec) { adjust(spec); }
 
-GateCase materialize(const GateSpec& spec, bool fill_values) {
+GateCase materialize(const GateSpec& spec, bool fill_values, bool large_cache) {
   if (spec.violate != Clause::none && (spec.variant < 0 || spec.variant >= variants_of(spec.violate)))
     throw std::invalid_argument("variant " + std::to_string(spec.variant) + " out of range for clause " +
                                 std::string(clause_name(spec.violate)));
   GateCase g;
   // A call breaking a clause is refused before any kernel reads its values.
-  g.host = build_case(spec.base, /*fill_values=*/fill_values || spec.violate == Clause::none);
+  g.host = build_case(spec.base, /*fill_values=*/fill_values || spec.violate == Clause::none, Poison::nan, large_cache);
   g.call = g.host.call();
   GateCaseEditor ed{g};
   if (spec.with_plan) {

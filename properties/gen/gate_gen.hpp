@@ -47,7 +47,7 @@ class GateCase {
   HostCase host;
 
  private:
-  friend GateCase materialize(const GateSpec& spec, bool fill_values);
+  friend GateCase materialize(const GateSpec& spec, bool fill_values, bool large_cache);
   friend struct GateCaseEditor;
   std::optional<kernels::WorkPlan> work_plan_;
   kernels::PlanView plan_view_;
@@ -59,7 +59,7 @@ class GateCase {
 // Builds the case; throws std::invalid_argument when the spec's base is not a
 // buildable case or the variant is out of range. A call breaking a clause gets
 // Q and cache values only with fill_values (a kernel under test may accept it).
-GateCase materialize(const GateSpec& spec, bool fill_values = false);
+GateCase materialize(const GateSpec& spec, bool fill_values = false, bool large_cache = false);
 
 // Makes spec.base satisfy what spec.violate's variant needs to be the only
 // clause broken (a second sequence, scales to break, ...), as the generators do.

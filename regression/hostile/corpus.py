@@ -389,6 +389,16 @@ class Corpus:
         self.case_file("prelude.nested", sequence([dict(base, prelude=[base])]), "reject", ["prelude"])
         self.case_file("prelude.bad-call-field", sequence([base, dict(base, q_len=0)]), "reject", ["prelude[1]", "q_len"])
         self.case_file("prelude.64-calls", sequence([base] * 64), "ok", (), commands=("replay",))
+        # low_spare_blocks (a cache past element 2^31, for kernels that declare
+        # large_cache). The count pav writes, 2^31 / 1024 for this page, makes a
+        # 4.3 GB case: past the 1 GiB of a case on pav's kernels and in pav gate
+        # (it was built: 12-64 s, 4.5-5 GB). Any other count is refused by the reader.
+        low = 2 ** 31 // (base["hkv"] * base["head_dim"] * base["block_size"])
+        self.case_file("low-spare-blocks.large", dumps(dict(base, low_spare_blocks=low)), "reject",
+                       ["low_spare_blocks", "more than the limit of 1073741824", "large_cache"])
+        for label, v in [("one", 1), ("one-more", low + 1), ("2pow31", 2 ** 31)]:
+            self.case_file(f"low-spare-blocks.{label}", dumps(dict(base, low_spare_blocks=v)), "reject",
+                           ["low_spare_blocks", f"must be 0 or {low}"])
         self.case_file("raw-nul", b"\x00" * 64, "reject", ["malformed JSON"])
         garbage = bytes(self.rng.randrange(256) for _ in range(4096))
         self.case_file("binary-garbage", garbage, "reject", ["malformed JSON"])
@@ -570,6 +580,15 @@ class Corpus:
             ("max-count-diff-two", ["--max-count-diff", "2"], "--max-count-diff"),
         ]:
             self.add(f"bench.option.{label}", ["bench-compare", good, good2] + args, "reject", [mention])
+        # The bootstrap's work, resamples x samples, is limited (kMaxBootstrapDraws,
+        # 2^30): past it the run is refused before the first draw. Two runs of
+        # 2,000,000 samples at the default 2000 resamples took 6 minutes.
+        many = self.write("bench/many.json", json.dumps({"latency_ms": [10.0 + i % 7 for i in range(300000)]}))
+        self.add("bench.draws.samples", ["bench-compare", many, many], "reject",
+                 ["bootstrap draws, more than the limit of 1073741824", "--resamples 1789 or fewer"], timeout=10)
+        some = self.write("bench/some.json", json.dumps({"latency_ms": [10.0 + i % 7 for i in range(600)]}))
+        self.add("bench.draws.resamples", ["bench-compare", some, some, "--resamples", "1000000"], "reject",
+                 ["bootstrap draws, more than the limit of 1073741824", "--resamples 894784 or fewer"], timeout=10)
 
     # ---- traces (trace-stats) ---------------------------------------------------------------
 
