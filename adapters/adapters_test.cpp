@@ -4,6 +4,8 @@
 // pav's CPU plugin and broken plugins, the worker adapter against a worker that
 // misbehaves in each way, isolation of a crashing plugin, and the kernel
 // properties against kernels whose check or description lies.
+#include <sys/stat.h>
+
 #include <gtest/gtest.h>
 
 #include <dlfcn.h>
@@ -310,6 +312,43 @@ TEST(Npy, AKeptFileIsRewrittenOnlyWhereItsBytesDiffer) {
     EXPECT_THROW(big.put(TensorView::contiguous_of(data.data(), DType::f32, {1024})), adapters::npy::Error);
   }
   EXPECT_EQ(pav::testing::open_descriptors(), before) << "a kept file left its descriptor open";
+  fs::remove_all(dir);
+}
+
+// A kept file of kSparseBytes or more holds its chunks of zeros as holes: a
+// large cache's gigabytes of zero low blocks are never written, and its file
+// takes the space of the chunks with data. A chunk that held data and is now
+// zero reads back zero; one that was a hole and now holds data is written.
+TEST(Npy, ALargeKeptFileHoldsItsZeroChunksAsHoles) {
+  const fs::path dir = scratch_dir("npy-sparse");
+  using adapters::npy::KeptFile;
+  const size_t chunk = KeptFile::kChunkBytes, n = KeptFile::kSparseBytes + 3 * chunk + 5;
+  std::vector<uint8_t> data(n, 0);
+  std::fill(data.end() - std::ptrdiff_t(chunk) - 5, data.end(), uint8_t(7));  // data in the last two chunks
+  data[chunk / 2] = 1;                                                        // and one byte of the first
+  auto read_back = [&] { return adapters::npy::read((dir / "k.npy").string(), int64_t(n)).data; };
+  auto allocated = [&] {
+    struct stat st {};
+    EXPECT_EQ(::stat((dir / "k.npy").c_str(), &st), 0);
+    return int64_t(st.st_blocks) * 512;
+  };
+  {
+    KeptFile k((dir / "k.npy").string());
+    const TensorView v = TensorView::contiguous_of(data.data(), DType::fp8_e4m3fn, {int64_t(n)});
+    EXPECT_TRUE(k.put(v));
+    EXPECT_EQ(read_back(), data);
+    EXPECT_LE(allocated(), int64_t(4 * chunk)) << "zero chunks were written";
+    EXPECT_FALSE(k.put(v)) << "the same bytes again: nothing to write";
+    data[chunk / 2] = 0;       // the first chunk's data gone: zero again
+    data[5 * chunk + 1] = 9;   // a hole that now holds data
+    EXPECT_TRUE(k.put(v));
+    EXPECT_EQ(read_back(), data);
+    EXPECT_LE(allocated(), int64_t(4 * chunk));
+    const TensorView shorter = TensorView::contiguous_of(data.data(), DType::fp8_e4m3fn, {int64_t(n - chunk)});
+    EXPECT_TRUE(k.put(shorter));  // a new size starts afresh
+    EXPECT_EQ(adapters::npy::read((dir / "k.npy").string(), int64_t(n)).data,
+              std::vector<uint8_t>(data.begin(), data.end() - std::ptrdiff_t(chunk)));
+  }
   fs::remove_all(dir);
 }
 

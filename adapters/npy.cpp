@@ -212,30 +212,77 @@ bool KeptFile::put(const TensorView& v) {
   const std::string head = header(descr, shape);
   const size_t bytes = size_t(std::max<int64_t>(v.numel(), 0)) * size_t(kernels::dtype_size(v.dtype));
   const size_t total = head.size() + bytes;
-  if (map_ && size_ == total && std::memcmp(map_, head.data(), head.size()) == 0 &&
+  const bool sparse = bytes >= kSparseBytes;
+  if (!sparse && !sparse_ && map_ && size_ == total && std::memcmp(map_, head.data(), head.size()) == 0 &&
       (bytes == 0 || std::memcmp(map_ + head.size(), v.data, bytes) == 0))
     return false;
   if (fd_ < 0) {
     fd_ = ::open(path_.c_str(), O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
     if (fd_ < 0) throw Error(fmt::format("{}: cannot create: {}", path_, std::strerror(errno)));
   }
-  if (size_ != total) {
+  // Reserved before any byte is written through the mapping: a full tmpfs
+  // fails here, not as SIGBUS on a mapped write.
+  auto reserve = [&](size_t from, size_t n) {
+    if (const int rc = ::posix_fallocate(fd_, off_t(from), off_t(n)); rc != 0)
+      throw Error(fmt::format("{}: cannot reserve {} bytes: {}", path_, n, std::strerror(rc)));
+  };
+  // A range of the mapped file made zeros again: a hole where the file system
+  // punches them, else zeros written.
+  auto clear = [&](size_t from, size_t n) {
+    if (::fallocate(fd_, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, off_t(from), off_t(n)) == 0) return;
+    if (errno != EOPNOTSUPP && errno != ENOSYS)
+      throw Error(fmt::format("{}: cannot clear {} bytes: {}", path_, n, std::strerror(errno)));
+    std::memset(map_ + from, 0, n);
+  };
+  bool wrote = false;
+  // A new layout (size, header length, sparse or not) starts the file afresh:
+  // which chunks hold data is known only for the layout it was written in.
+  if (size_ != total || head_bytes_ != head.size() || sparse_ != sparse) {
     if (map_) ::munmap(map_, size_);
     map_ = nullptr;
     size_ = 0;
-    if (::ftruncate(fd_, off_t(total)) != 0)
+    // Sparse: emptied first, so every chunk is zeros (a hole) and the loop
+    // below writes those with data.
+    if ((sparse && ::ftruncate(fd_, 0) != 0) || ::ftruncate(fd_, off_t(total)) != 0)
       throw Error(fmt::format("{}: cannot size to {} bytes: {}", path_, total, std::strerror(errno)));
-    // Reserved now: a full tmpfs fails here, not as SIGBUS on a mapped write.
-    if (const int rc = ::posix_fallocate(fd_, 0, off_t(total)); rc != 0)
-      throw Error(fmt::format("{}: cannot reserve {} bytes: {}", path_, total, std::strerror(rc)));
+    reserve(0, sparse ? head.size() : total);
     void* m = ::mmap(nullptr, total, PROT_READ | PROT_WRITE, MAP_SHARED, fd_, 0);
     if (m == MAP_FAILED) throw Error(fmt::format("{}: cannot map: {}", path_, std::strerror(errno)));
     map_ = static_cast<uint8_t*>(m);
     size_ = total;
+    head_bytes_ = head.size();
+    sparse_ = sparse;
+    chunk_held_.assign(sparse ? (bytes + kChunkBytes - 1) / kChunkBytes : 0, false);
+    wrote = true;
   }
-  std::memcpy(map_, head.data(), head.size());
-  if (bytes > 0) std::memcpy(map_ + head.size(), v.data, bytes);
-  return true;
+  if (std::memcmp(map_, head.data(), head.size()) != 0) {
+    std::memcpy(map_, head.data(), head.size());
+    wrote = true;
+  }
+  if (!sparse) {
+    if (bytes > 0) std::memcpy(map_ + head.size(), v.data, bytes);
+    return true;
+  }
+  const auto* src = static_cast<const uint8_t*>(v.data);
+  for (size_t i = 0; i < chunk_held_.size(); ++i) {
+    const size_t off = i * kChunkBytes, n = std::min(kChunkBytes, bytes - off);
+    const uint8_t* from = src + off;
+    uint8_t* to = map_ + head.size() + off;
+    if (from[0] == 0 && std::memcmp(from, from + 1, n - 1) == 0) {  // all zero: a hole
+      if (chunk_held_[i]) {
+        clear(head.size() + off, n);
+        chunk_held_[i] = false;
+        wrote = true;
+      }
+      continue;
+    }
+    if (chunk_held_[i] && std::memcmp(to, from, n) == 0) continue;
+    if (!chunk_held_[i]) reserve(head.size() + off, n);
+    chunk_held_[i] = true;
+    std::memcpy(to, from, n);
+    wrote = true;
+  }
+  return wrote;
 }
 
 void write(const std::string& path, const TensorView& v) {

@@ -63,14 +63,23 @@ class KeptFile {
   // bytes already. Throws Error naming the path (a full file system, a file
   // size limit: the space is reserved before any byte is written through the
   // mapping, so it fails here and never as a signal).
+  // Data of kSparseBytes or more is kept sparse, chunk by chunk: a chunk of
+  // zeros is a hole in the file (no page of the file system behind it, read
+  // back as zeros), so a large cache's gigabytes of zero low blocks cost
+  // nothing to write; only the chunks that hold data are reserved and written.
   bool put(const kernels::TensorView& view);
   const std::string& path() const { return path_; }
+  static constexpr size_t kSparseBytes = size_t(64) << 20;
+  static constexpr size_t kChunkBytes = size_t(2) << 20;
 
  private:
   std::string path_;
   int fd_ = -1;
   uint8_t* map_ = nullptr;
   size_t size_ = 0;
+  size_t head_bytes_ = 0;
+  bool sparse_ = false;
+  std::vector<bool> chunk_held_;  // sparse data: which chunks the file holds (the rest are holes)
 };
 
 // Parses a whole file's bytes / reads a file. Throws Error saying what is wrong

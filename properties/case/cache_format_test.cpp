@@ -7,6 +7,9 @@
 // it is declared, on both sides of each rule; the case file, the C ABI and the
 // worker protocol carry each field; the generator reaches each format.
 #include <fmt/core.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -98,7 +101,7 @@ long double cache_value(const props::HostCase& c, bool is_v, int64_t page, int64
   const int64_t H = s.hkv, D = s.head_dim, ps = s.block_size, es = kernels::dtype_size(s.cache_dtype);
   int64_t off = 0;
   // MLA: V is K's first v_head_dim dims, read from the K buffer at K's place.
-  const std::vector<uint8_t>* buf = is_v && !s.kv_combined && s.v_head_dim == 0 ? &c.v : &c.k;
+  const props::CacheBytes* buf = is_v && !s.kv_combined && s.v_head_dim == 0 ? &c.v : &c.k;
   if (s.layout == CacheLayout::packed) {
     if (!is_v) off = (((page * H + h) * (D / 16) + d / 16) * ps + slot) * 16 + d % 16;
     else if (s.v_layout == kernels::VLayout::plain) off = ((page * H + h) * D + d) * ps + slot;
@@ -1174,8 +1177,28 @@ TEST(LargeCache, UsedPagesSitPastTwoToTheThirtyOneAndTheReferenceIsUnmoved) {
   const reference::ReferenceResult b = reference::decode(call, exact());
   EXPECT_EQ(a.out, b.out);
   EXPECT_EQ(a.lse, b.lse);
-  // The low blocks are poisoned like the spare ones.
-  EXPECT_TRUE(std::isnan(double(kernels::fp8_to_f32(big.k[0], DType::fp8_e4m3fn))));
+  // The low blocks are poisoned at their edges: the first ones (the null
+  // block among them) and those right before the used ones read NaN. Between,
+  // they are zero and untouched: no page of them is in memory, so a large
+  // cache costs what its used blocks do (it cost seconds of page clearing and
+  // poisoning per call).
+  const int64_t page_bytes = page_elems;  // fp8: a byte an element
+  const int64_t low = s.low_spare_blocks;
+  ASSERT_GT(low, 2 * props::kLowBlockPoisonBand);
+  for (int64_t blk : {int64_t(0), props::kLowBlockPoisonBand - 1, low - props::kLowBlockPoisonBand, low - 1})
+    for (int64_t at : {int64_t(0), page_bytes - 1})
+      EXPECT_TRUE(std::isnan(double(kernels::fp8_to_f32(big.k[size_t(blk * page_bytes + at)], DType::fp8_e4m3fn))))
+          << "block " << blk << " byte " << at;
+  const int64_t page = sysconf(_SC_PAGESIZE);
+  const auto mid_from = (uintptr_t(big.k.data()) + uintptr_t(props::kLowBlockPoisonBand * page_bytes) + page - 1) /
+                        uintptr_t(page) * uintptr_t(page);
+  const auto mid_to = uintptr_t(big.k.data()) + uintptr_t((low - props::kLowBlockPoisonBand) * page_bytes);
+  ASSERT_GT(mid_to, mid_from + (uintptr_t(1) << 30));
+  std::vector<unsigned char> resident((mid_to - mid_from) / uintptr_t(page));
+  ASSERT_EQ(mincore(reinterpret_cast<void*>(mid_from), mid_to - mid_from, resident.data()), 0);
+  EXPECT_EQ(std::count_if(resident.begin(), resident.end(), [](unsigned char r) { return r & 1; }), 0)
+      << "pages between the poisoned edges were touched";
+  EXPECT_EQ(big.k[size_t(low / 2 * page_bytes)], 0);
   // Case files carry the field; a kernel that does not declare it is never drawn one.
   EXPECT_EQ(props::case_from_json(props::case_to_json(s, {}), "x.json").low_spare_blocks, s.low_spare_blocks);
   adapters::KernelDescription d = every_format();
@@ -1392,7 +1415,7 @@ TEST(CaseBuilder, TheNullBlockIsPoisonedAndPadsTheTables) {
       EXPECT_EQ(*used.rbegin(), int32_t(used.size()) - (null_block ? 0 : 1));
       int64_t finite_in_block0 = 0;
       for (int64_t i = 0; i < per_block; ++i)
-        for (const std::vector<uint8_t>* buf : {&c.k, &c.v})
+        for (const props::CacheBytes* buf : {&c.k, &c.v})
           finite_in_block0 += !std::isnan(element(DType::bf16, &(*buf)[size_t(2 * i)]));
       if (null_block) {
         EXPECT_EQ(finite_in_block0, 0);

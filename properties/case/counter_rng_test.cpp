@@ -56,8 +56,8 @@ TEST(GeneratorPins, PrimitivesMatchTheIndependentImplementation) {
   EXPECT_EQ(perm, want.at("shuffle_10").get<std::vector<int>>());
 }
 
-template <class T, class U>
-std::vector<U> first(const std::vector<T>& v, size_t n) {
+template <class T, class U, class A>
+std::vector<U> first(const std::vector<T, A>& v, size_t n) {
   std::vector<U> out;
   for (size_t i = 0; i < std::min(n, v.size()); ++i) out.push_back(U(v[i]));
   return out;

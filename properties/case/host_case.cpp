@@ -47,9 +47,11 @@ Storage storage_of(const CaseSpec& s) {
   return st;
 }
 
-void poison(std::vector<uint8_t>& buf, DType t, Poison with) {
+// Poisons bytes [from, to) of a cache (whole elements; from on an element).
+void poison(uint8_t* buf, size_t from, size_t to, DType t, Poison with) {
+  if (to <= from) return;
   if (with == Poison::zero) {
-    std::fill(buf.begin(), buf.end(), uint8_t(0));  // 0.0 in every cache dtype
+    std::memset(buf + from, 0, to - from);  // 0.0 in every cache dtype
     return;
   }
   // One element's NaN bytes, then the filled prefix copied onto the rest,
@@ -59,17 +61,32 @@ void poison(std::vector<uint8_t>& buf, DType t, Poison with) {
   uint8_t nan[2] = {0, 0};
   put_cache_nan(t, nan);
   if (es == 1) {
-    std::fill(buf.begin(), buf.end(), nan[0]);
+    std::memset(buf + from, nan[0], to - from);
     return;
   }
-  const size_t n = buf.size() - buf.size() % es;
+  uint8_t* p = buf + from;
+  const size_t n = (to - from) - (to - from) % es;
   if (n == 0) return;
-  std::memcpy(buf.data(), nan, es);
+  std::memcpy(p, nan, es);
   for (size_t done = es; done < n;) {
     const size_t k = std::min(done, n - done);
-    std::memcpy(buf.data() + done, buf.data(), k);
+    std::memcpy(p + done, p, k);
     done += k;
   }
+}
+
+// Poisons a cache buffer of `blocks` blocks of `page` bytes. A large cache's
+// low blocks (`low` of them, before the used ones) are poisoned only at their
+// edges (kLowBlockPoisonBand blocks each side) and stay zero between, untouched
+// (CacheBytes): a kernel that reads its first blocks or those next to the used
+// ones reads NaN, and the gigabytes between cost nothing.
+void poison(CacheBytes& buf, DType t, Poison with, int64_t page, int64_t low) {
+  if (low <= 2 * kLowBlockPoisonBand) {
+    poison(buf.data(), 0, buf.size(), t, with);
+    return;
+  }
+  poison(buf.data(), 0, size_t(kLowBlockPoisonBand * page), t, with);
+  poison(buf.data(), size_t((low - kLowBlockPoisonBand) * page), buf.size(), t, with);
 }
 
 // Writes one cache element: value x at (page, h, slot, d) of K or V.
@@ -445,8 +462,8 @@ HostCase build_case(const CaseSpec& spec, bool fill_values, Poison with, bool la
   const int es = dtype_size(fl);
   c.k.resize(size_t(c.num_blocks * store.k_page * es));
   c.v.resize(size_t(c.num_blocks * store.v_page * es));
-  poison(c.k, fl, with);
-  poison(c.v, fl, with);
+  poison(c.k, fl, with, store.k_page * es, spec.low_spare_blocks);
+  poison(c.v, fl, with, store.v_page * es, spec.low_spare_blocks);
   const ScaleKind v_kind = c.v_scale_kind();
   // Scales: per tensor a value near 1/32, per head and per token 1/32 times a
   // factor t in [0.5, 1.5) that the stored values are divided by.
@@ -504,8 +521,8 @@ HostCase build_case(const CaseSpec& spec, bool fill_values, Poison with, bool la
       }
     }
   }
-  if (spec.k_codes) c.k = *spec.k_codes;
-  if (spec.v_codes) c.v = *spec.v_codes;
+  if (spec.k_codes) c.k.assign(spec.k_codes->begin(), spec.k_codes->end());
+  if (spec.v_codes) c.v.assign(spec.v_codes->begin(), spec.v_codes->end());
   if (spec.k_scale_values) c.k_scale = *spec.k_scale_values;
   if (spec.v_scale_values) c.v_scale = *spec.v_scale_values;
 
@@ -563,8 +580,8 @@ CaseSpec single_sequence_spec(const HostCase& c, int64_t seq) {
     q.insert(q.end(), row, row + row_elems);
   }
   s.q_bits = std::move(q);
-  s.k_codes = c.k;
-  if (!s.kv_combined && s.v_head_dim == 0) s.v_codes = c.v;  // a combined tensor and an MLA cache are all in k
+  s.k_codes.emplace(c.k.begin(), c.k.end());
+  if (!s.kv_combined && s.v_head_dim == 0) s.v_codes.emplace(c.v.begin(), c.v.end());  // a combined tensor and an MLA cache are all in k
   if (!c.k_scale.empty()) {
     s.k_scale_values = c.k_scale;
     if (s.v_head_dim == 0) s.v_scale_values = c.v_scale;

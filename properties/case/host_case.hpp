@@ -5,6 +5,8 @@
 // the output and (by the runners) scratch are poisoned with NaN, so a kernel
 // that reads or leaves them shows up as a non-finite result.
 #include <cstdint>
+#include <cstdlib>
+#include <new>
 #include <optional>
 #include <string>
 #include <vector>
@@ -158,11 +160,41 @@ struct PriorCall {
   nlohmann::json meta = nlohmann::json::object();
 };
 
+// Zeroed memory whose pages the system maps only where they are written:
+// calloc, and no value-initialisation by the vector. The low blocks of a large
+// cache (gigabytes pav writes only at their edges) then cost no page clearing
+// and no stores.
+template <class T>
+struct LazyZeroAllocator {
+  using value_type = T;
+  LazyZeroAllocator() = default;
+  template <class U>
+  LazyZeroAllocator(const LazyZeroAllocator<U>&) noexcept {}
+  T* allocate(size_t n) {
+    if (void* p = std::calloc(n, sizeof(T))) return static_cast<T*>(p);
+    throw std::bad_alloc();
+  }
+  void deallocate(T* p, size_t) noexcept { std::free(p); }
+  template <class U, class... A>
+  void construct(U* p, A&&... a) {
+    if constexpr (sizeof...(A) > 0) ::new (static_cast<void*>(p)) U(std::forward<A>(a)...);
+    // no arguments: left as calloc made it (zero)
+  }
+  template <class U>
+  bool operator==(const LazyZeroAllocator<U>&) const noexcept { return true; }
+};
+using CacheBytes = std::vector<uint8_t, LazyZeroAllocator<uint8_t>>;
+
+// How many blocks at each edge of a large cache's low blocks are poisoned (its
+// first ones, the null block among them, and those right before the used
+// ones); the blocks between are zero.
+inline constexpr int64_t kLowBlockPoisonBand = 64;
+
 struct HostCase {
   CaseSpec spec;
   int64_t num_blocks = 0, max_blocks = 0;
   std::vector<uint16_t> q, out;
-  std::vector<uint8_t> k, v;  // cache bytes in the spec's format (k: the combined tensor, v empty)
+  CacheBytes k, v;  // cache bytes in the spec's format (k: the combined tensor, v empty)
   std::vector<int32_t> block_tables, lens;
   std::vector<int32_t> kv_indptr, kv_indices, kv_last_page_len;  // page_table = csr
   std::vector<float> k_scale, v_scale;
