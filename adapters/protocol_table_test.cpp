@@ -231,6 +231,9 @@ const std::vector<Row>& table() {
        Verdict::stale_plan, "stale plan: fault plugin's plan is stale: decode-stale-plan"},
       {"lib_decode_error", Via::lib, "modes:decode-error", "decode", Stage::call, "PAV_ERROR", Verdict::kernel_error,
        "kernel error: fault plugin fails: decode-error"},
+      // A fresh plan: the call is pav's own (the stale one is PavCli.AFailingStaleCaseReplaysToExitOne).
+      {"lib_decode_stale_silent", Via::lib, "modes:decode-stale-silent", "decode", Stage::call,
+       "PAV_OK (a fresh plan)", Verdict::pass, ""},
       {"lib_decode_unavailable", Via::lib, "modes:decode-unavailable", "decode", Stage::call, "PAV_UNAVAILABLE",
        Verdict::kernel_error,
        "kernel error: pav_kernel_decode returned PAV_UNAVAILABLE, which only pav_kernel_init may: fault plugin "

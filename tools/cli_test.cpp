@@ -1737,6 +1737,33 @@ TEST_F(PavCli, AFailingGateMirrorCaseReplaysToExitOne) {
   }
 }
 
+// A failing stale-plan case replays to exit 1 on both replay commands: a
+// planned kernel that answers a stale plan's call PAV_OK (its stale rows
+// attended over nothing) is found by pav verify's stale check and saved, and
+// each replay fails the case again; through the kernel as it is (it answers
+// PAV_STALE_PLAN) the same case replays to exit 0.
+TEST_F(PavCli, AFailingStaleCaseReplaysToExitOne) {
+  auto kernel = [](const std::string& mode) {
+    return std::string("lib:") + PAV_FAULT_MODES + " --fault " + mode + " --path planned";
+  };
+  const Outcome v = launch({{"verify", "--kernel", kernel("decode-stale-silent"), "--checks", "stale",
+                             "--stale-cases", "30", "--seed", "1", "--json", "--save", (dir_ / "ce").string()}});
+  ASSERT_EQ(v.code, 1) << v.out.substr(0, 2000) << v.err;
+  const json j = parsed(v.out);
+  ASSERT_TRUE(j.is_object()) << v.out.substr(0, 500);
+  const std::string saved = j["checks"][0]["detail"]["failure"].value("saved", "");
+  ASSERT_FALSE(saved.empty()) << j["checks"][0].dump();
+  for (const auto& [mode, code] : std::vector<std::pair<std::string, int>>{{"decode-stale-silent", 1}, {"none", 0}})
+    for (const ReplayCommand& r : kReplayCommands) {
+      const Outcome o = launch({replay_args(r, saved, {"--kernel", kernel(mode), "--json"})});
+      EXPECT_EQ(o.code, code) << r.words.front() << " " << mode << "\n" << o.out.substr(0, 2000) << o.err;
+      const json rj = parsed(o.out);
+      ASSERT_TRUE(rj.is_object()) << o.out.substr(0, 500) << o.err;
+      EXPECT_EQ(rj[r.key][0]["property"], "stale") << rj.dump();
+      EXPECT_EQ(rj[r.key][0]["passed"], code == 0) << rj.dump();
+    }
+}
+
 // NaN that does not come from masked slots is not named as if it did: the C
 // example's empty-row-nan divides 0 by 0 in a row that sees no token, NaN
 // with the slots past every context zero too (the NumPy worker's

@@ -36,6 +36,7 @@ inline constexpr auto kPluginFaults = std::to_array<std::string_view>({
     "describe-error", "describe-device",
     "check-reject", "check-reject-silent", "check-error", "check-stale-plan", "check-bad-status",
     "decode-reject", "decode-stale-plan", "decode-error", "decode-unavailable", "decode-bad-status",
+    "decode-stale-silent",
 });
 
 template <class List>

@@ -33,7 +33,9 @@
 //                             check-reject (with a reason), check-reject-silent (without),
 //                             check-error, check-stale-plan, check-bad-status (returns 7),
 //                             decode-reject, decode-stale-plan, decode-error,
-//                             decode-unavailable, decode-bad-status (returns 42)
+//                             decode-unavailable, decode-bad-status (returns 42),
+//                             decode-stale-silent (a stale plan's call answered PAV_OK, its
+//                             stale rows attended over nothing: pav's kernel leaves them NaN)
 #include <algorithm>
 #include <cstdint>
 #include <cstdio>
@@ -80,7 +82,9 @@ class ModeKernel final : public pav::adapters::KernelUnderTest {
     if (mode_ == "decode-reject") return {Outcome::rejected, "fault plugin refuses: decode-reject"};
     if (mode_ == "decode-stale-plan") return {Outcome::stale_plan, "fault plugin's plan is stale: decode-stale-plan"};
     if (mode_ == "decode-error") return {Outcome::kernel_error, "fault plugin fails: decode-error"};
-    return inner_->decode(r);
+    CallResult res = inner_->decode(r);
+    if (mode_ == "decode-stale-silent" && res.outcome == Outcome::stale_plan) return CallResult::success();
+    return res;
   }
 
  private:
