@@ -1189,12 +1189,15 @@ TEST(LargeCache, UsedPagesSitPastTwoToTheThirtyOneAndTheReferenceIsUnmoved) {
     for (int64_t at : {int64_t(0), page_bytes - 1})
       EXPECT_TRUE(std::isnan(double(kernels::fp8_to_f32(big.k[size_t(blk * page_bytes + at)], DType::fp8_e4m3fn))))
           << "block " << blk << " byte " << at;
-  const int64_t page = sysconf(_SC_PAGESIZE);
-  const auto mid_from = (uintptr_t(big.k.data()) + uintptr_t(props::kLowBlockPoisonBand * page_bytes) + page - 1) /
-                        uintptr_t(page) * uintptr_t(page);
-  const auto mid_to = uintptr_t(big.k.data()) + uintptr_t((low - props::kLowBlockPoisonBand) * page_bytes);
+  // Whole 2 MiB spans between the edges: the memory is advised huge pages, so a
+  // write to an edge may bring in the whole 2 MiB around it.
+  const uintptr_t page = sysconf(_SC_PAGESIZE), huge = uintptr_t(2) << 20;
+  const auto mid_from = (uintptr_t(big.k.data()) + uintptr_t(props::kLowBlockPoisonBand * page_bytes) + huge - 1) /
+                        huge * huge;
+  const auto mid_to =
+      (uintptr_t(big.k.data()) + uintptr_t((low - props::kLowBlockPoisonBand) * page_bytes)) / huge * huge;
   ASSERT_GT(mid_to, mid_from + (uintptr_t(1) << 30));
-  std::vector<unsigned char> resident((mid_to - mid_from) / uintptr_t(page));
+  std::vector<unsigned char> resident((mid_to - mid_from) / page);
   ASSERT_EQ(mincore(reinterpret_cast<void*>(mid_from), mid_to - mid_from, resident.data()), 0);
   EXPECT_EQ(std::count_if(resident.begin(), resident.end(), [](unsigned char r) { return r & 1; }), 0)
       << "pages between the poisoned edges were touched";

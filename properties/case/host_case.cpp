@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "properties/case/host_case.hpp"
 
+#include <sys/mman.h>
+
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -46,6 +48,17 @@ Storage storage_of(const CaseSpec& s) {
   }
   return st;
 }
+
+}  // namespace
+
+void lazy_zero_huge_pages(void* p, size_t bytes) {
+  constexpr size_t kHuge = size_t(2) << 20;
+  if (bytes < (size_t(64) << 20)) return;
+  const uintptr_t from = (uintptr_t(p) + kHuge - 1) / kHuge * kHuge, to = (uintptr_t(p) + bytes) / kHuge * kHuge;
+  if (to > from) (void)::madvise(reinterpret_cast<void*>(from), to - from, MADV_HUGEPAGE);  // advice only
+}
+
+namespace {
 
 // Poisons bytes [from, to) of a cache (whole elements; from on an element).
 void poison(uint8_t* buf, size_t from, size_t to, DType t, Poison with) {
