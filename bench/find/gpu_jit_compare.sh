@@ -2,7 +2,7 @@
 # SPDX-License-Identifier: Apache-2.0
 # The Triton example (examples/workers/triton_decode.py) in 8 shapes from seed 1 on a GPU host,
 # run from the repository root: NEW's 100 calls from an empty Triton cache and again warm, OLD's
-# (an earlier pav, when given) warm on the same card, NEW's 300 warm calls, then NEW's default
+# (an earlier pav, when given) warm on the same card, NEW's 300 warm calls (MORE=1), then NEW's default
 # pav verify. Each run's JSON and log go into $OUT/jit.tgz; a summary line per run is printed.
 #   NEW=build/jitkit/bin/pav OLD=build/jitkit-old/bin/pav LIBS=build/jitkit/lib \
 #     bash bench/find/gpu_jit_compare.sh
@@ -25,7 +25,7 @@ t() {
 t new-cold $NEW fuzz --kernel "$w" --property decode --cases 100 --seed 1 --regions --shapes 8 --quiet --json
 t new-warm $NEW fuzz --kernel "$w" --property decode --cases 100 --seed 1 --regions --shapes 8 --quiet --json
 [[ -x $OLD ]] && t old-warm $OLD fuzz --kernel "$w" --property decode --cases 100 --seed 1 --regions --shapes 8 --quiet --json
-t new-warm-300 $NEW fuzz --kernel "$w" --property decode --cases 300 --seed 1 --regions --shapes 8 --quiet --json
+[[ ${MORE:-0} == 1 ]] && t new-warm-300 $NEW fuzz --kernel "$w" --property decode --cases 300 --seed 1 --regions --shapes 8 --quiet --json
 t new-verify $NEW verify --kernel "$w" --seed 1 --json --save $o/ce
 python3 - $o <<'PY'
 import glob, json, os, sys
