@@ -255,13 +255,14 @@ bool KeptFile::put(const TensorView& v) {
     chunk_held_.assign(sparse ? (bytes + kChunkBytes - 1) / kChunkBytes : 0, false);
     wrote = true;
   }
+  if (!sparse) {
+    std::memcpy(map_, head.data(), head.size());
+    if (bytes > 0) std::memcpy(map_ + head.size(), v.data, bytes);
+    return true;
+  }
   if (std::memcmp(map_, head.data(), head.size()) != 0) {
     std::memcpy(map_, head.data(), head.size());
     wrote = true;
-  }
-  if (!sparse) {
-    if (bytes > 0) std::memcpy(map_ + head.size(), v.data, bytes);
-    return true;
   }
   const auto* src = static_cast<const uint8_t*>(v.data);
   for (size_t i = 0; i < chunk_held_.size(); ++i) {

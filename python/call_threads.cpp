@@ -9,12 +9,6 @@
 
 namespace pav::python {
 
-namespace {
-
-using adapters::CallResult;
-using adapters::Outcome;
-using Clock = std::chrono::steady_clock;
-
 bool interpreter_gone() {
 #if PY_VERSION_HEX >= 0x030D0000
   return !Py_IsInitialized() || Py_IsFinalizing();
@@ -22,6 +16,12 @@ bool interpreter_gone() {
   return !Py_IsInitialized() || _Py_IsFinalizing();
 #endif
 }
+
+namespace {
+
+using adapters::CallResult;
+using adapters::Outcome;
+using Clock = std::chrono::steady_clock;
 
 Clock::duration seconds(double s) {
   return std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(std::max(s, 0.0)));

@@ -35,6 +35,10 @@
 
 namespace pav::python {
 
+// The interpreter is not running (never started, or finalizing): its GIL can
+// no longer be taken, and what holds Python state lets it go with the process.
+bool interpreter_gone();
+
 class CallThreads {
  public:
   // How long an interrupted call may take to return before it is left running:

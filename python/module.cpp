@@ -200,14 +200,6 @@ std::string kernel_text(const std::string& text) {
 }
 std::string python_error_text(const py::error_already_set& e) { return kernel_text(e.what()); }
 
-bool interpreter_finalizing() {
-#if PY_VERSION_HEX >= 0x030D0000
-  return Py_IsFinalizing();
-#else
-  return _Py_IsFinalizing();
-#endif
-}
-
 // A Python callable as a kernel under test. `runner` is a
 // pav._inprocess.Runner: check(request) -> None or a reason, decode(request,
 // arrays) -> None or (status, message). Its calls run on threads of its own
@@ -223,7 +215,7 @@ class PythonKernel final : public pav::adapters::InProcessKernel {
     // registry, after the interpreter has finalized: the GIL can no longer be
     // taken, and waiting for it would hang the exit. The reference is dropped
     // unreleased; the interpreter's memory goes with the process.
-    if (!Py_IsInitialized() || interpreter_finalizing()) {
+    if (pav::python::interpreter_gone()) {
       runner_.release();
       return;
     }
@@ -467,10 +459,11 @@ void read_kernel(Fields& f, pav::session::KernelOptions& k) {
   f.read("kernel", k.specs);
   f.read("isolate", k.isolate);
   f.read("timeout", k.timeout);
-  if (!(k.timeout >= 0.01 && k.timeout <= 86400)) {  // the command line's bound on --timeout
-    char got[32];
-    std::snprintf(got, sizeof got, "%g", k.timeout);
-    throw pav::session::BadInput(f.run() + ": timeout: expected seconds in [0.01, 86400], got " + got);
+  if (!pav::session::timeout_in_range(k.timeout)) {  // --timeout's bounds
+    char got[96];
+    std::snprintf(got, sizeof got, "expected seconds in [%g, %g], got %g", pav::session::kMinTimeoutSeconds,
+                  pav::session::kMaxTimeoutSeconds, k.timeout);
+    throw pav::session::BadInput(f.run() + ": timeout: " + got);
   }
   f.read("exchange_dir", k.exchange_dir);
 }

@@ -27,7 +27,7 @@ inline void add_kernel_options(CLI::App& app, KernelOptions& o, bool many = fals
   if (!many) k->expected(1);
   app.add_flag("--isolate", o.isolate, "run a lib: kernel in a child process (a crash becomes a failure verdict)");
   app.add_option("--timeout", o.timeout, "seconds a call may take before it is stopped: a worker killed (exec:, --isolate), a Python kernel interrupted")
-      ->check(CLI::Range(0.01, 86400.0))
+      ->check(CLI::Range(session::kMinTimeoutSeconds, session::kMaxTimeoutSeconds))
       ->capture_default_str();
   app.add_option("--exchange-dir", o.exchange_dir, "folder for the per-call .npy files (default /dev/shm, else $TMPDIR)")
       ->check(non_empty());

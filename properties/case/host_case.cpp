@@ -88,7 +88,7 @@ void poison(uint8_t* buf, size_t from, size_t to, DType t, Poison with) {
   }
 }
 
-// Poisons a cache buffer of `blocks` blocks of `page` bytes. A large cache's
+// Poisons a cache buffer of blocks of `page` bytes. A large cache's
 // low blocks (`low` of them, before the used ones) are poisoned only at their
 // edges (kLowBlockPoisonBand blocks each side) and stay zero between, untouched
 // (CacheBytes): a kernel that reads its first blocks or those next to the used

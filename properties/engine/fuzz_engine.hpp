@@ -132,6 +132,16 @@ Verdict guarded(const std::function<Verdict(const T&)>& check, const T& v) {
   }
 }
 
+// A value's verdict while shrinking, or nothing when a stop cut one of its
+// calls short (a verdict over such a call is never taken as the kernel's).
+template <class T>
+std::optional<Verdict> shrink_verdict(const std::function<Verdict(const T&)>& check, const T& v) {
+  const CutShort cut;
+  Verdict verdict = guarded(check, v);
+  if (!verdict.passed && cut.since()) return std::nullopt;
+  return verdict;
+}
+
 // Greedy shrinking: from a failing shrinkable, take the first child that still
 // fails and repeat until no child fails (a local minimum) or a limit is hit.
 // Children whose generation throws are skipped, as RapidCheck does.
@@ -157,16 +167,15 @@ Shrunk<T> shrink_failing(const rc::Shrinkable<T>& root, const Verdict& root_verd
         continue;
       }
       ++out.tries;
-      const CutShort cut;
-      Verdict verdict = guarded(check, *v);
-      if (!verdict.passed && cut.since()) {  // a call the stop cut short: no verdict
+      std::optional<Verdict> verdict = shrink_verdict(check, *v);
+      if (!verdict) {  // a call the stop cut short: no verdict
         out.hit_limit = true;
         return out;
       }
-      if (!verdict.passed) {
+      if (!verdict->passed) {
         current = *child;
         out.value = std::move(*v);
-        out.verdict = std::move(verdict);
+        out.verdict = std::move(*verdict);
         ++out.steps;
         progressed = true;
         break;
@@ -198,15 +207,14 @@ void simplify_failing(Shrunk<T>& s, const std::function<Verdict(const T&)>& chec
         return;
       }
       ++s.tries;
-      const CutShort cut;
-      Verdict verdict = guarded(check, candidate);
-      if (!verdict.passed && cut.since()) {  // a call the stop cut short: no verdict
+      std::optional<Verdict> verdict = shrink_verdict(check, candidate);
+      if (!verdict) {  // a call the stop cut short: no verdict
         s.hit_limit = true;
         return;
       }
-      if (!verdict.passed) {
+      if (!verdict->passed) {
         s.value = std::move(candidate);
-        s.verdict = std::move(verdict);
+        s.verdict = std::move(*verdict);
         ++s.simplify_steps;
         progressed = true;
         break;
@@ -353,13 +361,13 @@ Property make_property(PropertyParts<T> parts) {
     std::lock_guard<std::mutex> lock(generation_mutex());
     const rc::Shrinkable<T> root = p->gen(rc::Random(seed), size);
     const T v = root.value();
-    const CutShort recheck;
-    const Verdict first = guarded(check, v);
-    if (first.passed) return std::nullopt;
     // A stop that cut the re-check's call short leaves no verdict of it: the
     // case is kept as found, its messages left empty for the caller's (the
     // search's) failure.
-    const bool cut = recheck.since();
+    const std::optional<Verdict> recheck = shrink_verdict(check, v);
+    if (recheck && recheck->passed) return std::nullopt;
+    const bool cut = !recheck;
+    const Verdict first = cut ? Verdict::fail("") : *recheck;
     const auto t0 = std::chrono::steady_clock::now();
     Shrunk<T> s{v, first};
     s.hit_limit = cut;
@@ -369,8 +377,8 @@ Property make_property(PropertyParts<T> parts) {
     f.property = p->name;
     f.seed = seed;
     f.size = size;
-    f.first_message = cut ? std::string() : first.message;
-    f.message = cut ? std::string() : s.verdict.message;
+    f.first_message = first.message;
+    f.message = s.verdict.message;
     f.shrink_steps = s.steps;
     f.simplify_steps = s.simplify_steps;
     f.shrink_tries = s.tries;

@@ -98,9 +98,13 @@ std::string bounded_message(std::string_view what);
 struct KernelOptions {
   std::vector<std::string> specs;  // pav:cpu, pav:gpu, lib:PATH.so [WORDS], exec:'CMD', inproc:KEY
   bool isolate = false;
-  double timeout = 60;             // seconds per call (exec:, --isolate, in process): [0.01, 86400]
+  double timeout = 60;             // seconds per call (exec:, --isolate, in process)
   std::string exchange_dir;        // per-call .npy files ("" = /dev/shm, else $TMPDIR)
 };
+// The per-call timeout's bounds, wherever it is given (--timeout, a Python
+// run's timeout=, a case file's kernel.timeout_seconds).
+inline constexpr double kMinTimeoutSeconds = 0.01, kMaxTimeoutSeconds = 86400;
+inline bool timeout_in_range(double s) { return s >= kMinTimeoutSeconds && s <= kMaxTimeoutSeconds; }
 
 // Opens one kernel: a bad spec is BadInput, one that cannot run here CannotRun.
 // for_cases: pav will generate calls for it, so a description pav cannot

@@ -210,8 +210,9 @@ ReplayKernel replay_kernel(const std::string& file, const nlohmann::json& meta, 
   r.isolate = isolate || o.kernel.isolate;
   if (k.contains("timeout_seconds") && !o.timeout_given) {
     const nlohmann::json& t = k.at("timeout_seconds");
-    if (!t.is_number() || !std::isfinite(t.get<double>()) || t.get<double>() < 0.01 || t.get<double>() > 86400)
-      throw BadInput(at + ".timeout_seconds: expected a number of seconds in [0.01, 86400]");
+    if (!t.is_number() || !timeout_in_range(t.get<double>()))
+      throw BadInput(at + fmt::format(".timeout_seconds: expected a number of seconds in [{:g}, {:g}]",
+                                      kMinTimeoutSeconds, kMaxTimeoutSeconds));
     r.timeout = t.get<double>();
   }
   std::string cwd;
