@@ -31,8 +31,8 @@ int select_ctest_device() {
 
 // ---- device case -----------------------------------------------------------------
 namespace {
-template <class T>
-DeviceBuffer upload(const std::vector<T>& v) {
+template <class T, class A>
+DeviceBuffer upload(const std::vector<T, A>& v) {
   DeviceBuffer b(std::max<size_t>(v.size() * sizeof(T), 16));
   copy_to_device(b.data(), v.data(), v.size() * sizeof(T));
   return b;
