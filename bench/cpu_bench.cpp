@@ -73,6 +73,36 @@ void reference_loop(benchmark::State& st, int64_t threads) {
   }
   set_counters(st, threads);
 }
+// Weights below float's smallest normal, on a 16384-token context of the same
+// shape: P rounded as bf16 (its subnormal bound c = 2^-134 is one) or not at
+// all, and logits of the usual spread or spread over hundreds (q 8x, k 32x the
+// usual amplitude: most weights far below 2^-126). Args: p_round (0 none,
+// 1 bf16), extreme logits (0/1). The four should take about the same time.
+reference::testing::OwnedCall& weights_call(bool extreme) {
+  static auto make = [](bool x) {
+    return reference::testing::make_call({.lens = {16384}, .hkv = kHkv, .group = kGroup, .head_dim = kHeadDim,
+                                          .q_amp = x ? 8.0f : 1.0f, .k_amp = x ? 64.0f : 2.0f,
+                                          .spare_blocks = 0, .seed = 8});
+  };
+  static reference::testing::OwnedCall usual = make(false), far = make(true);
+  return extreme ? far : usual;
+}
+void BM_ReferenceWeights1T(benchmark::State& st) {
+  auto& c = weights_call(st.range(1) != 0);
+  const auto guard = limit(1);
+  const kernels::NumericsProfile profile{kernels::QQuant::none,
+                                         st.range(0) ? kernels::PRound::bf16 : kernels::PRound::none,
+                                         kernels::DType::f32};
+  reference::ReferenceOptions o;
+  o.precision = reference::Precision::fp32;
+  for (auto _ : st) {
+    auto r = reference::decode(c.call, profile, o);
+    benchmark::DoNotOptimize(r.out.data());
+  }
+}
+BENCHMARK(BM_ReferenceWeights1T)->ArgNames({"p_bf16", "extreme"})->ArgsProduct({{0, 1}, {0, 1}})
+    ->Unit(benchmark::kMillisecond);
+
 void BM_Reference1T(benchmark::State& st) { reference_loop(st, 1); }
 void BM_ReferenceAllCores(benchmark::State& st) { reference_loop(st, 0); }
 BENCHMARK(BM_Reference1T)->ArgNames({"terms", "chunk"})->ArgsProduct({{1, 0}, {512, 4096}})

@@ -284,7 +284,7 @@ struct Buffers {
   Mat<T> s;     // [rows, chunk] scores minus the running max, then P
   Mat<T> pp;    // [2*rows, chunk]: P over min(P, c)
   Mat<T> p2;    // [rows, chunk]
-  Mat<T> tmp;   // [2*rows, D]
+  Mat<T> tmp;   // [2*rows, D] (terms), else [rows, D]: products
   std::vector<float> ktok, vtok;  // per-token scales of the chunk
   std::vector<float> stage;       // decoded fp8 values of one block, before their scale
   std::vector<uint8_t> strided;   // strided cache bytes gathered before decoding
@@ -305,12 +305,12 @@ struct Buffers {
     alpha.resize(rows);
     m_new.resize(rows);
     q.resize(rows, D);
+    tmp.resize(terms ? 2 * rows : rows, Dv);
     if (terms) {
       vabs.resize(chunk, Dv);
       v2.resize(chunk, Dv);
       pp.resize(2 * rows, chunk);
       p2.resize(rows, chunk);
-      tmp.resize(2 * rows, Dv);
     }
   }
   int64_t bytes() const {
@@ -544,8 +544,18 @@ struct Core {
     }
     const auto V = b.v.topRows(n);
     st.l = b.alpha.cwiseProduct(st.l) + S.rowwise().sum();
-    st.acc = b.alpha.asDiagonal() * st.acc;
-    st.acc.noalias() += S * V;
+    // The products take P scaled up by a power of two, and their sums are
+    // scaled back: a power of two moves no rounding where every value is
+    // normal, so the sums are the unscaled ones there. Weights below float's
+    // smallest normal (2^-126: P under extreme logits, P^2 from 2^-63 down,
+    // min(P, c) for a bf16 P's c = 2^-134) then reach the GEMM as normal
+    // numbers; as subnormal operands they slowed x86's float GEMM about a
+    // hundredfold. The scales leave every sum below 2^120 (chunk_scales).
+    const auto [up, up2] = chunk_scales(n, V);
+    S *= up;
+    auto prod = b.tmp.topRows(rows);
+    prod.noalias() = S * V;
+    st.acc = b.alpha.asDiagonal() * st.acc + prod / up;
     if (!terms) return;
     auto Va = b.vabs.topRows(n);
     auto V2 = b.v2.topRows(n);
@@ -553,17 +563,35 @@ struct Core {
     V2 = V.cwiseAbs2();
     auto PP = b.pp.leftCols(n);
     PP.topRows(rows) = S;
-    PP.bottomRows(rows) = S.cwiseMin(sub_c);
+    PP.bottomRows(rows) = S.cwiseMin(sub_c * up);
     auto P2 = b.p2.leftCols(n);
-    P2 = S.cwiseAbs2();
+    P2 = (S * (up2 / up)).cwiseAbs2();  // (P * up2)^2
     st.l1 = b.alpha.asDiagonal() * st.l1;
     // sum min(p, c)|v| only shrinks when the max rises; it stays below sum p|v|.
     st.sub = st.sub.cwiseMin(st.l1);
     b.tmp.noalias() = PP * Va;
-    st.l1 += b.tmp.topRows(rows);
-    st.sub += b.tmp.bottomRows(rows);
-    st.l2 = b.alpha.cwiseAbs2().asDiagonal() * st.l2;
-    st.l2.noalias() += P2 * V2;
+    st.l1 += b.tmp.topRows(rows) / up;
+    st.sub += b.tmp.bottomRows(rows) / up;
+    auto sq = b.tmp.topRows(rows);
+    sq.noalias() = P2 * V2;
+    st.l2 = b.alpha.cwiseAbs2().asDiagonal() * st.l2 + sq / (up2 * up2);
+  }
+
+  // attend_chunk's scales of P (up) and of P in P^2 (up2), powers of two: the
+  // largest up to 2^64 (2^42) that keep n tokens' sums of P*up*|v| and
+  // (P*up2)^2 v^2 below 2^120, as P <= 1. 1 for a double T (no subnormal
+  // weight of interest).
+  static std::pair<T, T> chunk_scales(int64_t n, const Eigen::Ref<const Mat<T>>& V) {
+    if constexpr (!std::is_same_v<T, float>) {
+      return {T(1), T(1)};
+    } else {
+      const double vmax = n > 0 && V.size() > 0 ? double(V.cwiseAbs().maxCoeff()) : 0.0;
+      if (!(vmax > 0.0) || !std::isfinite(vmax)) return {T(0x1p64), T(0x1p42)};
+      const int room = 120 - std::ilogb(double(n) * vmax) - 1;  // n * vmax < 2^(120 - room)
+      const int e = std::clamp(room, 0, 64);
+      const int e2 = std::clamp((120 - std::ilogb(double(n) * vmax * vmax) - 1) / 2, 0, 42);
+      return {std::ldexp(T(1), e), std::ldexp(T(1), e2)};
+    }
   }
 
   // dst absorbs src (src covers the later tokens); each is in units of its own max.

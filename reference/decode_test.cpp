@@ -227,6 +227,41 @@ TEST(ReferenceDecode, Fp32AgreesWithFp64) {
   expect_close(a.pq_l2, b.pq_l2, 1e-5, 1e-5, "pq_l2");
 }
 
+// Weights below float's smallest normal: logits spread over hundreds (P down
+// to e^-300 and under) with a bf16 P, whose subnormal bound c = 2^-134 is
+// itself below it. The fp32 reference takes its products over P scaled by a
+// power of two and scales the sums back (over unscaled subnormal operands
+// x86's float GEMM ran about a hundred times slower): it agrees with fp64 to
+// float's precision in out, lse and the l1 and l2 terms, and its sum of
+// min(p, c)|v| stays above fp64's. It is larger there, not equal: float's exp
+// gives a weight at least about 2^-128 to every visible token, which min(p, c)
+// counts as c.
+TEST(ReferenceDecode, Fp32AgreesWithFp64UnderSubnormalWeights) {
+  const auto c = make_call({.lens = {3000, 900, 40}, .q_amp = 8.0f, .k_amp = 64.0f, .seed = 604});
+  const NumericsProfile bf16p{QQuant::none, PRound::bf16, DType::f32};
+  const ReferenceResult a = decode(c.call, bf16p, {.precision = Precision::fp32});
+  const ReferenceResult b = decode(c.call, bf16p, {.precision = Precision::fp64});
+  // The case reaches the range it is about: some row's logits span more than
+  // float's exponent range (2^-149 is e^-103).
+  double span = 0;
+  for (size_t i = 0; i < b.score_max.size(); ++i)
+    if (b.seen[i]) span = std::max(span, double(b.score_max[i]) * 2.0);
+  EXPECT_GT(span, 300.0);
+  expect_close(a.out, b.out, 1e-6, 1e-5, "out");
+  expect_close(a.lse, b.lse, 1e-5, 1e-5, "lse");
+  expect_close(a.pq_l1, b.pq_l1, 1e-6, 1e-5, "pq_l1");
+  expect_close(a.pq_l2, b.pq_l2, 1e-6, 1e-5, "pq_l2");
+  ASSERT_EQ(a.pq_sub.size(), b.pq_sub.size());
+  int64_t below = 0;
+  double most = 0;
+  for (size_t i = 0; i < a.pq_sub.size(); ++i) {
+    below += double(a.pq_sub[i]) < double(b.pq_sub[i]) * (1 - 1e-5) - 0x1p-148;
+    most = std::max(most, double(a.pq_sub[i]));
+  }
+  EXPECT_EQ(below, 0) << "pq_sub below fp64's";
+  EXPECT_GT(most, 0x1p-140);  // the bound is in play
+}
+
 TEST(ReferenceDecode, ChunkBoundaryLengths) {
   CallSpec s;
   s.lens = {4095, 4096, 4097};

@@ -34,7 +34,9 @@ struct Shape {
 int64_t chunk_buffer_bytes(const Shape& s, int64_t c, bool terms, int64_t elem) {
   const int64_t scores = s.D * c + s.rows * s.D + s.rows * c;
   int64_t n = s.D * c + s.rows * c + 2 * s.rows;
-  if (terms) n += 2 * c * s.D + 2 * s.rows * c + s.rows * c + 2 * s.rows * s.D;
+  // The products' buffer: [2 rows, D] with the error terms, else [rows, D].
+  n += (terms ? 2 : 1) * s.rows * s.D;
+  if (terms) n += 2 * c * s.D + 2 * s.rows * c + s.rows * c;
   return scores * int64_t(sizeof(double)) + n * elem + int64_t(sizeof(float)) * (2 * c + s.D * s.bs);
 }
 
