@@ -262,6 +262,31 @@ TEST(ReferenceDecode, Fp32AgreesWithFp64UnderSubnormalWeights) {
   EXPECT_GT(most, 0x1p-140);  // the bound is in play
 }
 
+// Values near float's top: a V scale of 1e30 (|v| up to about 4.5e32, a
+// 3000-token sum of p|v| near 1e36). The products' scale of P leaves those
+// sums room below float's largest, so fp32 still agrees with fp64 in out
+// (to float's precision of sum p|v|), lse and the l1 term (p^2 v^2 itself
+// passes float's range here; both precisions keep it as they can).
+TEST(ReferenceDecode, Fp32AgreesWithFp64AtLargeValues) {
+  auto c = make_call({.lens = {3000, 20}, .seed = 605});
+  c.vs[0] = 1e30f;  // the per-tensor V scale the call's view reads
+  const ReferenceResult a = decode(c.call, {.precision = Precision::fp32});
+  const ReferenceResult b = decode(c.call, {.precision = Precision::fp64});
+  double most = 0;
+  int64_t bad = 0;
+  ASSERT_EQ(a.out.size(), b.pq_l1.size());
+  for (size_t i = 0; i < a.out.size(); ++i) {
+    most = std::max(most, double(std::fabs(b.out[i])));
+    // out is a sum of signed terms: its error is float's precision of the
+    // sum of their magnitudes, sum p|v| / l.
+    bad += !(std::fabs(double(a.out[i]) - double(b.out[i])) <= 1e-5 * double(b.pq_l1[i]));
+  }
+  EXPECT_GT(most, 1e29);
+  EXPECT_EQ(bad, 0) << "out";
+  expect_close(a.lse, b.lse, 1e-5, 1e-5, "lse");
+  expect_close(a.pq_l1, b.pq_l1, 0, 1e-5, "pq_l1");
+}
+
 TEST(ReferenceDecode, ChunkBoundaryLengths) {
   CallSpec s;
   s.lens = {4095, 4096, 4097};
