@@ -138,9 +138,20 @@ def to_device(array, dtype, device):
     import torch
     strides = tuple(st // array.itemsize for st in array.strides)
     span = 1 + sum((n - 1) * st for n, st in zip(array.shape, strides)) if array.size else 0
-    flat = np.lib.stride_tricks.as_strided(array, (span,), (array.itemsize,), writeable=False)
-    host = torch.from_numpy(np.array(flat.view(np.int16) if dtype == "bf16" else flat))
-    t = host.to(device)
+    kind = np.int16 if dtype == "bf16" else array.dtype
+    sparse = worker.data_extents(array)
+    if sparse is None:
+        flat = np.lib.stride_tricks.as_strided(array, (span,), (array.itemsize,), writeable=False)
+        t = torch.from_numpy(np.array(flat.view(kind))).to(device)
+    else:
+        # A large file with holes (a large cache's untouched zeros): zeros on the
+        # device and the data ranges copied over them, the same bytes without
+        # reading the holes.
+        span_bytes, extents = sparse
+        t = torch.zeros(span_bytes.shape[0], dtype=torch.uint8, device=device)
+        for lo, hi in extents:
+            t[lo:hi].copy_(torch.from_numpy(np.array(span_bytes[lo:hi])))
+        t = t.view(torch.from_numpy(np.empty(0, dtype=kind)).dtype)
     t = t.view(torch.bfloat16) if dtype == "bf16" else t
     return t.as_strided(tuple(array.shape), strides)
 

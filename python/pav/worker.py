@@ -25,10 +25,13 @@ reads K and V of those pages as float32, indexing the cache as it is.
 Only NumPy and the standard library are used, so any Python with NumPy can run
 a worker built on it. See docs/verify-your-kernel.md, "Worker protocol".
 """
+import errno
 import json
 import os
 import sys
+import threading
 import traceback
+import weakref
 
 import numpy as np
 
@@ -281,6 +284,88 @@ def description(name, **fields):
     return d
 
 
+# pav writes a large input file chunk by chunk and leaves a chunk of zeros a
+# hole (a large cache's untouched low blocks are gigabytes of them). Reading a
+# hole through a mapping allocates its pages (on tmpfs, where pav's files
+# usually are), so a copy of the whole file costs what a dense one would;
+# data_extents() says where the data is, and a copy of those ranges onto zeros
+# is the same bytes. Smaller files are copied whole.
+SPARSE_FILE_BYTES = 64 << 20
+
+# The large files this process has mapped: id(memmap) -> (first address, bytes,
+# file path, file offset of that address, weak reference to the memmap). An
+# entry leaves with its memmap, before its addresses can be mapped again.
+_mapped_files = {}
+_mapped_lock = threading.Lock()
+
+
+def _address(a):
+    return a.__array_interface__["data"][0]
+
+
+def map_input(path):
+    """An input file (.npy) mapped read-only, not read: a decode touches only
+    its sequences' pages. A large one is remembered, for data_extents()."""
+    m = np.load(path, mmap_mode="r", allow_pickle=False)
+    if isinstance(m, np.memmap) and m.nbytes >= SPARSE_FILE_BYTES:
+        key = id(m)
+        with _mapped_lock:
+            _mapped_files[key] = (_address(m), m.nbytes, path, m.offset, weakref.ref(m))
+        weakref.finalize(m, _forget_mapped_file, key)
+    return m
+
+
+def _forget_mapped_file(key):
+    with _mapped_lock:
+        _mapped_files.pop(key, None)
+
+
+def data_extents(a):
+    """Where the data of array a lies, when a is (a view of) a large input file
+    this process mapped and that file has holes in a's span (the bytes from its
+    first element to its last; strides non-negative): (span, extents), span a
+    read-only uint8 array over those bytes (mapped, not read) and extents the
+    ranges [start, end) of it that hold data; the rest of span reads zero.
+    None otherwise (copy the span whole): a is not mapped from such a file, the
+    file system does not tell holes, or the span has none."""
+    if not hasattr(os, "SEEK_DATA") or a.size == 0 or any(st < 0 for st in a.strides):
+        return None
+    nbytes = a.itemsize * (1 + sum((n - 1) * (st // a.itemsize) for n, st in zip(a.shape, a.strides)))
+    first = _address(a)
+    with _mapped_lock:
+        entries = list(_mapped_files.values())
+    for start, size, path, offset, ref in entries:
+        m = ref()
+        if m is not None and start <= first and first + nbytes <= start + size:
+            break
+    else:
+        return None
+    begin = offset + (first - start)
+    end = begin + nbytes
+    extents = []
+    try:
+        with open(path, "rb") as f:
+            pos = begin
+            while pos < end:
+                try:
+                    data = os.lseek(f.fileno(), pos, os.SEEK_DATA)
+                except OSError as e:
+                    if e.errno == errno.ENXIO:  # no data past pos
+                        break
+                    raise
+                if data >= end:
+                    break
+                hole = min(os.lseek(f.fileno(), data, os.SEEK_HOLE), end)
+                extents.append((data - begin, hole - begin))
+                pos = hole
+    except OSError:
+        return None
+    if extents == [(0, nbytes)]:
+        return None
+    whole = np.asarray(m).reshape(-1).view(np.uint8)  # the mapped file's array, contiguous
+    return whole[first - start:first - start + nbytes], extents
+
+
 def span_view(flat, shape, strides, name="tensor"):
     """A tensor sent as its storage span (descriptor "storage": "span": a 1-D
     file of the elements from its first to its last, padding included) viewed
@@ -343,8 +428,7 @@ class Call:
             if arrays is not None:
                 a = arrays[name]
             else:
-                # Mapped, not read: a decode touches only its sequences' pages.
-                a = np.load(os.path.join(folder, t["file"]), mmap_mode="r", allow_pickle=False)
+                a = map_input(os.path.join(folder, t["file"]))
             if a.dtype != (torch_dtype(t["dtype"]) if is_torch(a) else NPY_TYPES[t["dtype"]]):
                 raise ValueError("%s: file dtype %s does not carry %s" % (name, a.dtype, t["dtype"]))
             if arrays is None and t.get("storage", "shape") == "span":

@@ -55,3 +55,26 @@ def test_a_torch_output_pav_cannot_take_is_a_verdict(tmp_path, fn, words):
     cli = subprocess.run([PAV, "replay", case, "--trust-case-kernel", "--json"], capture_output=True, text=True,
                          timeout=300)
     assert cli.returncode == 1 and words in json.loads(cli.stdout)["cases"][0]["verdict"]
+
+
+def test_a_large_input_with_holes_goes_to_the_device_without_reading_them(tmp_path):
+    # A combined bf16 cache [pages, 2, 512 Ki elements] of 96 pages (192 MiB),
+    # data in pages 3 and 70 and holes elsewhere: each half's device copy is
+    # the copy of its dense bytes, and the holes are still holes after it (a
+    # read through the mapping fills them, at the cost of a dense copy).
+    from pav import inprocess, worker
+    from test_worker_files import MIB, sparse_npy
+    folder = "/dev/shm" if os.access("/dev/shm", os.W_OK) else str(tmp_path)
+    path = sparse_npy(os.path.join(folder, "pav-test-kv-%d.npy" % os.getpid()), (96, 2, MIB // 2), np.uint16,
+                      [3 * 2 * MIB, 70 * 2 * MIB])
+    try:
+        kv = worker.map_input(path)
+        dense = np.load(path, allow_pickle=False)  # read, not mapped
+        for half in (0, 1):
+            t = inprocess.to_device(kv[:, half], "bf16", "cpu")
+            want = torch.from_numpy(np.ascontiguousarray(dense[:, half]).view(np.int16)).view(torch.bfloat16)
+            assert t.dtype == torch.bfloat16 and t.shape == want.shape and t.stride() == (MIB, 1)
+            assert torch.equal(t.view(torch.int16), want.view(torch.int16))
+            assert worker.data_extents(kv[:, half]) is not None  # the holes were not read
+    finally:
+        os.unlink(path)
