@@ -108,6 +108,30 @@ void put_element(const TensorView& view, const CacheShape& cs, bool is_v, int64_
   const int64_t off = cache_offset(view, cs, is_v, page, h, slot, d);
   put_cache_element(cs.dtype, x, static_cast<uint8_t*>(view.data) + off * dtype_size(cs.dtype));
 }
+// Writes rows of a cache: the D (or D_v) values of one (page, head, slot) of K
+// or V. cache_offset is a sum of one term per index, so an element's offset is
+// the row's (d = 0) plus its d's at the origin: those are taken once per
+// case, and a row costs one offset and one encoding per element.
+class RowWriter {
+ public:
+  RowWriter(const TensorView& view, const CacheShape& cs, bool is_v, int64_t n)
+      : view_(view), cs_(cs), is_v_(is_v), es_(dtype_size(cs.dtype)), delta_(size_t(std::max<int64_t>(n, 0))) {
+    for (int64_t d = 0; d < n; ++d) delta_[size_t(d)] = cache_offset(view, cs, is_v, 0, 0, 0, d);
+  }
+  // Element d of the row is x[d].
+  void put(int64_t page, int64_t h, int64_t slot, const float* x) const {
+    uint8_t* row = static_cast<uint8_t*>(view_.data) + cache_offset(view_, cs_, is_v_, page, h, slot, 0) * es_;
+    for (size_t d = 0; d < delta_.size(); ++d) put_cache_element(cs_.dtype, x[d], row + delta_[d] * es_);
+  }
+
+ private:
+  const TensorView& view_;
+  const CacheShape& cs_;
+  bool is_v_;
+  int64_t es_;
+  std::vector<int64_t> delta_;
+};
+
 float nanf_() { float f; std::memcpy(&f, &kF32Nan, 4); return f; }
 
 void bad(const std::string& field, const std::string& why) {
@@ -498,6 +522,7 @@ HostCase build_case(const CaseSpec& spec, bool fill_values, Poison with, bool la
   const CacheShape cs = c.cache_shape();
   // Codes ~ N(0, 1) * 32 so per-tensor scales near 1/32 give values near N(0, 1).
   std::vector<float> kval(D), vval(D);
+  const RowWriter k_rows(views.k_cache, cs, false, D), v_rows(views.v_cache, cs, true, latent ? 0 : D);
   // Ties: each (sequence, KV head)'s token-0 key, which every key repeats (1)
   // or stays near (2).
   std::vector<float> k0(size_t(H * D));
@@ -528,9 +553,11 @@ HostCase build_case(const CaseSpec& spec, bool fill_values, Poison with, bool la
           for (int64_t d = 0; d < D; ++d) kval[d] = k0[size_t(h * D + d)] + spread * kval[d];
         }
         for (int64_t d = 0; d < D; ++d) {
-          put_element(views.k_cache, cs, false, blk, h, off, d, (kval[d] + key_shift) * 32.0f / tk);
-          if (!latent) put_element(views.v_cache, cs, true, blk, h, off, d, vval[d] * 32.0f / tv);
+          kval[d] = (kval[d] + key_shift) * 32.0f / tk;
+          vval[d] = vval[d] * 32.0f / tv;
         }
+        k_rows.put(blk, h, off, kval.data());
+        if (!latent) v_rows.put(blk, h, off, vval.data());
       }
     }
   }
