@@ -587,7 +587,7 @@ struct Core {
     } else {
       const double vmax = n > 0 && V.size() > 0 ? double(V.cwiseAbs().maxCoeff()) : 0.0;
       if (!(vmax > 0.0) || !std::isfinite(vmax)) return {T(0x1p64), T(0x1p42)};
-      const int room = 120 - std::ilogb(double(n) * vmax) - 1;  // n * vmax < 2^(120 - room)
+      const int room = 120 - std::ilogb(double(n) * vmax) - 1;  // n * vmax * 2^room < 2^120
       const int e = std::clamp(room, 0, 64);
       const int e2 = std::clamp((120 - std::ilogb(double(n) * vmax * vmax) - 1) / 2, 0, 42);
       return {std::ldexp(T(1), e), std::ldexp(T(1), e2)};
