@@ -137,7 +137,7 @@ def to_device(array, dtype, device):
     device copies are."""
     import torch
     strides = tuple(st // array.itemsize for st in array.strides)
-    span = 1 + sum((n - 1) * st for n, st in zip(array.shape, strides)) if array.size else 0
+    span = worker.span_elements(array.shape, strides)
     kind = np.int16 if dtype == "bf16" else array.dtype
     sparse = worker.data_extents(array)
     if sparse is None:

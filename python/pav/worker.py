@@ -303,6 +303,12 @@ def _address(a):
     return a.__array_interface__["data"][0]
 
 
+def span_elements(shape, strides):
+    """Elements from a tensor's first to its last at these strides (in
+    elements, non-negative), padding included; 0 for an empty one."""
+    return 1 + sum((n - 1) * st for n, st in zip(shape, strides)) if all(n > 0 for n in shape) else 0
+
+
 def map_input(path):
     """An input file (.npy) mapped read-only, not read: a decode touches only
     its sequences' pages. A large one is remembered, for data_extents()."""
@@ -330,7 +336,7 @@ def data_extents(a):
     file system does not tell holes, or the span has none."""
     if not hasattr(os, "SEEK_DATA") or a.size == 0 or any(st < 0 for st in a.strides):
         return None
-    nbytes = a.itemsize * (1 + sum((n - 1) * (st // a.itemsize) for n, st in zip(a.shape, a.strides)))
+    nbytes = a.itemsize * span_elements(a.shape, [st // a.itemsize for st in a.strides])
     first = _address(a)
     with _mapped_lock:
         entries = list(_mapped_files.values())
@@ -370,7 +376,7 @@ def span_view(flat, shape, strides, name="tensor"):
     """A tensor sent as its storage span (descriptor "storage": "span": a 1-D
     file of the elements from its first to its last, padding included) viewed
     at its strides, in elements: the kernel sees pav's strides, not a copy."""
-    span = 1 + sum((n - 1) * st for n, st in zip(shape, strides)) if all(n > 0 for n in shape) else 0
+    span = span_elements(shape, strides)
     if flat.ndim != 1 or flat.shape[0] != span or len(strides) != len(shape) or any(st < 0 for st in strides):
         raise ValueError("%s: span file of shape %s for shape %s at strides %s" % (name, list(flat.shape), shape, strides))
     return np.lib.stride_tricks.as_strided(flat, tuple(shape), tuple(st * flat.itemsize for st in strides),
