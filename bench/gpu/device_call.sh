@@ -6,7 +6,7 @@
 #   bench/gpu/device_call.sh STEPS
 #
 # Run from a folder holding gpu_test, pav_gpu_bench, lib/ (shared libraries the
-# binaries need) and mutxz/NAME.tar.xz (one per mutant: NAME/gpu_test,
+# binaries need), bench_diff.py (step w) and mutxz/NAME.tar.xz (one per mutant: NAME/gpu_test,
 # NAME/filter, NAME/what, as `ci/gpu.sh --build-mutants` writes them) or
 # mutkit/ (bench/gpu/mutant_kit.sh pack; step k builds them here). Logs go to
 # $OUT (default ./out). STEPS: letters of the steps to run:
@@ -15,11 +15,15 @@
 #      pack): mut/NAME/ for step m, and two control binaries (the sources
 #      compiled here unpatched) whose whole suite must pass
 #   m  every prebuilt mutant: caught when its filtered suite fails
+#   w  the whole pav_gpu_bench of BASE and of this build, alternately, twice
+#      (base-bench-1, bench-1, base-bench-2, bench-2), and bench_diff.py over
+#      the four (diff.md); without BASE, this build's twice
 #   b  pav_gpu_bench, every config (JSON and log), within what is left of BUDGET
 #      seconds (default 570) for the whole script
 #   n  Nsight Compute on the matrix attention of equal32-h8g8 (balanced)
 #   s  SASS instruction counts of attend_mma_kernel<128, 1>
-#   r  Nsight Compute on the balanced refresh at Hkv 1, batch 256
+#   r  Nsight Compute on the balanced refresh at Hkv 1, batch 256, and on the
+#      reduce of trace32-h1g16-q1 at balanced@8 (BASE's first, when given)
 #   x  Nsight Compute on the attention of trace16-h8g8-q4 (32 rows per pass) and
 #      trace32-h1g16-q1 (G 16), and the bench of the reduce at budget 8 x SMs
 #   q  pav_gpu_bench over the q_len 1..5 rows of trace16-h8g8, equal32-h8g8,
@@ -33,8 +37,8 @@
 #   p  python_device_tests (python/tests/test_device.py) over pykit/
 #      (bench/gpu/python_kit.sh pack): the package as built must pass, and each
 #      Python mutant's package must fail
-# BASE=DIR (a folder holding another build's pav_gpu_bench) runs steps q and y
-# with that binary too, right before this one's, into base-*; step s also reads
+# BASE=DIR (a folder holding another build's pav_gpu_bench) runs steps q, y, w
+# and r with that binary too, right before this one's, into base-*; step s also reads
 # BASE/decode_mma.o when it is there.
 # Exit 1 when the suite, a sanitizer or a mutant fails.
 cd "$(dirname "$0")" || exit 3
@@ -135,6 +139,21 @@ if has y; then
   done
 fi
 
+if has w; then
+  jsons=()
+  for i in 1 2; do
+    for b in "${bins[@]}"; do
+      bin=${b%%:*} pre=${b##*:}
+      timeout 240 "$bin" --json "$OUT/${pre}bench-$i.json" --max-seconds 170 >"$OUT/${pre}bench-$i.log" 2>&1
+      stamp "${pre}bench $i rc=$?"
+      jsons+=("$OUT/${pre}bench-$i.json")
+    done
+  done
+  python3 "$W/bench_diff.py" "${jsons[@]}" >"$OUT/diff.md" 2>&1
+  grep -E '^\| [a-z0-9-]+-q1 \| (uniform|balanced|balanced@8) \||^\| [a-z0-9-]+-q[2-5] \| balanced \|' "$OUT/diff.md" | cut -c1-200
+  grep -E 'balanced:|refresh' "$OUT/diff.md"
+fi
+
 if has b; then
   # The bench gets what is left of BUDGET seconds (default 570) for the whole script.
   left=$((${BUDGET:-570} - ($(date +%s) - t0) - 40))
@@ -165,13 +184,22 @@ if has s; then
 fi
 
 if has r; then
-  timeout 100 "$ncu" --clock-control none -k regex:balanced_refresh --launch-skip 3 -c 1 \
-    --section SpeedOfLight --section LaunchStats --section WarpStateStats --section SchedulerStats \
-    --section InstructionStats --section SourceCounters \
-    ./pav_gpu_bench --only refresh --refresh-kv-heads 1 --variants uniform --iters 20 --bandwidth-gb 0.5 \
-    >"$OUT/ncu-refresh.log" 2>&1
-  stamp "ncu refresh rc=$?"
-  grep -E "  Duration|Executed Instructions  |Warp Cycles Per Issued|Issue Slots Busy" "$OUT/ncu-refresh.log" | head
+  for b in "${bins[@]}"; do
+    bin=${b%%:*} pre=${b##*:}
+    timeout 100 "$ncu" --clock-control none -k regex:balanced_refresh --launch-skip 3 -c 1 \
+      --section SpeedOfLight --section LaunchStats --section WarpStateStats --section SchedulerStats \
+      --section InstructionStats --section SourceCounters \
+      "$bin" --only refresh --refresh-kv-heads 1 --variants uniform --iters 20 --bandwidth-gb 0.5 \
+      >"$OUT/${pre}ncu-refresh.log" 2>&1
+    stamp "${pre}ncu refresh rc=$?"
+    grep -E "  Duration|Executed Instructions  |Warp Cycles Per Issued|Issue Slots Busy" "$OUT/${pre}ncu-refresh.log" | head
+    timeout 100 "$ncu" --clock-control none -k regex:reduce_kernel -c 1 \
+      --section SpeedOfLight --section LaunchStats --section Occupancy --section WarpStateStats \
+      "$bin" --only trace32-h1g16-q1 --variants balanced@8 --iters 1 --warmup 0 --bandwidth-gb 0.5 \
+      >"$OUT/${pre}ncu-reduce.log" 2>&1
+    stamp "${pre}ncu reduce rc=$?"
+    grep -E "  Duration|Grid Size|Achieved Occupancy|Registers Per" "$OUT/${pre}ncu-reduce.log" | head
+  done
 fi
 if has x; then
   for cfg in trace16-h8g8-q4 trace32-h1g16-q1; do
