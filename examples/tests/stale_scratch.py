@@ -16,9 +16,13 @@ partitions from scratch an earlier call left.
    (`sequence`, pav-case/2 with a prelude of at most 4 calls); pav replay and
    pav fuzz --replay of it in a fresh worker fail with the saved failure, and
    the correct worker passes the whole sequence.
-3. scratch-pool-exhausted needs more earlier calls than pav keeps: labelled
-   `state-dependent` (reproduced false, no case id) in its report, its log and
-   the saved case; pav replay of that case carries the label (JSON and text).
+3. scratch-pool-exhausted reads stale slots only once a pool of fresh buffers
+   is used up. With a pool of 100 calls, within the 256 pav keeps, the case is
+   saved with a prelude of 100 to 256 calls (`sequence`) that fails again in a
+   fresh worker and passes through the correct one. With a pool of 300, past
+   what pav keeps: labelled `state-dependent` (reproduced false, no case id) in
+   its report, its log and the saved case; pav replay of that case carries the
+   label (JSON and text).
 4. A defect that needs no earlier call (causal-off-by-one) is `fresh`.
 Every command and its output is printed.
 """
@@ -42,11 +46,14 @@ def fail(why):
     sys.exit(1)
 
 
-def fuzz(pav, kernel, work, cases):
+KEPT_CALLS = 256  # kMaxPrelude (properties/case/case_format.hpp): the earlier calls pav keeps and saves
+
+
+def fuzz(pav, kernel, work, cases, extra=()):
     shutil.rmtree(work, ignore_errors=True)
     os.makedirs(work)
     r = run([pav, "fuzz", "--kernel", kernel, "--property", "decode", "--cases", str(cases), "--seed", "1",
-             "--save", work, "--shrink-tries", "400", "--json"])
+             "--save", work, "--shrink-tries", "400", "--json", *extra])
     if r.returncode != 1:
         fail(f"pav fuzz exited {r.returncode}, expected 1 (the defect found)")
     failure = json.loads(r.stdout)["runs"][0]["failure"]
@@ -101,14 +108,40 @@ def main():
         fail(f"the sequence through the correct worker: exit {r.returncode}, passed {doc['passed']}, earlier_calls "
              f"{doc['earlier_calls']}; expected a pass of the whole sequence")
 
-    # A defect that needs more earlier calls than pav keeps (a pool of 100
-    # fresh buffers used up first): no sequence reproduces it, and pav says so.
-    f, case, log = fuzz(pav, kernel + "scratch-pool-exhausted", os.path.join(work, "pool"), 400)
+    # A pool of 100 fresh buffers used up first: the sequence that fails again
+    # is the 100 calls that use it up (or more, where the search stops at its
+    # limit) and the case. The sequence search is held to 30 s.
+    short = ["--shrink-minutes", "0.5"]
+    f, case, _ = fuzz(pav, kernel + "scratch-pool-exhausted", os.path.join(work, "pool100"), 400, short)
+    if (f["reproduced"], f["reproduction"]) != (True, "sequence") or not f["case_id"] or \
+            not 100 <= f["earlier_calls"] <= KEPT_CALLS:
+        fail(f"scratch-pool-exhausted (a pool of 100): reproduced {f['reproduced']}, reproduction "
+             f"{f['reproduction']}, earlier_calls {f['earlier_calls']}; expected a sequence of 100..{KEPT_CALLS} "
+             "earlier calls that fails again from a fresh worker")
+    saved = json.load(open(case))
+    if saved["format"] != "pav-case/2" or len(saved["prelude"]) != f["earlier_calls"]:
+        fail(f"the pool case is {saved['format']} with {len(saved.get('prelude', []))} earlier calls")
+    r = run([pav, "replay", case, "--trust-case-kernel"])
+    if r.returncode != 1 or saved["meta"]["message"] not in r.stdout + r.stderr:
+        fail(f"pav replay of the pool sequence in a fresh worker: exit {r.returncode}, expected 1 with the saved "
+             "failure")
+    r = run([pav, "replay", case, "--kernel", f"exec:{python} {worker}", "--json"])
+    if r.returncode != 0 or not json.loads(r.stdout)["cases"][0]["passed"]:
+        fail(f"the pool sequence through the correct worker: exit {r.returncode}, expected a pass")
+
+    # A pool of 300, past the calls pav keeps: no sequence reproduces it, and
+    # pav says so.
+    f, case, log = fuzz(pav, kernel + "scratch-pool-exhausted --pool-calls 300", os.path.join(work, "pool"), 400,
+                        short)
     got = (f["reproduced"], f["reproduction"], f["case_id"])
     if got != (False, "state-dependent", None):
-        fail(f"scratch-pool-exhausted: (reproduced, reproduction, case_id) = {got}, expected (False, "
-             "'state-dependent', None): neither the case nor a sequence of 64 calls fails in a fresh worker")
-    if "reproduction: state-dependent" not in log or "calls kept" not in f["reproduction_note"]:
+        fail(f"scratch-pool-exhausted (a pool of 300): (reproduced, reproduction, case_id) = {got}, expected "
+             f"(False, 'state-dependent', None): neither the case nor a sequence of {KEPT_CALLS} calls fails in "
+             "a fresh worker")
+    # The note says what was tried: every sequence of the calls kept, or as
+    # many as the search's limit (30 s here) allowed.
+    note = f["reproduction_note"]
+    if "reproduction: state-dependent" not in log or ("calls kept" not in note and "ended at its limit" not in note):
         fail("the log does not say state-dependent, or the note does not say the sequences tried")
     meta = json.load(open(case))["meta"]
     if (meta.get("reproduced"), meta.get("reproduction")) != (False, "state-dependent"):

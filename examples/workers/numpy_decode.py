@@ -79,11 +79,11 @@ DEFECTS = {
                          "request's empty partitions are never written, and the merge reads their slots from scratch "
                          "an earlier call left",
     "scratch-pool-exhausted": "the same merge of empty partitions, but each call takes a fresh zeroed partials "
-                              "buffer from a pool of 100; once the pool is used up, buffers come back uncleared and "
-                              "the empty partitions are read from what an earlier call left",
+                              "buffer from a pool of 100 (--pool-calls); once the pool is used up, buffers come "
+                              "back uncleared and the empty partitions are read from what an earlier call left",
 }
 
-POOL_CALLS = 100  # scratch-pool-exhausted: calls served from fresh buffers before they are reused
+POOL_CALLS = 100  # scratch-pool-exhausted: calls served from fresh buffers before they are reused (--pool-calls)
 TILE_TOKENS = 64  # the tile of the masked-lanes-read-block-0 and tile-max-tie-dropped defects
 
 DESCRIPTION = pav_worker.description(
@@ -111,6 +111,7 @@ class NumpyDecode:
         if defect in ("stale-empty-split", "scratch-pool-exhausted"):
             self.partial, self.split_tokens = "f32", 32
         self.calls = 0  # decode calls served
+        self.pool_calls = POOL_CALLS
         # Partition scratch kept across calls, as a split-KV kernel keeps its
         # partials buffer: slot (sequence, partition) -> (m, l, o). Once pav
         # has poisoned it, every slot a call did not write holds NaN, as a
@@ -173,7 +174,7 @@ class NumpyDecode:
         self.calls += 1
         # stale-empty-split: empty partitions merged from scratch; scratch-pool-exhausted: only once the pool is used up
         stale_merge = self.defect == "stale-empty-split" or (
-            self.defect == "scratch-pool-exhausted" and self.calls > POOL_CALLS)
+            self.defect == "scratch-pool-exhausted" and self.calls > self.pool_calls)
         q = call.q
         if self.q_quant == "fp8_per_row":
             q = quantize_q_rows(q, call.cache_dtype, self.defect == "q-scale-unguarded")
@@ -415,6 +416,9 @@ def main():
     parser.add_argument("--no-scratch-poison", action="store_true",
                         help="with partitions (--partial, stale-empty-split, scratch-pool-exhausted), do not declare the scratch they keep "
                              "between calls: pav then cannot poison it before each call")
+    parser.add_argument("--pool-calls", type=int, default=POOL_CALLS,
+                        help="scratch-pool-exhausted: the calls served from fresh buffers before they are "
+                             f"reused (default {POOL_CALLS})")
     parser.add_argument("--p-round", choices=["none", "fp8"], default="none",
                         help="round the softmax weights to the cache's e4m3 flavour before P.V, without "
                              "the FP8_MAX scale (profile p_round fp8), and describe it so; the worker then "
@@ -425,7 +429,10 @@ def main():
         return
     if opts.split_tokens < 1:
         parser.error("--split-tokens must be at least 1")
+    if opts.pool_calls < 0:
+        parser.error("--pool-calls must be at least 0")
     kernel = NumpyDecode(opts.defect, opts.lse_base, opts.p_round, opts.partial, opts.split_tokens, opts.q_quant)
+    kernel.pool_calls = opts.pool_calls
     desc = dict(DESCRIPTION)
     if opts.q_quant == "fp8_per_row":
         desc["cache_dtypes"] = ["fp8_e4m3fn", "fp8_e4m3fnuz"]

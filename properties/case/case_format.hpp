@@ -17,8 +17,11 @@ inline constexpr const char* kCaseFormat = "pav-case/1";
 // through the same kernel instance). Readers take both versions; a case
 // without a prelude is still written as pav-case/1.
 inline constexpr const char* kSequenceCaseFormat = "pav-case/2";
-// The most earlier calls a prelude holds (and a run keeps to search one).
-inline constexpr int kMaxPrelude = 64;
+// The most earlier calls a prelude holds (and a run keeps to search one):
+// enough for state that builds up over a few hundred calls (a pool of
+// buffers handed out fresh before they are reused), while a prelude's calls
+// stay small (each is regenerated from its generator fields).
+inline constexpr int kMaxPrelude = 256;
 
 // Thrown for a malformed case; what() names the file and the field
 // ("a.json: options.arch: ..."). The shared input error: the CLI exits 2.
