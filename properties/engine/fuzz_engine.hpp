@@ -486,7 +486,7 @@ struct FreshKernel {
 // sequences replayed (each from a fresh instance) and seconds spent, within
 // the shrink limits.
 inline constexpr int64_t kSequenceTries = 100;
-inline constexpr double kSequenceSeconds = 60;
+inline constexpr double kSequenceSeconds = 30;
 
 struct FuzzOptions {
   int64_t cases = 0;         // per property; 0: no case budget
