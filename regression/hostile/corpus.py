@@ -70,6 +70,7 @@ MAX_KV_HEADS = 1024
 MAX_JSON_FILE = 64 << 20
 MAX_JSONL_LINE = 16 << 20
 MAX_DEPTH = 64
+MAX_PRELUDE = 256  # a case's earlier calls (kMaxPrelude, properties/case/case_format.hpp)
 I32_MAX = 2**31 - 1
 OUTPUT_LIMIT = 64 * 1024  # bytes of stdout + stderr any one run may print
 
@@ -383,12 +384,12 @@ class Corpus:
             return dumps(dict(base, format=fmt, prelude=prelude))
         self.case_file("prelude.under-format-1", sequence([base], "pav-case/1"), "reject", ["prelude"])
         self.case_file("prelude.empty", sequence([]), "reject", ["prelude"])
-        self.case_file("prelude.65-calls", sequence([base] * 65), "reject", ["prelude"])
+        self.case_file(f"prelude.{MAX_PRELUDE + 1}-calls", sequence([base] * (MAX_PRELUDE + 1)), "reject", ["prelude"])
         self.case_file("prelude.not-an-array", sequence({"lens": [1]}), "reject", ["prelude"])
         self.case_file("prelude.call-not-an-object", sequence([7]), "reject", ["prelude[0]"])
         self.case_file("prelude.nested", sequence([dict(base, prelude=[base])]), "reject", ["prelude"])
         self.case_file("prelude.bad-call-field", sequence([base, dict(base, q_len=0)]), "reject", ["prelude[1]", "q_len"])
-        self.case_file("prelude.64-calls", sequence([base] * 64), "ok", (), commands=("replay",))
+        self.case_file(f"prelude.{MAX_PRELUDE}-calls", sequence([base] * MAX_PRELUDE), "ok", (), commands=("replay",))
         # low_spare_blocks (a cache past element 2^31, for kernels that declare
         # large_cache). The count pav writes, 2^31 / 1024 for this page, makes a
         # 4.3 GB case: past the 1 GiB of a case on pav's kernels and in pav gate
