@@ -110,7 +110,8 @@ def main():
 
     # A pool of 100 fresh buffers used up first: the sequence that fails again
     # is the 100 calls that use it up (or more, where the search stops at its
-    # limit) and the case. The sequence search is held to 30 s.
+    # limit) and the case. Shrinking is held to 30 s, as the sequence search
+    # is by its own limit.
     short = ["--shrink-minutes", "0.5"]
     f, case, _ = fuzz(pav, kernel + "scratch-pool-exhausted", os.path.join(work, "pool100"), 400, short)
     if (f["reproduced"], f["reproduction"]) != (True, "sequence") or not f["case_id"] or \

@@ -99,7 +99,8 @@ CHUNK_TOKENS = 16384  # tokens decoded at once per (sequence, chunk): bounds mem
 
 
 class NumpyDecode:
-    def __init__(self, defect=None, lse_base="e", p_round="none", partial=None, split_tokens=256, q_quant="none"):
+    def __init__(self, defect=None, lse_base="e", p_round="none", partial=None, split_tokens=256, q_quant="none",
+                 pool_calls=POOL_CALLS):
         self.defect = defect
         self.q_quant = q_quant
         self.lse_base = lse_base
@@ -111,7 +112,7 @@ class NumpyDecode:
         if defect in ("stale-empty-split", "scratch-pool-exhausted"):
             self.partial, self.split_tokens = "f32", 32
         self.calls = 0  # decode calls served
-        self.pool_calls = POOL_CALLS
+        self.pool_calls = pool_calls
         # Partition scratch kept across calls, as a split-KV kernel keeps its
         # partials buffer: slot (sequence, partition) -> (m, l, o). Once pav
         # has poisoned it, every slot a call did not write holds NaN, as a
@@ -431,8 +432,8 @@ def main():
         parser.error("--split-tokens must be at least 1")
     if opts.pool_calls < 0:
         parser.error("--pool-calls must be at least 0")
-    kernel = NumpyDecode(opts.defect, opts.lse_base, opts.p_round, opts.partial, opts.split_tokens, opts.q_quant)
-    kernel.pool_calls = opts.pool_calls
+    kernel = NumpyDecode(opts.defect, opts.lse_base, opts.p_round, opts.partial, opts.split_tokens, opts.q_quant,
+                         opts.pool_calls)
     desc = dict(DESCRIPTION)
     if opts.q_quant == "fp8_per_row":
         desc["cache_dtypes"] = ["fp8_e4m3fn", "fp8_e4m3fnuz"]
