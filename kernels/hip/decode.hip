@@ -67,6 +67,7 @@ Params params_of(const DecodeCall& c, const Scratch& sc) {
   p.compute_fp8 = p.fp8_compute ? c.opt.compute : c.k_cache.dtype;
   p.cache_fp8 = c.k_cache.dtype;
   p.fp8_max = p.fp8_compute ? fp8_max(c.opt.compute) : 0.0f;
+  p.cu = int(c.opt.cu);
   p.partial = sc.partial.data;
   p.partial_kind = partial_kind_of(c.opt.partial);
   p.m = sc.m.as<float>();

@@ -75,6 +75,7 @@ struct Params {
   const int32_t* reduce_info;
   int64_t capacity;
   int64_t ceiling;  // largest partition count the reduce may see
+  int cu;           // compute units the call names (DecodeOptions::cu): the reduce's grid shape
 };
 
 // Each body's launch entry, defined in the body's file.

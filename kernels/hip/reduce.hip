@@ -206,16 +206,10 @@ __global__ void __launch_bounds__(kThreads) reduce_kernel(const Params p) {
 namespace {
 
 // Row chunks of the general reduce: enough blocks for about two per compute
-// unit, so that a batch of few (sequence, KV head) pairs with long walks (at
-// Hkv 1, 32 sequences are 32 blocks) still fills the device.
+// unit the call names, so that a batch of few (sequence, KV head) pairs with
+// long walks (at Hkv 1, 32 sequences are 32 blocks) still fills the device.
 unsigned reduce_row_chunks(const Params& p, unsigned pairs) {
-  static thread_local int device = -1, units = 0;
-  const int now = current_device();
-  if (now != device) {
-    units = multiprocessor_count();
-    device = now;
-  }
-  const int64_t want = ceil_div64(2 * int64_t(units), pairs);
+  const int64_t want = ceil_div64(2 * max64(p.cu, 1), pairs);
   const int64_t chunk_rows = ceil_div64(p.rows, min64(want, p.rows));
   return unsigned(ceil_div64(p.rows, chunk_rows));
 }
