@@ -67,6 +67,7 @@ Params params_of(const DecodeCall& c, const Scratch& sc) {
   p.compute_fp8 = p.fp8_compute ? c.opt.compute : c.k_cache.dtype;
   p.cache_fp8 = c.k_cache.dtype;
   p.fp8_max = p.fp8_compute ? fp8_max(c.opt.compute) : 0.0f;
+  p.cu = int(c.opt.cu);
   p.partial = sc.partial.data;
   p.partial_kind = partial_kind_of(c.opt.partial);
   p.m = sc.m.as<float>();
@@ -104,11 +105,13 @@ AttentionBody launch_attention(const Params& p, int64_t slots, hipStream_t s, co
   AttentionBody body;
 #if defined(PAV_HIP_NVIDIA)
   if (mma_attention_applies(p)) {
-    // 8, 16 or 32 query rows per pass over the KV.
+    // 8, 16, 24 or 32 query rows per pass over the KV.
     if (p.rows <= 8)
       launch_mma_rows<1>(p, grid, s);
     else if (p.rows <= 16)
       launch_mma_rows<2>(p, grid, s);
+    else if (p.rows <= 24)
+      launch_mma_rows<3>(p, grid, s);
     else
       launch_mma_rows<4>(p, grid, s);
     check_launch(what);

@@ -75,6 +75,7 @@ struct Params {
   const int32_t* reduce_info;
   int64_t capacity;
   int64_t ceiling;  // largest partition count the reduce may see
+  int cu;           // compute units the call names (DecodeOptions::cu): the reduce's grid shape
 };
 
 // Each body's launch entry, defined in the body's file.
@@ -84,7 +85,7 @@ void launch_general(const Params& p, unsigned grid, hipStream_t s);
 template <int kR>
 void launch_fast(const Params& p, unsigned grid, hipStream_t s);
 #if defined(PAV_HIP_NVIDIA)
-// attend_mma_kernel, 8 * kNT (kNT 1, 2 or 4) query rows per pass (decode_mma.hip).
+// attend_mma_kernel, 8 * kNT (kNT 1, 2, 3 or 4) query rows per pass (decode_mma.hip).
 template <int kNT>
 void launch_mma_rows(const Params& p, unsigned grid, hipStream_t s);
 #endif

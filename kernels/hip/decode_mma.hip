@@ -123,7 +123,7 @@ constexpr int tile_bytes() { return kTileTokens * kD; }
 // Ring slots per block: three tiles in flight where two blocks per SM (one at
 // head_dim 256) still fit the shared memory, else two.
 template <int kD, int kNT>
-constexpr int ring_slots() { return kNT >= 4 ? 2 : 3; }
+constexpr int ring_slots() { return kNT >= 3 ? 2 : 3; }
 
 // Chunk c of tile `tile`: its page (block-table entry) and offset in it, or
 // not `in` the context.
@@ -593,6 +593,7 @@ void launch_mma_rows(const Params& p, unsigned grid, hipStream_t s) {
 
 template void launch_mma_rows<1>(const Params& p, unsigned grid, hipStream_t s);
 template void launch_mma_rows<2>(const Params& p, unsigned grid, hipStream_t s);
+template void launch_mma_rows<3>(const Params& p, unsigned grid, hipStream_t s);
 template void launch_mma_rows<4>(const Params& p, unsigned grid, hipStream_t s);
 
 }  // namespace pav::kernels::gpu

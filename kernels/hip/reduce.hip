@@ -32,25 +32,32 @@ __device__ inline void load_partials(const Params& p, int64_t e0, float (&x)[kVe
 // Rows of the unbounded reduce whose M and L one pass holds in shared memory.
 constexpr int kReduceRowBatch = 64;
 
-// One block per (sequence, KV head); each thread owns kVec consecutive dims of
-// one row.
+// One block per (sequence, KV head) and chunk of its rows (gridDim.y chunks of
+// ceil(rows / gridDim.y) rows; the bounded form always takes one chunk); each
+// output thread owns kVec consecutive dims of one row.
 // kBounded: walks `ceiling` (<= 64) slots per thread, computing its row's
 // weights itself; reads past `count` return zero weight and never touch
 // memory, so they cannot wrap into another sequence's partitions.
 // Otherwise (up to 1024 partitions): a warp computes each row's M and L once
-// (L summed in partition order, as one thread would), then every thread walks
-// exactly `count` partitions with their loads issued ahead of the weights, so
-// that a long walk waits on memory once per eight partitions.
+// (L summed in partition order, as one thread would), then the partitions are
+// walked with their loads issued ahead of the weights, so that a long walk
+// waits on memory once per eight partitions. When a batch of rows has fewer
+// outputs than the block has threads, S = kThreads / outputs threads share an
+// output, each walking one contiguous S-th of the partitions; their sums are
+// added in walk order (the same terms in another order).
 template <bool kBounded, int kVec>
 __global__ void __launch_bounds__(kThreads) reduce_kernel(const Params p) {
   __shared__ int flag;
   const int seq = int(blockIdx.x / p.hkv), h = int(blockIdx.x % p.hkv);
   const int D = p.head_dim, G = p.group;
+  const int chunk_rows = (p.rows + int(gridDim.y) - 1) / int(gridDim.y);
+  const int row0 = int(blockIdx.y) * chunk_rows, row1 = min(p.rows, row0 + chunk_rows);
+  if (row0 >= row1) return;
   int64_t base, count;
   if (p.planned) {
     if (sequence_stale(p, seq, &flag)) {
-      for (int idx = threadIdx.x; idx < p.rows * D; idx += kThreads) {
-        const int row = idx / D, d = idx % D, pos = row / G, g = row % G;
+      for (int idx = threadIdx.x; idx < (row1 - row0) * D; idx += kThreads) {
+        const int row = row0 + idx / D, d = idx % D, pos = row / G, g = row % G;
         p.out[(int64_t(seq) * p.q_len + pos) * p.out_s0 + int64_t(h * G + g) * p.out_s1 + d] =
             to_half(quiet_nan(), p.half_bf16);
       }
@@ -71,8 +78,8 @@ __global__ void __launch_bounds__(kThreads) reduce_kernel(const Params p) {
   };
   if constexpr (kBounded) {
     const int64_t walk = p.ceiling;
-    for (int idx = threadIdx.x; idx < p.rows * groups; idx += kThreads) {
-      const int row = idx / groups, d0 = (idx % groups) * kVec;
+    for (int idx = threadIdx.x; idx < (row1 - row0) * groups; idx += kThreads) {
+      const int row = row0 + idx / groups, d0 = (idx % groups) * kVec;
       float M = neg_inf();
 #pragma unroll 8
       for (int64_t q = 0; q < walk; ++q) {
@@ -111,12 +118,35 @@ __global__ void __launch_bounds__(kThreads) reduce_kernel(const Params p) {
     }
   } else {
     __shared__ float row_M[kReduceRowBatch], row_L[kReduceRowBatch];
+    __shared__ float part[kThreads * kVec];  // the shared walks' sums, [S][outputs][kVec]
     const int lane = threadIdx.x % kWarpSize, warp = threadIdx.x / kWarpSize;
-    for (int rb = 0; rb < p.rows; rb += kReduceRowBatch) {
-      const int nb = min(kReduceRowBatch, p.rows - rb);
-      __syncthreads();  // the previous batch is done with row_M / row_L
+    // Output idx's sum over partitions [q0, q1), in partition order.
+    auto walk = [&](int row_batch, int idx, int64_t q0, int64_t q1, float (&o)[kVec]) {
+      const int r = idx / groups, row = row_batch + r, d0 = (idx % groups) * kVec;
+#pragma unroll
+      for (int j = 0; j < kVec; ++j) o[j] = 0.0f;
+      const float M = row_M[r], L = row_L[r];
+      if (!(L > 0.0f)) return;
+#pragma unroll 8
+      for (int64_t q = q0; q < q1; ++q) {
+        const int64_t at = (base + q) * p.rows + row;
+        // Loaded whatever the weight (every slot below count is scratch
+        // of this launch), so that the loads do not wait on the test.
+        const float lq = p.l[at], mq = p.m[at];
+        float x[kVec];
+        load_partials<kVec>(p, at * D + d0, x);
+        if (lq > 0.0f) {
+          const float wq = lq * expf(mq - M) / L;
+#pragma unroll
+          for (int j = 0; j < kVec; ++j) o[j] += wq * x[j];
+        }
+      }
+    };
+    for (int row_batch = row0; row_batch < row1; row_batch += kReduceRowBatch) {
+      const int nb = min(kReduceRowBatch, row1 - row_batch);
+      __syncthreads();  // the previous batch is done with row_M, row_L and part
       for (int r = warp; r < nb; r += kWarps) {
-        const int row = rb + r;
+        const int row = row_batch + r;
         float M = neg_inf();
         for (int64_t q = lane; q < count; q += kWarpSize) M = fmaxf(M, p.m[(base + q) * p.rows + row]);
         M = warp_max(M);
@@ -141,29 +171,31 @@ __global__ void __launch_bounds__(kThreads) reduce_kernel(const Params p) {
         }
       }
       __syncthreads();
-      for (int idx = threadIdx.x; idx < nb * groups; idx += kThreads) {
-        const int r = idx / groups, row = rb + r, d0 = (idx % groups) * kVec;
-        const float M = row_M[r], L = row_L[r];
-        float o[kVec];
-#pragma unroll
-        for (int j = 0; j < kVec; ++j) o[j] = 0.0f;
-        if (L > 0.0f) {
-#pragma unroll 8
-          for (int64_t q = 0; q < count; ++q) {
-            const int64_t at = (base + q) * p.rows + row;
-            // Loaded whatever the weight (every slot below count is scratch
-            // of this launch), so that the loads do not wait on the test.
-            const float lq = p.l[at], mq = p.m[at];
-            float x[kVec];
-            load_partials<kVec>(p, at * D + d0, x);
-            if (lq > 0.0f) {
-              const float wq = lq * expf(mq - M) / L;
-#pragma unroll
-              for (int j = 0; j < kVec; ++j) o[j] += wq * x[j];
-            }
-          }
+      const int outputs = nb * groups;
+      const int shares = outputs >= kThreads ? 1 : kThreads / outputs;
+      float o[kVec];
+      if (shares == 1) {
+        for (int idx = threadIdx.x; idx < outputs; idx += kThreads) {
+          walk(row_batch, idx, 0, count, o);
+          store(row_batch + idx / groups, (idx % groups) * kVec, o);
         }
-        store(row, d0, o);
+        continue;
+      }
+      const int idx = int(threadIdx.x) % outputs, share = int(threadIdx.x) / outputs;
+      if (share < shares) {
+        const int64_t per = (count + shares - 1) / shares;
+        walk(row_batch, idx, min64(count, share * per), min64(count, (share + 1) * per), o);
+#pragma unroll
+        for (int j = 0; j < kVec; ++j) part[(share * outputs + idx) * kVec + j] = o[j];
+      }
+      __syncthreads();
+      if (int(threadIdx.x) < outputs) {
+#pragma unroll
+        for (int j = 0; j < kVec; ++j) o[j] = part[idx * kVec + j];
+        for (int s = 1; s < shares; ++s)
+#pragma unroll
+          for (int j = 0; j < kVec; ++j) o[j] += part[(s * outputs + idx) * kVec + j];
+        store(row_batch + idx / groups, (idx % groups) * kVec, o);
       }
     }
   }
@@ -171,10 +203,24 @@ __global__ void __launch_bounds__(kThreads) reduce_kernel(const Params p) {
 
 }  // namespace
 
+namespace {
+
+// Row chunks of the general reduce: enough blocks for about two per compute
+// unit the call names, so that a batch of few (sequence, KV head) pairs with
+// long walks (at Hkv 1, 32 sequences are 32 blocks) still fills the device.
+unsigned reduce_row_chunks(const Params& p, unsigned pairs) {
+  const int64_t want = ceil_div64(2 * max64(p.cu, 1), pairs);
+  const int64_t chunk_rows = ceil_div64(p.rows, min64(want, p.rows));
+  return unsigned(ceil_div64(p.rows, chunk_rows));
+}
+
+}  // namespace
+
 void launch_reduce(const Params& p, hipStream_t s) {
-  const unsigned grid = unsigned(int64_t(p.num_seqs) * p.hkv);
-  if (grid == 0) return;
+  const unsigned pairs = unsigned(int64_t(p.num_seqs) * p.hkv);
+  if (pairs == 0) return;
   if (reduce_uses_bounded(p.ceiling)) {
+    const dim3 grid(pairs, 1);
     const bool aligned = reinterpret_cast<uintptr_t>(p.partial) % 16 == 0;
     if (p.head_dim == 128 && p.partial_kind != PartialKind::f32 && aligned)
       reduce_kernel<true, 8><<<grid, kThreads, 0, s>>>(p);
@@ -182,6 +228,7 @@ void launch_reduce(const Params& p, hipStream_t s) {
       reduce_kernel<true, 1><<<grid, kThreads, 0, s>>>(p);
   } else {
     if (p.ceiling > kMaxReduceCeiling) bad("partition ceiling above " + std::to_string(kMaxReduceCeiling));
+    const dim3 grid(pairs, reduce_row_chunks(p, pairs));
     // 16-bit partials: 8 dims per thread, so each row's walks over the
     // partitions (m, l and the merge weights) are shared by 8 outputs.
     const bool aligned = reinterpret_cast<uintptr_t>(p.partial) % 16 == 0;

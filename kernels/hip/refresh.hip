@@ -158,8 +158,10 @@ __device__ inline int64_t count_at(const CountProbe& c, int32_t tiles, int32_t m
     return balanced_count_for(tiles, c.target, c.split_cost, max_count);
   const uint32_t num = uint32_t(tiles) - 1u, den = uint32_t(c.room);
   uint32_t q = uint32_t(float(num) * c.inv_room);
-  if (uint64_t(q) * den > num) --q;                 // one too many
-  else if (uint64_t(q + 1) * den <= num) ++q;       // one too few
+  // q is within one of num / den, so q * den <= num + den < 2^25 and
+  // (q + 1) * den < 2^26: the products are exact in 32 bits.
+  if (q * den > num) --q;                           // one too many
+  else if ((q + 1u) * den <= num) ++q;              // one too few
   const int64_t count = int64_t(q) + 1;             // ceil(tiles / room)
   return count <= max_count ? count : kBalancedUnreachable;
 }
@@ -204,8 +206,18 @@ balanced_refresh_kernel(const int32_t* __restrict__ lens, int num_seqs, int64_t 
     while (lo < hi) {
       const int64_t span = hi - lo;
       const CountProbe probe = count_probe(lo + span * warp / warps, split_cost);
-      int64_t count = 0;
-      for (int b = lane; b < num_seqs; b += kWarpSize) count += count_at(probe, s_tiles[b], s_most[b]);
+      // Four requests per lane at a time, summed apart: their chains of
+      // dependent steps overlap.
+      int64_t count = 0, c1 = 0, c2 = 0, c3 = 0;
+      int b = lane;
+      for (; b + 3 * kWarpSize < num_seqs; b += 4 * kWarpSize) {
+        count += count_at(probe, s_tiles[b], s_most[b]);
+        c1 += count_at(probe, s_tiles[b + kWarpSize], s_most[b + kWarpSize]);
+        c2 += count_at(probe, s_tiles[b + 2 * kWarpSize], s_most[b + 2 * kWarpSize]);
+        c3 += count_at(probe, s_tiles[b + 3 * kWarpSize], s_most[b + 3 * kWarpSize]);
+      }
+      for (; b < num_seqs; b += kWarpSize) count += count_at(probe, s_tiles[b], s_most[b]);
+      count += c1 + c2 + c3;
       for (int o = kWarpSize / 2; o > 0; o >>= 1) count += PAV_SHFL_XOR(count, o);
       if (lane == 0) s_fits[warp] = count <= lim ? 1 : 0;
       __syncthreads();

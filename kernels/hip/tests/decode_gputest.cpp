@@ -123,8 +123,9 @@ AttentionBody body_of(const CaseSpec& s) {
   return r.body;
 }
 
-// The matrix-unit body over its shapes: head_dim 64/128/256; 1, 8, 15, 16, 32
-// (one pass of four n tiles: G 8 x q_len 4) and 64 (two passes) query rows;
+// The matrix-unit body over its shapes: head_dim 64/128/256; 1, 8, 15, 16,
+// 17, 20, 24 (three n tiles: G 8 x q_len 3), 25 (four), 32 (one pass of four
+// n tiles: G 8 x q_len 4) and 64 (two passes) query rows;
 // both V layouts; pages of 16/64/128 tokens; tails of every length class
 // around 16-token chunks, 64-token stages and 256-token tiles; per-tensor and
 // no scales; all partial dtypes. The launch record must name the body.
@@ -144,6 +145,10 @@ TEST(GpuDecode, MatrixBodyAcrossShapes) {
       {64, 1, 1, 64, 1, VLayout::plain, ScaleKind::none, DType::bf16},
       {256, 5, 3, 16, 1, VLayout::plain, ScaleKind::per_tensor, DType::bf16},
       {256, 3, 1, 128, 2, VLayout::trans, ScaleKind::per_tensor, DType::f32},
+      {128, 8, 3, 16, 2, VLayout::plain, ScaleKind::per_tensor, DType::bf16},
+      {64, 5, 4, 64, 1, VLayout::trans, ScaleKind::none, DType::f16},
+      {256, 17, 1, 16, 1, VLayout::plain, ScaleKind::per_tensor, DType::f32},
+      {128, 5, 5, 16, 1, VLayout::plain, ScaleKind::per_tensor, DType::bf16},
   };
   const std::vector<int32_t> lens = {0, 1, 2, 15, 16, 17, 63, 64, 65, 255, 256, 257, 511, 513, 2305, 4099};
   uint64_t seed = 7701;
@@ -228,6 +233,25 @@ TEST(GpuDecode, ReduceVariantsAcrossCeilings) {
       s.opt.partial = partial;
       s.group = 4;
       s.hkv = 2;
+      const Outcome o = run_case(s, Path::planned);
+      EXPECT_TRUE(o.ok) << o.message;
+    }
+}
+
+// The general reduce's two forms: a batch of many (sequence, KV head) pairs
+// takes whole rows per block (f32 partials at D 128: 512 outputs, one walk
+// each), a batch of few takes one row per block with each walk shared.
+TEST(GpuDecode, GeneralReduceRowChunks) {
+  std::vector<int32_t> many;
+  for (int i = 0; i < 40; ++i) many.push_back(65 + 97 * i);
+  uint64_t seed = 7451;
+  for (const auto& lens : {many, std::vector<int32_t>{4099, 2305, 1}})
+    for (DType partial : {DType::f32, DType::bf16}) {
+      CaseSpec s = base_spec(lens, seed++);
+      s.max_partitions = 132;
+      s.opt.partial = partial;
+      s.group = 4;
+      s.hkv = 8;
       const Outcome o = run_case(s, Path::planned);
       EXPECT_TRUE(o.ok) << o.message;
     }

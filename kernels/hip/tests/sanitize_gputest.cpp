@@ -49,20 +49,26 @@ TEST(GpuSanitize, PlannedBoundedVectorizedSmall) {
   EXPECT_TRUE(o.ok) << o.message;
 }
 
+// The general reduce in row chunks, its walks shared by 2 (f32 partials: one
+// dim per thread) and 16 threads (bf16: eight dims per thread).
 TEST(GpuSanitize, PlannedGeneralReduceSmall) {
-  props::CaseSpec s = small_spec(9004);
-  s.opt.cu = 132;
-  s.max_partitions = 100;
-  s.opt.partial = DType::f32;
-  const Outcome o = run_case(s, props::Path::planned);
-  EXPECT_TRUE(o.ok) << o.message;
+  uint64_t seed = 9004;
+  for (DType partial : {DType::f32, DType::bf16}) {
+    props::CaseSpec s = small_spec(seed);
+    seed += 1000;
+    s.opt.cu = 132;
+    s.max_partitions = 100;
+    s.opt.partial = partial;
+    const Outcome o = run_case(s, props::Path::planned);
+    EXPECT_TRUE(o.ok) << o.message;
+  }
 }
 
-// The matrix-unit body (per-tensor scales): one, two and four n tiles, two
-// row passes, D 64 (warps sharing an m tile) and 128, both V layouts, tails.
+// The matrix-unit body (per-tensor scales): one, two, three and four n tiles,
+// two row passes, D 64 (warps sharing an m tile) and 128, both V layouts, tails.
 TEST(GpuSanitize, MatrixBodySmall) {
   uint64_t seed = 9101;
-  for (int group : {3, 5, 17})
+  for (int group : {3, 5, 11, 17})
     for (int head_dim : {64, 128}) {
       props::CaseSpec s = small_spec(seed++);
       s.scales = props::ScaleKind::per_tensor;
