@@ -23,7 +23,9 @@
 #   n  Nsight Compute on the matrix attention of equal32-h8g8 (balanced)
 #   s  SASS instruction counts of attend_mma_kernel<128, 1>
 #   r  Nsight Compute on the balanced refresh at Hkv 1, batch 256, and on the
-#      reduce of trace32-h1g16-q1 at balanced@8 (BASE's first, when given)
+#      general reduce (the first launch of reduce_kernel<false, ...>; the uniform
+#      call before it takes the bounded form) of trace32-h1g16-q1 at balanced@8
+#      (BASE's first, when given)
 #   x  Nsight Compute on the attention of trace16-h8g8-q4 (32 rows per pass) and
 #      trace32-h1g16-q1 (G 16), and the bench of the reduce at budget 8 x SMs
 #   q  pav_gpu_bench over the q_len 1..5 rows of trace16-h8g8, equal32-h8g8,
@@ -193,7 +195,7 @@ if has r; then
       >"$OUT/${pre}ncu-refresh.log" 2>&1
     stamp "${pre}ncu refresh rc=$?"
     grep -E "  Duration|Executed Instructions  |Warp Cycles Per Issued|Issue Slots Busy" "$OUT/${pre}ncu-refresh.log" | head
-    timeout 100 "$ncu" --clock-control none -k regex:reduce_kernel -c 1 \
+    timeout 100 "$ncu" --clock-control none --kernel-name-base demangled -k "regex:reduce_kernel<(0|false)," -c 1 \
       --section SpeedOfLight --section LaunchStats --section Occupancy --section WarpStateStats \
       "$bin" --only trace32-h1g16-q1 --variants balanced@8 --iters 1 --warmup 0 --bandwidth-gb 0.5 \
       >"$OUT/${pre}ncu-reduce.log" 2>&1
