@@ -10,6 +10,7 @@
 
 #include "kernels/planner.hpp"
 #include "kernels/planner_test_support.hpp"
+#include "kernels/split_rules.hpp"
 
 using namespace pav::kernels;
 
@@ -100,6 +101,51 @@ TEST(Planner, DenseDecodeSplitsHandComputed) {
   EXPECT_EQ(dense_decode_splits(5, 2, 16), 8);     // base 4, boost 13 -> 8
   EXPECT_EQ(dense_decode_splits(100, 4, 132), 1);  // base 1, boost 1
   EXPECT_EQ(dense_decode_splits(20, 1, 132), 8);   // base 8 (14 capped), boost ceil(6.4)=7 -> 4
+}
+
+// The general reduce's row chunks, by hand: want = ceil(2 cu / pairs) blocks per pair, at
+// most one per row, then as few chunks as that chunk size needs.
+TEST(SplitRules, ReduceRowChunksHandComputed) {
+  EXPECT_EQ(reduce_row_chunks(7, 88, 132), 3);    // want 3: chunks of 3, 3 and 1 rows
+  EXPECT_EQ(reduce_chunk_rows(7, 3), 3);
+  EXPECT_EQ(reduce_row_chunks(10, 66, 132), 4);   // want 4: 3, 3, 3, 1
+  EXPECT_EQ(reduce_row_chunks(9, 66, 132), 3);    // want 4, chunks of 3: three suffice
+  EXPECT_EQ(reduce_row_chunks(4, 24, 132), 4);    // want 11, one per row
+  EXPECT_EQ(reduce_row_chunks(16, 32, 132), 8);   // want 9: chunks of 2
+  EXPECT_EQ(reduce_row_chunks(4, 320, 132), 1);   // many pairs: whole rows per block
+  EXPECT_EQ(reduce_row_chunks(32, 1, 0), 2);      // cu 0 counts as 1
+  EXPECT_EQ(reduce_row_chunks(0, 5, 132), 1);
+  EXPECT_EQ(reduce_row_chunks(5, 0, 132), 1);
+}
+
+// Chunk c takes rows [c n, min(rows, (c + 1) n)), n = reduce_chunk_rows(rows, chunks), as the
+// kernel does: every row in exactly one chunk for any count up to the rows, and the count the
+// launcher picks leaves no chunk empty and never exceeds max(1, ceil(2 cu / pairs)).
+TEST(SplitRules, ReduceRowChunksCoverEveryRowOnce) {
+  const auto check = [](int64_t rows, int64_t chunks, bool no_empty) {
+    const int64_t n = reduce_chunk_rows(rows, chunks);
+    std::vector<int> seen(size_t(rows), 0);
+    for (int64_t c = 0; c < chunks; ++c) {
+      const int64_t r0 = c * n, r1 = std::min(rows, r0 + n);
+      if (no_empty) {
+        EXPECT_LT(r0, r1) << "rows " << rows << ", chunks " << chunks << ": chunk " << c << " empty";
+      }
+      for (int64_t r = r0; r < r1; ++r) ++seen[size_t(r)];
+    }
+    for (int64_t r = 0; r < rows; ++r)
+      ASSERT_EQ(seen[size_t(r)], 1) << "rows " << rows << ", chunks " << chunks << ": row " << r;
+  };
+  for (int64_t rows = 1; rows <= 160; ++rows)
+    for (int64_t chunks = 1; chunks <= rows; ++chunks) check(rows, chunks, false);
+  for (int64_t rows : {1, 2, 3, 5, 7, 8, 10, 16, 17, 24, 31, 40, 64, 80, 128, 1024})
+    for (int64_t pairs : {1, 2, 3, 7, 24, 32, 66, 88, 131, 132, 133, 264, 265, 1000})
+      for (int64_t cu : {0, 1, 66, 132, 264}) {
+        const int64_t chunks = reduce_row_chunks(rows, pairs, cu);
+        const int64_t want = std::max<int64_t>(1, (2 * std::max<int64_t>(cu, 1) + pairs - 1) / pairs);
+        ASSERT_GE(chunks, 1);
+        ASSERT_LE(chunks, std::min(rows, want)) << "rows " << rows << ", pairs " << pairs << ", cu " << cu;
+        check(rows, chunks, true);
+      }
 }
 
 TEST(Planner, ResolveRejectsOutOfRangeParams) {

@@ -33,7 +33,8 @@ __device__ inline void load_partials(const Params& p, int64_t e0, float (&x)[kVe
 constexpr int kReduceRowBatch = 64;
 
 // One block per (sequence, KV head) and chunk of its rows (gridDim.y chunks of
-// ceil(rows / gridDim.y) rows; the bounded form always takes one chunk); each
+// reduce_chunk_rows(rows, gridDim.y) rows, kernels/split_rules.hpp; the bounded
+// form always takes one chunk); each
 // output thread owns kVec consecutive dims of one row.
 // kBounded: walks `ceiling` (<= 64) slots per thread, computing its row's
 // weights itself; reads past `count` return zero weight and never touch
@@ -50,7 +51,7 @@ __global__ void __launch_bounds__(kThreads) reduce_kernel(const Params p) {
   __shared__ int flag;
   const int seq = int(blockIdx.x / p.hkv), h = int(blockIdx.x % p.hkv);
   const int D = p.head_dim, G = p.group;
-  const int chunk_rows = (p.rows + int(gridDim.y) - 1) / int(gridDim.y);
+  const int chunk_rows = int(reduce_chunk_rows(p.rows, gridDim.y));
   const int row0 = int(blockIdx.y) * chunk_rows, row1 = min(p.rows, row0 + chunk_rows);
   if (row0 >= row1) return;
   int64_t base, count;
@@ -203,19 +204,6 @@ __global__ void __launch_bounds__(kThreads) reduce_kernel(const Params p) {
 
 }  // namespace
 
-namespace {
-
-// Row chunks of the general reduce: enough blocks for about two per compute
-// unit the call names, so that a batch of few (sequence, KV head) pairs with
-// long walks (at Hkv 1, 32 sequences are 32 blocks) still fills the device.
-unsigned reduce_row_chunks(const Params& p, unsigned pairs) {
-  const int64_t want = ceil_div64(2 * max64(p.cu, 1), pairs);
-  const int64_t chunk_rows = ceil_div64(p.rows, min64(want, p.rows));
-  return unsigned(ceil_div64(p.rows, chunk_rows));
-}
-
-}  // namespace
-
 void launch_reduce(const Params& p, hipStream_t s) {
   const unsigned pairs = unsigned(int64_t(p.num_seqs) * p.hkv);
   if (pairs == 0) return;
@@ -228,7 +216,7 @@ void launch_reduce(const Params& p, hipStream_t s) {
       reduce_kernel<true, 1><<<grid, kThreads, 0, s>>>(p);
   } else {
     if (p.ceiling > kMaxReduceCeiling) bad("partition ceiling above " + std::to_string(kMaxReduceCeiling));
-    const dim3 grid(pairs, reduce_row_chunks(p, pairs));
+    const dim3 grid(pairs, unsigned(reduce_row_chunks(p.rows, pairs, p.cu)));  // kernels/split_rules.hpp
     // 16-bit partials: 8 dims per thread, so each row's walks over the
     // partitions (m, l and the merge weights) are shared by 8 outputs.
     const bool aligned = reinterpret_cast<uintptr_t>(p.partial) % 16 == 0;

@@ -15,6 +15,7 @@
 #include "kernels/codecs.hpp"
 #include "kernels/hip/gpu_backend.hpp"
 #include "kernels/launch.hpp"
+#include "kernels/split_rules.hpp"
 #include "kernels/hip/tests/gpu_test_support.hpp"
 #include "properties/gen/gen.hpp"
 
@@ -240,18 +241,33 @@ TEST(GpuDecode, ReduceVariantsAcrossCeilings) {
 
 // The general reduce's two forms: a batch of many (sequence, KV head) pairs
 // takes whole rows per block (f32 partials at D 128: 512 outputs, one walk
-// each), a batch of few takes one row per block with each walk shared.
+// each), a batch of few takes one row per block with each walk shared. At
+// 132 compute units, 11 sequences of G 7 at Hkv 8 (88 pairs) take 3 chunks of
+// 3, 3 and 1 rows, and 11 of G 5 x q_len 2 at Hkv 6 (66 pairs) 4 chunks of 3,
+// 3, 3 and 1: rows that no whole number of chunks divides.
 TEST(GpuDecode, GeneralReduceRowChunks) {
-  std::vector<int32_t> many;
+  std::vector<int32_t> many, eleven;
   for (int i = 0; i < 40; ++i) many.push_back(65 + 97 * i);
+  for (int i = 0; i < 11; ++i) eleven.push_back(i == 3 ? 1 : 4099 - 301 * i);
+  struct Shape {
+    std::vector<int32_t> lens;
+    int group, q_len, hkv;
+  };
   uint64_t seed = 7451;
-  for (const auto& lens : {many, std::vector<int32_t>{4099, 2305, 1}})
+  for (const Shape& sh : {Shape{many, 4, 1, 8}, Shape{{4099, 2305, 1}, 4, 1, 8}, Shape{eleven, 7, 1, 8},
+                          Shape{eleven, 5, 2, 6}})
     for (DType partial : {DType::f32, DType::bf16}) {
-      CaseSpec s = base_spec(lens, seed++);
+      CaseSpec s = base_spec(sh.lens, seed++);
       s.max_partitions = 132;
+      s.opt.cu = 132;
       s.opt.partial = partial;
-      s.group = 4;
-      s.hkv = 8;
+      s.group = sh.group;
+      s.q_len = sh.q_len;
+      s.hkv = sh.hkv;
+      std::printf("%zu sequences, G %d, q_len %d, Hkv %d: %lld row chunks\n", sh.lens.size(), sh.group, sh.q_len,
+                  sh.hkv,
+                  static_cast<long long>(reduce_row_chunks(int64_t(sh.group) * sh.q_len,
+                                                           int64_t(sh.lens.size()) * sh.hkv, s.opt.cu)));
       const Outcome o = run_case(s, Path::planned);
       EXPECT_TRUE(o.ok) << o.message;
     }
