@@ -202,7 +202,9 @@ TEST(DurableFile, EveryPathSyncsWhatItWritesAndClosesWhatItOpens) {
     forget_synced();
     pav::write_file_atomically(f, "content\n");
     EXPECT_TRUE(was_synced(f)) << "the file was not synced";
-    if (!fs::is_symlink(f)) EXPECT_TRUE(was_synced(dir)) << "the folder was not synced after the rename";
+    if (!fs::is_symlink(f)) {
+      EXPECT_TRUE(was_synced(dir)) << "the folder was not synced after the rename";
+    }
     EXPECT_EQ(pav::testing::open_descriptors(), before);
   }
   (void)expect_io_error([] { pav::write_file_atomically("/dev/full", "data\n"); });

@@ -1280,7 +1280,9 @@ TEST_F(PavCli, ShapesHoldEveryCallAndAFailureFoundInThemIsDrawnAgain) {
     std::string line;
     for (const std::string& a : b.args) line += a + " ";
     EXPECT_EQ(o.code, b.code) << line << "\n" << o.err;
-    if (b.code == 2) EXPECT_NE(o.err.find(b.fragment), std::string::npos) << o.err;
+    if (b.code == 2) {
+      EXPECT_NE(o.err.find(b.fragment), std::string::npos) << o.err;
+    }
   }
 
   for (const int shapes : {0, 3}) {
@@ -1326,7 +1328,9 @@ TEST_F(PavCli, ShapesHoldEveryCallAndAFailureFoundInThemIsDrawnAgain) {
     args.insert(args.end(), more.begin(), more.end());
     const Outcome r = launch({args});
     EXPECT_EQ(r.code, code) << (more.empty() ? "no --shapes" : more[1]) << "\n" << r.err;
-    if (code == 2) EXPECT_NE(r.err.find("a run in 3 shapes from shape seed 9"), std::string::npos) << r.err;
+    if (code == 2) {
+      EXPECT_NE(r.err.find("a run in 3 shapes from shape seed 9"), std::string::npos) << r.err;
+    }
   }
 
   const std::string bad = split_decode_with("merge-ignores-max");
@@ -1681,7 +1685,9 @@ TEST_F(PavCli, AReplayRefusesAComputeTypePavsKernelsDoNotHave) {
     for (const ReplayCommand& r : kReplayCommands) {
       const Outcome o = launch({replay_args(r, dir_ / file, {"--backend", "cpu"})});
       EXPECT_EQ(o.code, code) << r.words.front() << " compute " << compute << "\n" << o.out << o.err;
-      if (code == 2) EXPECT_NE(o.err.find("options.compute: " + compute + " is no compute type"), std::string::npos) << o.err;
+      if (code == 2) {
+        EXPECT_NE(o.err.find("options.compute: " + compute + " is no compute type"), std::string::npos) << o.err;
+      }
     }
   }
 }
@@ -1729,10 +1735,11 @@ TEST_F(PavCli, AFailingGateMirrorCaseReplaysToExitOne) {
       ASSERT_TRUE(j.is_object()) << o.out.substr(0, 500) << o.err;
       EXPECT_EQ(j[r.key][0]["property"], "gate-mirror");
       EXPECT_EQ(j[r.key][0]["passed"], code == 0) << j.dump();
-      if (code == 1)
+      if (code == 1) {
         EXPECT_NE(j[r.key][0]["verdict"].get<std::string>().find("the gate rejects a valid call (head_dim)"),
                   std::string::npos)
             << j.dump();
+      }
     }
   }
 }

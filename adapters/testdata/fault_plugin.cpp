@@ -105,7 +105,7 @@ int status_with(int rc, const std::string& mode, char* err, size_t err_size) {
 }
 #endif
 
-std::unique_ptr<pav::adapters::KernelUnderTest> make(const std::vector<std::string>& words) {
+[[maybe_unused]] std::unique_ptr<pav::adapters::KernelUnderTest> make(const std::vector<std::string>& words) {
 #ifdef PAV_FAULT_UNAVAILABLE
   throw pav::adapters::plugin::Unavailable("no usable GPU device (fault fixture)");
 #endif

@@ -671,7 +671,9 @@ TEST(Abi, AnMlaCallCrossesTheBoundary) {
     kernels::PlanView plan;
     const adapters::DecodeRequest back = adapters::abi::request_from_abi(a, &plan);
     EXPECT_TRUE(back.call.v_latent);
-    if (!for_check) EXPECT_EQ(adapters::contract_violation(back, every_format()), "");
+    if (!for_check) {
+      EXPECT_EQ(adapters::contract_violation(back, every_format()), "");
+    }
     const pav_decode_args v3 = adapters::abi::make_args(r, for_check, 3);
     EXPECT_EQ(v3.struct_size, PAV_DECODE_ARGS_V3_SIZE);
     EXPECT_FALSE(adapters::abi::request_from_abi(v3, &plan).call.v_latent);
@@ -1308,13 +1310,17 @@ TEST(LogitTies, EveryRowsLogitsTieOrNearTieAndTheReferenceFollows) {
               ++rows;
               const auto [lo, hi] = std::minmax_element(x.begin(), x.end());
               const long double spread = *hi - *lo;
-              if (ties == 1) EXPECT_EQ(spread, 0.0L) << b << " " << p << " " << head;
+              if (ties == 1) {
+                EXPECT_EQ(spread, 0.0L) << b << " " << p << " " << head;
+              }
               if (ties == 2) {
                 EXPECT_GT(spread, 0.0L) << b << " " << p << " " << head;
                 EXPECT_LT(spread, 16.0L) << b << " " << p << " " << head;
                 EXPECT_GT(*lo, 8.0L * std::sqrt((long double)s.head_dim)) << b << " " << p << " " << head;
               }
-              if (ties == 0) EXPECT_GT(spread, 1.0L) << b << " " << p << " " << head;
+              if (ties == 0) {
+                EXPECT_GT(spread, 1.0L) << b << " " << p << " " << head;
+              }
             }
         EXPECT_GT(rows, 0);
         const reference::ReferenceResult r = reference::decode(c.call(), exact());
