@@ -34,12 +34,11 @@ PAV_HD constexpr bool reduce_uses_bounded(int64_t ceiling) { return ceiling <= k
 // from reduce_row_chunks: about two blocks per compute unit `cu` over the call's `pairs`
 // pairs, at most one chunk per row, and no chunk left empty (a batch of few pairs with long
 // walks still fills the device; at Hkv 1 a batch of 32 would otherwise be 32 blocks).
-PAV_HD constexpr int64_t reduce_chunk_rows(int64_t rows, int64_t chunks) { return (rows + chunks - 1) / chunks; }
-constexpr int64_t reduce_row_chunks(int64_t rows, int64_t pairs, int64_t cu) {
+PAV_HD inline int64_t reduce_chunk_rows(int64_t rows, int64_t chunks) { return ceil_div64(rows, chunks); }
+inline int64_t reduce_row_chunks(int64_t rows, int64_t pairs, int64_t cu) {
   if (rows < 1 || pairs < 1) return 1;
-  const int64_t want = (2 * (cu > 1 ? cu : 1) + pairs - 1) / pairs;
-  const int64_t per = reduce_chunk_rows(rows, want < rows ? want : rows);
-  return (rows + per - 1) / per;
+  const int64_t want = ceil_div64(2 * max64(cu, 1), pairs);
+  return ceil_div64(rows, reduce_chunk_rows(rows, min64(want, rows)));
 }
 
 }  // namespace pav::kernels

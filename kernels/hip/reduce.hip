@@ -34,8 +34,8 @@ constexpr int kReduceRowBatch = 64;
 
 // One block per (sequence, KV head) and chunk of its rows (gridDim.y chunks of
 // reduce_chunk_rows(rows, gridDim.y) rows, kernels/split_rules.hpp; the bounded
-// form always takes one chunk); each
-// output thread owns kVec consecutive dims of one row.
+// form always takes one chunk); each output thread owns kVec consecutive dims
+// of one row.
 // kBounded: walks `ceiling` (<= 64) slots per thread, computing its row's
 // weights itself; reads past `count` return zero weight and never touch
 // memory, so they cannot wrap into another sequence's partitions.
